@@ -1,1 +1,23 @@
-pub fn placeholder() {}
+//! perfsweep's domain logic, free of I/O: every benchmark kind's spec, status and result
+//! types; BenchmarkSet expansion and validation; and the CRDs derived from those types.
+
+pub mod common;
+pub mod compat;
+pub mod crds;
+pub mod digest;
+pub mod duration;
+pub mod kinds;
+pub mod labels;
+pub mod registry;
+pub mod schema;
+pub mod set;
+pub mod status;
+pub mod validation;
+pub mod yaml;
+
+/// The API group of every perfsweep resource.
+pub const GROUP: &str = "perfsweep.io";
+/// The served and stored API version.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of every perfsweep resource.
+pub const API_VERSION: &str = "perfsweep.io/v1alpha1";

@@ -1,0 +1,114 @@
+//! IPerf: TCP or UDP throughput between two pods with iperf3.
+
+pub mod parse;
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::CommonSpec;
+use crate::status::BenchmarkStatus;
+
+/// Transport protocol for iperf3.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum Protocol {
+    #[default]
+    TCP,
+    UDP,
+}
+
+/// Network throughput between a server pod and a client pod, measured with iperf3.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "perfsweep.io",
+    version = "v1alpha1",
+    kind = "IPerf",
+    plural = "iperfs",
+    shortname = "ipf",
+    category = "perfsweep",
+    namespaced,
+    status = "IPerfStatus",
+    doc = "Network throughput between two pods with iperf3.",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Streams","type":"integer","jsonPath":".spec.streams"}"#,
+    printcolumn = r#"{"name":"Protocol","type":"string","jsonPath":".spec.protocol"}"#,
+    printcolumn = r#"{"name":"Duration","type":"integer","jsonPath":".spec.duration"}"#,
+    printcolumn = r#"{"name":"Received","type":"string","description":"Received bandwidth","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("!(self.reverse && self.bidirectional)").message("reverse and bidirectional are mutually exclusive").field_path(".bidirectional"))]
+#[x_kube(validation = Rule::new("self.protocol != 'UDP' || has(self.bitrate)").message("UDP needs a target bitrate (iperf3's default of 1 Mbit/s measures the default, not the network)").field_path(".bitrate"))]
+#[serde(rename_all = "camelCase")]
+pub struct IPerfSpec {
+    #[serde(flatten)]
+    pub common: CommonSpec,
+
+    /// Seconds the client sends for.
+    #[serde(default = "default_duration")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub duration: u32,
+
+    /// Parallel client streams (iperf3 -P).
+    #[serde(default = "default_streams")]
+    #[schemars(range(min = 1, max = 128))]
+    pub streams: u32,
+
+    /// TCP or UDP.
+    #[serde(default)]
+    pub protocol: Protocol,
+
+    /// Target bitrate in bits/s with an optional K, M, G or T suffix (iperf3 -b), e.g. `10G`.
+    /// Required for UDP; caps TCP when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?[KMGT]?$"))]
+    pub bitrate: Option<String>,
+
+    /// The server sends and the client receives (iperf3 -R).
+    #[serde(default)]
+    pub reverse: bool,
+
+    /// Both directions at once (iperf3 --bidir).
+    #[serde(default)]
+    pub bidirectional: bool,
+
+    /// Socket buffer size (iperf3 -w), e.g. `4M`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+[KMG]?$"))]
+    pub window: Option<String>,
+
+    /// TCP maximum segment size in bytes (iperf3 -M).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 88, max = 65535))]
+    pub mss: Option<u32>,
+
+    /// Seconds at the start left out of the result while TCP ramps up (iperf3 -O).
+    #[serde(default)]
+    #[schemars(range(max = 3600))]
+    pub omit: u32,
+
+    /// TCP port the iperf3 server listens on.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub port: u16,
+}
+
+fn default_duration() -> u32 {
+    10
+}
+fn default_streams() -> u32 {
+    1
+}
+fn default_port() -> u16 {
+    5201
+}
+
+/// Status of an IPerf benchmark.
+pub type IPerfStatus = BenchmarkStatus<parse::IPerfResult>;
+
+impl crate::registry::BenchmarkKind for IPerf {
+    type Spec = IPerfSpec;
+    const ROLES: &'static [&'static str] = &["server", "client"];
+
+    fn common(spec: &IPerfSpec) -> &CommonSpec {
+        &spec.common
+    }
+}

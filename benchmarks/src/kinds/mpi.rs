@@ -1,0 +1,18 @@
+//! What the MPI kinds (MPIPingPong, OpenFOAM) share.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How MPI ranks talk to each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Transport {
+    /// Open MPI's TCP byte transfer layer.
+    #[default]
+    TCP,
+    /// UCX over RDMA (InfiniBand or RoCE).
+    RDMA,
+}
+
+pub(crate) fn default_ssh_port() -> u16 {
+    2222
+}

@@ -1,0 +1,131 @@
+//! OpenFOAM: the 3-D lid-driven cavity case of the OpenFOAM HPC benchmark suite.
+
+pub mod parse;
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::CommonSpec;
+use crate::kinds::mpi::Transport;
+use crate::status::BenchmarkStatus;
+use crate::validation::FieldError;
+
+/// Mesh size of the lid-driven cavity case (S: 1M cells, M: 8M, XL: 64M, XXL: 216M).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ProblemSize {
+    #[default]
+    S,
+    M,
+    XL,
+    XXL,
+}
+
+/// Linear solver configuration of the benchmark suite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum IterativeMethod {
+    #[serde(rename = "fixedITER")]
+    FixedIter,
+    #[default]
+    #[serde(rename = "fixedNORM")]
+    FixedNorm,
+    #[serde(rename = "FOAM-DIC-PCG.fixedNORM")]
+    FoamDicPcgFixedNorm,
+    #[serde(rename = "FOAM-GAMG-PCG.fixedNORM")]
+    FoamGamgPcgFixedNorm,
+    #[serde(rename = "PETSc-AMG-CG.fixedNORM")]
+    PetscAmgCgFixedNorm,
+    #[serde(rename = "PETSc-AMG-CG.fixedNORM.caching")]
+    PetscAmgCgFixedNormCaching,
+    #[serde(rename = "PETSc-ICC-CG.fixedNORM")]
+    PetscIccCgFixedNorm,
+}
+
+/// A parallel OpenFOAM solver run over MPI.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "perfsweep.io",
+    version = "v1alpha1",
+    kind = "OpenFOAM",
+    plural = "openfoams",
+    shortname = "of",
+    category = "perfsweep",
+    namespaced,
+    status = "OpenFOAMStatus",
+    doc = "The OpenFOAM HPC benchmark (3-D lid-driven cavity) over MPI.",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Size","type":"string","jsonPath":".spec.problemSize"}"#,
+    printcolumn = r#"{"name":"Procs","type":"integer","jsonPath":".spec.numProcs"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".spec.numNodes"}"#,
+    printcolumn = r#"{"name":"Transport","type":"string","jsonPath":".spec.transport"}"#,
+    printcolumn = r#"{"name":"Wall time","type":"string","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("self.numProcs >= self.numNodes").message("numProcs must be at least numNodes: every node runs at least one rank").field_path(".numProcs"))]
+#[x_kube(validation = Rule::new("self.numProcs % self.numNodes == 0").message("numProcs must be a multiple of numNodes so that every node runs the same number of ranks").field_path(".numProcs"))]
+#[serde(rename_all = "camelCase")]
+pub struct OpenFOAMSpec {
+    #[serde(flatten)]
+    pub common: CommonSpec,
+
+    /// Open MPI's TCP path or UCX over RDMA.
+    #[serde(default)]
+    pub transport: Transport,
+
+    /// Mesh size: S, M, XL or XXL.
+    #[serde(default)]
+    pub problem_size: ProblemSize,
+
+    /// Linear solver configuration.
+    #[serde(default)]
+    pub iterative_method: IterativeMethod,
+
+    /// Total MPI ranks (the mesh is decomposed into this many parts).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub num_procs: u32,
+
+    /// Nodes (worker pods) the ranks are spread over, evenly.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub num_nodes: u32,
+
+    /// Port of the workers' SSH daemons (kube-perftest's launch mechanism; kept for
+    /// compatibility).
+    #[serde(default = "crate::kinds::mpi::default_ssh_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub ssh_port: u16,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Status of an OpenFOAM benchmark.
+pub type OpenFOAMStatus = BenchmarkStatus<parse::OpenFOAMResult>;
+
+impl crate::registry::BenchmarkKind for OpenFOAM {
+    type Spec = OpenFOAMSpec;
+    const ROLES: &'static [&'static str] = &["launcher", "worker"];
+
+    fn common(spec: &OpenFOAMSpec) -> &CommonSpec {
+        &spec.common
+    }
+
+    fn check(spec: &OpenFOAMSpec) -> Vec<FieldError> {
+        // CEL cannot see the PETSc build of the image; only the default image lacks it.
+        let petsc = matches!(
+            spec.iterative_method,
+            IterativeMethod::PetscAmgCgFixedNorm
+                | IterativeMethod::PetscAmgCgFixedNormCaching
+                | IterativeMethod::PetscIccCgFixedNorm
+        );
+        if petsc && spec.common.image.is_none() {
+            return vec![FieldError::new(
+                "spec.iterativeMethod",
+                "PETSc methods need an image built with petsc4Foam; set spec.image",
+            )];
+        }
+        Vec::new()
+    }
+}

@@ -1,0 +1,53 @@
+//! RDMALatency: perftest `ib_{read,write,send}_lat`.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::PerftestOptions;
+use super::parse::RDMALatencyResult;
+use crate::common::CommonSpec;
+use crate::status::BenchmarkStatus;
+use crate::validation::FieldError;
+
+/// RDMA latency between two pods with perftest.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "perfsweep.io",
+    version = "v1alpha1",
+    kind = "RDMALatency",
+    plural = "rdmalatencies",
+    shortname = "rdmalat",
+    category = "perfsweep",
+    namespaced,
+    status = "RDMALatencyStatus",
+    doc = "RDMA latency between two pods (perftest ib_*_lat).",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
+    printcolumn = r#"{"name":"Iterations","type":"integer","jsonPath":".spec.iterations"}"#,
+    printcolumn = r#"{"name":"Latency","type":"string","description":"Typical latency","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RDMALatencySpec {
+    #[serde(flatten)]
+    pub common: CommonSpec,
+
+    #[serde(flatten)]
+    pub perftest: PerftestOptions,
+}
+
+/// Status of an RDMALatency benchmark.
+pub type RDMALatencyStatus = BenchmarkStatus<RDMALatencyResult>;
+
+impl crate::registry::BenchmarkKind for RDMALatency {
+    type Spec = RDMALatencySpec;
+    const ROLES: &'static [&'static str] = &["server", "client"];
+
+    fn common(spec: &RDMALatencySpec) -> &CommonSpec {
+        &spec.common
+    }
+
+    fn check(spec: &RDMALatencySpec) -> Vec<FieldError> {
+        super::check(&spec.perftest)
+    }
+}

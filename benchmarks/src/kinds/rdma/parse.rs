@@ -1,0 +1,17 @@
+//! Placeholder until the parser lands.
+
+/// The structured result.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RDMABandwidthResult {
+    /// Placeholder.
+    pub placeholder: Option<f64>,
+}
+
+/// The structured result.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RDMALatencyResult {
+    /// Placeholder.
+    pub placeholder: Option<f64>,
+}

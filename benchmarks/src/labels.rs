@@ -1,0 +1,23 @@
+//! Label and annotation keys perfsweep puts on what it creates.
+
+/// `app.kubernetes.io/managed-by` value on everything perfsweep creates.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGER: &str = "perfsweep";
+
+/// The BenchmarkSet a child belongs to.
+pub const SET: &str = "perfsweep.io/set";
+/// The child's case: set + permutation (a digest of the child's full spec).
+pub const CASE: &str = "perfsweep.io/case";
+/// The repetition index of a child, from 0.
+pub const REPETITION: &str = "perfsweep.io/repetition";
+/// The benchmark a pod or helper object belongs to.
+pub const BENCHMARK: &str = "perfsweep.io/benchmark";
+/// The role a pod plays in its benchmark.
+pub const ROLE: &str = "perfsweep.io/role";
+
+/// Annotation: the permutation's own values, as JSON.
+pub const PERMUTATION: &str = "perfsweep.io/permutation";
+/// Annotation: the permutation's index in the set's expansion.
+pub const PERMUTATION_INDEX: &str = "perfsweep.io/permutation-index";
+/// Annotation: SHA-256 of the child's canonical spec (the workload spec digest).
+pub const SPEC_DIGEST: &str = "perfsweep.io/spec-digest";

@@ -1,0 +1,160 @@
+//! The table of benchmark kinds. Everything that treats kinds generically (validation,
+//! BenchmarkSet expansion, CRD generation, the CLI) looks kinds up here, so adding a kind
+//! is its module plus one line in [`kinds`].
+
+use std::fmt::Debug;
+use std::sync::OnceLock;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::cel::CompiledSchema;
+use kube::{CustomResourceExt, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::common::CommonSpec;
+use crate::kinds;
+use crate::schema::Node;
+use crate::validation::{FieldError, join};
+
+/// What a benchmark kind tells the generic machinery about itself.
+pub trait BenchmarkKind:
+    Resource<DynamicType = ()> + CustomResourceExt + Serialize + DeserializeOwned + Clone + Debug
+{
+    type Spec: Serialize + DeserializeOwned + Clone + Debug + PartialEq;
+
+    /// The roles this kind's pods play (for example `server` and `client`); `placement`
+    /// keys must be one of these.
+    const ROLES: &'static [&'static str];
+
+    fn common(spec: &Self::Spec) -> &CommonSpec;
+
+    /// Cross-field checks that neither the schema nor a CEL rule can express.
+    fn check(_spec: &Self::Spec) -> Vec<FieldError> {
+        Vec::new()
+    }
+}
+
+/// A registered kind with its CRD and compiled validators.
+pub struct KindInfo {
+    pub kind: &'static str,
+    pub roles: &'static [&'static str],
+    pub crd: CustomResourceDefinition,
+    schema: Node,
+    cel: CompiledSchema,
+    check_typed: fn(&Value) -> Vec<FieldError>,
+}
+
+impl Debug for KindInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindInfo").field("kind", &self.kind).finish()
+    }
+}
+
+impl KindInfo {
+    fn of<K: BenchmarkKind>() -> Self {
+        let crd = crate::crds::finalize(K::crd(), K::ROLES);
+        let schema_json = crate::crds::open_api_schema(&crd);
+        Self {
+            kind: kind_name::<K>(),
+            roles: K::ROLES,
+            schema: Node::compile(&schema_json)
+                .unwrap_or_else(|e| panic!("the derived schema of {} is invalid: {e}", K::kind(&()))),
+            cel: kube::core::cel::compile_schema(&schema_json),
+            crd,
+            check_typed: check_typed::<K>,
+        }
+    }
+
+    /// The plural resource name, e.g. `iperfs`.
+    pub fn plural(&self) -> &str {
+        &self.crd.spec.names.plural
+    }
+
+    /// Validates a whole object (`apiVersion`, `kind`, `metadata`, `spec`) the way
+    /// admission would, then with the checks only perfsweep can make. Paths start at the
+    /// object's root (`spec.streams`).
+    pub fn validate(&self, object: &Value) -> Vec<FieldError> {
+        let mut errors = self.schema.check_object_root(object);
+        if !errors.is_empty() {
+            return errors;
+        }
+        if let Err(failures) = kube::core::cel::validate_compiled(&self.cel, object, None) {
+            errors.extend(
+                failures
+                    .iter()
+                    .map(|f| FieldError::new(f.field_path.clone(), f.message.clone())),
+            );
+            return errors;
+        }
+        let spec = object.get("spec").cloned().unwrap_or(Value::Null);
+        (self.check_typed)(&spec)
+    }
+}
+
+fn kind_name<K: BenchmarkKind>() -> &'static str {
+    // Kind names are compile-time constants of the derived types; leaking one small
+    // string per kind once keeps `KindInfo` free of lifetimes.
+    Box::leak(K::kind(&()).into_owned().into_boxed_str())
+}
+
+fn check_typed<K: BenchmarkKind>(spec: &Value) -> Vec<FieldError> {
+    let spec: K::Spec = match serde_path_to_error::deserialize(spec) {
+        Ok(spec) => spec,
+        Err(error) => {
+            let path = error.path().to_string();
+            let path = if path == "." {
+                "spec".to_owned()
+            } else {
+                join("spec", &path)
+            };
+            return vec![FieldError::new(path, error.into_inner().to_string())];
+        }
+    };
+    let mut errors = check_common(K::common(&spec), K::ROLES);
+    errors.extend(K::check(&spec));
+    errors
+}
+
+fn check_common(common: &CommonSpec, roles: &[&str]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Err(error) = common.timeout() {
+        errors.push(FieldError::new("spec.timeout", error.to_string()));
+    }
+    for role in common.placement.iter().flat_map(|p| p.keys()) {
+        if !roles.contains(&role.as_str()) {
+            errors.push(FieldError::new(
+                format!("spec.placement[{role}]"),
+                format!("unknown role {role:?}: this kind's roles are {}", roles.join(", ")),
+            ));
+        }
+    }
+    errors
+}
+
+/// Every benchmark kind, in the order `perfsweep crds` prints them.
+pub fn kinds() -> &'static [KindInfo] {
+    static KINDS: OnceLock<Vec<KindInfo>> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        vec![
+            KindInfo::of::<kinds::iperf::IPerf>(),
+            KindInfo::of::<kinds::rdma::bandwidth::RDMABandwidth>(),
+            KindInfo::of::<kinds::rdma::latency::RDMALatency>(),
+            KindInfo::of::<kinds::mpi_pingpong::MPIPingPong>(),
+            KindInfo::of::<kinds::fio::Fio>(),
+            KindInfo::of::<kinds::pytorch::PyTorch>(),
+            KindInfo::of::<kinds::openfoam::OpenFOAM>(),
+            KindInfo::of::<kinds::llm::LLMInference>(),
+        ]
+    })
+}
+
+/// The kind named `kind` (exact, as in `kind: IPerf`).
+pub fn lookup(kind: &str) -> Option<&'static KindInfo> {
+    kinds().iter().find(|info| info.kind == kind)
+}
+
+/// Names of every benchmark kind, for error messages.
+pub fn kind_names() -> Vec<&'static str> {
+    kinds().iter().map(|info| info.kind).collect()
+}

@@ -1,0 +1,494 @@
+//! Expansion of a BenchmarkSet into its children, validating every child before any is
+//! created.
+//!
+//! Children are named `<set>-<case id>-<repetition>`, where the case id is a digest of
+//! the child's complete spec. Names therefore depend only on what a child runs: they are
+//! the same after an operator restart, and an edit that leaves a permutation's spec
+//! unchanged leaves its children (and their results) alone.
+//!
+//! Children are ordered repetition-major (every permutation once, then every permutation
+//! again): with `maxParallel: 1`, a transient disturbance in the cluster then spreads
+//! across permutations instead of biasing all repetitions of one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::merge::{merge, set_path, split_path};
+use super::{BenchmarkSetSpec, MAX_SET_NAME_LEN};
+use crate::compat;
+use crate::crds::MAX_BENCHMARK_NAME_LEN;
+use crate::digest::sha256_hex;
+use crate::labels;
+use crate::registry::{self, KindInfo};
+use crate::validation::FieldError;
+
+/// Hex digits of the spec digest used in child names.
+const CASE_ID_LEN: usize = 10;
+/// Child errors shown in a message before "and N more".
+const ERRORS_SHOWN: usize = 10;
+
+/// One child benchmark of a set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Child {
+    pub name: String,
+    /// Identifies the permutation within the set: a digest of the child's spec.
+    pub case_id: String,
+    /// SHA-256 of the child's canonical spec.
+    pub spec_digest: String,
+    pub permutation_index: usize,
+    pub repetition: u32,
+    /// The permutation's own values (what varies), keyed as the user wrote them.
+    pub permutation: Arc<Map<String, Value>>,
+    /// The complete spec: template merged with the permutation.
+    pub spec: Arc<Map<String, Value>>,
+}
+
+/// A set's children, in creation order.
+#[derive(Debug)]
+pub struct Expansion {
+    pub kind: &'static KindInfo,
+    /// The template's apiVersion when it was kube-perftest's and has been converted.
+    pub converted_from: Option<String>,
+    pub permutation_count: usize,
+    pub children: Vec<Child>,
+}
+
+/// Why a set cannot be expanded. Nothing is created for a set with any of these.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SetError {
+    #[error("spec.template.apiVersion: unsupported apiVersion {0:?}; use perfsweep.io/v1alpha1")]
+    UnknownApiVersion(String),
+    #[error("spec.template.kind: unknown benchmark kind {kind:?}; known kinds are {known}")]
+    UnknownKind { kind: String, known: String },
+    #[error("spec.permutations.product[{key}]: must list at least one value")]
+    EmptyProduct { key: String },
+    #[error(
+        "spec.maxChildren: the set expands to {count} children ({permutations} permutations × {repetitions} repetitions), above the cap of {cap}"
+    )]
+    TooManyChildren {
+        count: u128,
+        permutations: u128,
+        repetitions: u32,
+        cap: u32,
+    },
+    #[error("metadata.name: {0}")]
+    InvalidName(String),
+    #[error("{}", describe_child_errors(.0))]
+    InvalidChildren(Vec<ChildError>),
+}
+
+impl SetError {
+    /// The field path the error is about, for a status condition.
+    pub fn field_path(&self) -> String {
+        match self {
+            Self::UnknownApiVersion(_) => "spec.template.apiVersion".into(),
+            Self::UnknownKind { .. } => "spec.template.kind".into(),
+            Self::EmptyProduct { key } => format!("spec.permutations.product[{key}]"),
+            Self::TooManyChildren { .. } => "spec.maxChildren".into(),
+            Self::InvalidName(_) => "metadata.name".into(),
+            Self::InvalidChildren(errors) => errors
+                .first()
+                .map(|e| e.error.path.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A child that fails validation, and which permutation it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildError {
+    pub permutation_index: usize,
+    /// The permutation in a few words, e.g. `streams=0` or `explicit[2]`.
+    pub permutation: String,
+    /// The error, with its path pointing into the set (template or permutation).
+    pub error: FieldError,
+}
+
+impl fmt::Display for ChildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "permutation {} ({}): {}",
+            self.permutation_index, self.permutation, self.error
+        )
+    }
+}
+
+fn describe_child_errors(errors: &[ChildError]) -> String {
+    let mut text: Vec<String> = errors.iter().take(ERRORS_SHOWN).map(ToString::to_string).collect();
+    if errors.len() > ERRORS_SHOWN {
+        text.push(format!("and {} more", errors.len() - ERRORS_SHOWN));
+    }
+    text.join("; ")
+}
+
+/// Where a permutation's values came from, to point errors at the right place.
+enum Source {
+    /// Product keys with the index of the chosen value.
+    Product(Vec<(String, usize)>),
+    Explicit(usize),
+    /// No permutations: the template alone.
+    Template,
+}
+
+/// Expands `spec` of the set named `set_name` into its children, or explains why not.
+pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetError> {
+    let converted_from = compat::template_api_version(&spec.template.api_version)
+        .map_err(SetError::UnknownApiVersion)?;
+    let kind = registry::lookup(&spec.template.kind).ok_or_else(|| SetError::UnknownKind {
+        kind: spec.template.kind.clone(),
+        known: registry::kind_names().join(", "),
+    })?;
+    if let Some((key, _)) = spec.permutations.product.iter().find(|(_, v)| v.is_empty()) {
+        return Err(SetError::EmptyProduct { key: key.clone() });
+    }
+    let permutation_count = count_permutations(spec)?;
+    check_set_name(set_name, spec.repetitions)?;
+
+    let sources = permutation_sources(spec);
+    let mut permutations = Vec::with_capacity(sources.len());
+    let mut errors = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (index, source) in sources.into_iter().enumerate() {
+        let permutation = permutation_values(spec, &source);
+        let mut merged = spec.template.spec.clone();
+        merge(&mut merged, &to_patch(&permutation, &source), spec.list_merge);
+        let digest = sha256_hex(&json!({
+            "apiVersion": crate::API_VERSION,
+            "kind": kind.kind,
+            "spec": merged,
+        }));
+        let description = describe(&permutation, &source);
+        if let Some(first) = seen.insert(digest.clone(), index) {
+            errors.push(ChildError {
+                permutation_index: index,
+                permutation: description.clone(),
+                error: FieldError::new(
+                    source_path(&source),
+                    format!("gives the same benchmark as permutation {first}"),
+                ),
+            });
+        }
+        let object = json!({
+            "apiVersion": crate::API_VERSION,
+            "kind": kind.kind,
+            "metadata": {"name": child_name(set_name, &digest[..CASE_ID_LEN], 0)},
+            "spec": merged,
+        });
+        for error in kind.validate(&object) {
+            errors.push(ChildError {
+                permutation_index: index,
+                permutation: description.clone(),
+                error: locate(error, &source, spec),
+            });
+        }
+        permutations.push((digest, Arc::new(permutation), Arc::new(merged)));
+    }
+    if !errors.is_empty() {
+        return Err(SetError::InvalidChildren(dedupe(errors)));
+    }
+
+    let case_ids = case_ids(permutations.iter().map(|(digest, _, _)| digest.as_str()));
+    let mut children = Vec::with_capacity(permutations.len() * spec.repetitions as usize);
+    for repetition in 0..spec.repetitions {
+        for (index, ((digest, permutation, merged), case_id)) in
+            permutations.iter().zip(&case_ids).enumerate()
+        {
+            children.push(Child {
+                name: child_name(set_name, case_id, repetition),
+                case_id: case_id.clone(),
+                spec_digest: digest.clone(),
+                permutation_index: index,
+                repetition,
+                permutation: Arc::clone(permutation),
+                spec: Arc::clone(merged),
+            });
+        }
+    }
+    Ok(Expansion {
+        kind,
+        converted_from,
+        permutation_count,
+        children,
+    })
+}
+
+fn count_permutations(spec: &BenchmarkSetSpec) -> Result<usize, SetError> {
+    let product: u128 = if spec.permutations.product.is_empty() {
+        0
+    } else {
+        spec.permutations
+            .product
+            .values()
+            .map(|values| values.len() as u128)
+            .try_fold(1u128, |acc, n| acc.checked_mul(n))
+            .unwrap_or(u128::MAX)
+    };
+    let permutations = product
+        .saturating_add(spec.permutations.explicit.len() as u128)
+        .max(1);
+    let count = permutations.saturating_mul(u128::from(spec.repetitions));
+    if count > u128::from(spec.max_children) {
+        return Err(SetError::TooManyChildren {
+            count,
+            permutations,
+            repetitions: spec.repetitions,
+            cap: spec.max_children,
+        });
+    }
+    // Bounded by max_children (a u32) above, so this cannot truncate.
+    Ok(permutations as usize)
+}
+
+fn check_set_name(set_name: &str, repetitions: u32) -> Result<(), SetError> {
+    let is_dns_label = set_name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase())
+        && set_name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !set_name.ends_with('-');
+    if !is_dns_label {
+        return Err(SetError::InvalidName(format!(
+            "{set_name:?} must be a DNS label: lower-case letters, digits and '-', starting with a letter"
+        )));
+    }
+    let longest_child = child_name(set_name, &"0".repeat(CASE_ID_LEN), repetitions.saturating_sub(1));
+    if longest_child.len() > MAX_BENCHMARK_NAME_LEN || set_name.len() > MAX_SET_NAME_LEN {
+        return Err(SetError::InvalidName(format!(
+            "{set_name:?} is too long: children are named <set>-<case id>-<repetition> (e.g. {longest_child}, {} characters) and must be at most {MAX_BENCHMARK_NAME_LEN}; use at most {MAX_SET_NAME_LEN} characters",
+            longest_child.len()
+        )));
+    }
+    Ok(())
+}
+
+fn child_name(set_name: &str, case_id: &str, repetition: u32) -> String {
+    format!("{set_name}-{case_id}-{repetition}")
+}
+
+/// Short case ids, lengthened to 16 hex digits for any that would collide.
+fn case_ids<'a>(digests: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let digests: Vec<&str> = digests.collect();
+    let mut prefix_count: HashMap<&str, usize> = HashMap::new();
+    for digest in &digests {
+        *prefix_count.entry(&digest[..CASE_ID_LEN]).or_default() += 1;
+    }
+    digests
+        .iter()
+        .map(|digest| {
+            let short = &digest[..CASE_ID_LEN];
+            if prefix_count.get(short).copied().unwrap_or(0) > 1 {
+                digest[..16].to_owned()
+            } else {
+                short.to_owned()
+            }
+        })
+        .collect()
+}
+
+fn permutation_sources(spec: &BenchmarkSetSpec) -> Vec<Source> {
+    let product = &spec.permutations.product;
+    let mut sources = Vec::new();
+    if !product.is_empty() {
+        let keys: Vec<&String> = product.keys().collect();
+        let lengths: Vec<usize> = product.values().map(Vec::len).collect();
+        let mut odometer = vec![0usize; keys.len()];
+        'outer: loop {
+            sources.push(Source::Product(
+                keys.iter().map(|k| (*k).clone()).zip(odometer.iter().copied()).collect(),
+            ));
+            for position in (0..odometer.len()).rev() {
+                odometer[position] += 1;
+                if odometer[position] < lengths[position] {
+                    continue 'outer;
+                }
+                odometer[position] = 0;
+            }
+            break;
+        }
+    }
+    sources.extend((0..spec.permutations.explicit.len()).map(Source::Explicit));
+    if sources.is_empty() {
+        sources.push(Source::Template);
+    }
+    sources
+}
+
+fn permutation_values(spec: &BenchmarkSetSpec, source: &Source) -> Map<String, Value> {
+    match source {
+        Source::Product(choice) => choice
+            .iter()
+            .filter_map(|(key, index)| {
+                let value = spec.permutations.product.get(key)?.get(*index)?;
+                Some((key.clone(), value.clone()))
+            })
+            .collect(),
+        Source::Explicit(index) => spec
+            .permutations
+            .explicit
+            .get(*index)
+            .cloned()
+            .unwrap_or_default(),
+        Source::Template => Map::new(),
+    }
+}
+
+/// The permutation as a nested patch (product keys may be dotted paths).
+fn to_patch(permutation: &Map<String, Value>, source: &Source) -> Map<String, Value> {
+    match source {
+        Source::Product(_) => {
+            let mut patch = Map::new();
+            for (key, value) in permutation {
+                set_path(&mut patch, &split_path(key), value.clone());
+            }
+            patch
+        }
+        Source::Explicit(_) | Source::Template => permutation.clone(),
+    }
+}
+
+fn describe(permutation: &Map<String, Value>, source: &Source) -> String {
+    match source {
+        Source::Product(_) => permutation
+            .iter()
+            .map(|(key, value)| format!("{key}={}", compact(value)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Source::Explicit(index) => {
+            let mut text = format!("explicit[{index}] {}", compact(&Value::Object(permutation.clone())));
+            if text.len() > 100 {
+                let cut = (0..=97).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                text.truncate(cut);
+                text.push_str("...");
+            }
+            text
+        }
+        Source::Template => "the template".to_owned(),
+    }
+}
+
+fn compact(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn source_path(source: &Source) -> String {
+    match source {
+        Source::Product(_) => "spec.permutations.product".to_owned(),
+        Source::Explicit(index) => format!("spec.permutations.explicit[{index}]"),
+        Source::Template => "spec.template".to_owned(),
+    }
+}
+
+/// Points an error on a child's field at the part of the set that supplied the value.
+fn locate(error: FieldError, source: &Source, spec: &BenchmarkSetSpec) -> FieldError {
+    let Some(field) = error.path.strip_prefix("spec.").or_else(|| {
+        (error.path == "spec").then_some("")
+    }) else {
+        // Root and metadata errors concern the child's name, made from the set's name.
+        return FieldError::new("metadata.name", error.message);
+    };
+    let owner = |path_in_spec: &str| {
+        field == path_in_spec
+            || field.starts_with(&format!("{path_in_spec}."))
+            || field.starts_with(&format!("{path_in_spec}["))
+    };
+    match source {
+        Source::Product(choice) => {
+            for (key, index) in choice {
+                let dotted = split_path(key).join(".");
+                if owner(&dotted) {
+                    let rest = &field[dotted.len()..];
+                    return FieldError::new(
+                        format!("spec.permutations.product[{key}][{index}]{rest}"),
+                        error.message,
+                    );
+                }
+            }
+        }
+        Source::Explicit(index) => {
+            let entry = spec.permutations.explicit.get(*index);
+            let top = field.split(['.', '[']).next().unwrap_or_default();
+            if entry.is_some_and(|e| e.contains_key(top)) {
+                return FieldError::new(
+                    format!("spec.permutations.explicit[{index}].{field}"),
+                    error.message,
+                );
+            }
+        }
+        Source::Template => {}
+    }
+    let path = if field.is_empty() {
+        "spec.template.spec".to_owned()
+    } else {
+        format!("spec.template.spec.{field}")
+    };
+    FieldError::new(path, error.message)
+}
+
+/// One error per (path, message): a template mistake shows once, not once per child.
+fn dedupe(errors: Vec<ChildError>) -> Vec<ChildError> {
+    let mut seen = BTreeMap::new();
+    errors
+        .into_iter()
+        .filter(|e| {
+            seen.insert((e.error.path.clone(), e.error.message.clone()), ())
+                .is_none()
+        })
+        .collect()
+}
+
+impl Child {
+    /// The child as a Kubernetes object owned by its set.
+    pub fn to_object(&self, kind: &KindInfo, set: &SetRef) -> Value {
+        let permutation = serde_json::to_string(&*self.permutation).unwrap_or_default();
+        let mut metadata = json!({
+            "name": self.name,
+            "labels": {
+                labels::MANAGED_BY: labels::MANAGER,
+                labels::SET: set.name,
+                labels::CASE: self.case_id,
+                labels::REPETITION: self.repetition.to_string(),
+            },
+            "annotations": {
+                labels::PERMUTATION: permutation,
+                labels::PERMUTATION_INDEX: self.permutation_index.to_string(),
+                labels::SPEC_DIGEST: self.spec_digest,
+            },
+        });
+        if let Some(namespace) = &set.namespace {
+            metadata["namespace"] = json!(namespace);
+        }
+        if let Some(uid) = &set.uid {
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": crate::API_VERSION,
+                "kind": "BenchmarkSet",
+                "name": set.name,
+                "uid": uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]);
+        }
+        json!({
+            "apiVersion": crate::API_VERSION,
+            "kind": kind.kind,
+            "metadata": metadata,
+            "spec": *self.spec,
+        })
+    }
+}
+
+/// What a child needs to know of its set to point back at it.
+#[derive(Clone, Debug, Default)]
+pub struct SetRef {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+}

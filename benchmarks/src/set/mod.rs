@@ -1,0 +1,218 @@
+//! BenchmarkSet: a template expanded over permutations and repetitions into child
+//! benchmarks.
+
+pub mod expand;
+pub mod merge;
+pub mod status;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
+};
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use expand::{Child, Expansion, SetError, expand};
+pub use merge::ListMergeMode;
+pub use status::BenchmarkSetStatus;
+
+/// The longest BenchmarkSet name: children are named `<set>-<case id>-<repetition>`
+/// (case ids are 10 hex digits, repetitions at most 3 digits), and a child's name is at
+/// most [`crate::crds::MAX_BENCHMARK_NAME_LEN`].
+pub const MAX_SET_NAME_LEN: usize = crate::crds::MAX_BENCHMARK_NAME_LEN - 15;
+
+/// The default cap on the children of one set.
+pub const DEFAULT_MAX_CHILDREN: u32 = 10_000;
+
+/// A parameter sweep: one benchmark template, expanded over the cartesian product of
+/// `permutations.product` plus each of `permutations.explicit`, times `repetitions`.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "perfsweep.io",
+    version = "v1alpha1",
+    kind = "BenchmarkSet",
+    plural = "benchmarksets",
+    shortname = "bset",
+    category = "perfsweep",
+    namespaced,
+    status = "BenchmarkSetStatus",
+    doc = "A sweep of benchmarks: a template expanded over permutations and repetitions.",
+    printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.template.kind"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Permutations","type":"integer","jsonPath":".status.permutationCount"}"#,
+    printcolumn = r#"{"name":"Repetitions","type":"integer","jsonPath":".spec.repetitions"}"#,
+    printcolumn = r#"{"name":"Total","type":"integer","jsonPath":".status.total"}"#,
+    printcolumn = r#"{"name":"Running","type":"integer","jsonPath":".status.running"}"#,
+    printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.succeeded"}"#,
+    printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.failed"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkSetSpec {
+    /// The benchmark every child is made from.
+    pub template: BenchmarkTemplate,
+
+    /// How many times each permutation runs. Repetitions give a distribution, not a
+    /// single number.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub repetitions: u32,
+
+    /// The values swept over. With neither `product` nor `explicit`, the set has one
+    /// permutation: the template itself.
+    #[serde(default)]
+    pub permutations: Permutations,
+
+    /// How a list in a permutation combines with the same list in the template:
+    /// `Replace` (default) or `Append`.
+    #[serde(default)]
+    pub list_merge: ListMergeMode,
+
+    /// How many children run at once. Defaults to 1 because concurrent benchmarks share
+    /// nodes and links and disturb each other's numbers; raise it only for benchmarks
+    /// that cannot interfere (for example on disjoint node pairs).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_parallel: u32,
+
+    /// What a failed child does to the rest of the set: `Continue` (default) runs the
+    /// remaining children; `Stop` creates no further children.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+
+    /// The most children (permutations × repetitions) this set may expand to. A larger
+    /// sweep is rejected before anything is created.
+    #[serde(default = "default_max_children")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_children: u32,
+}
+
+/// The benchmark a set's children are made from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkTemplate {
+    /// `perfsweep.io/v1alpha1` (kube-perftest's `perftest.stackhpc.com/v1alpha1` is
+    /// accepted and converted).
+    #[schemars(extend("enum" = ["perfsweep.io/v1alpha1", "perftest.stackhpc.com/v1alpha1"]))]
+    pub api_version: String,
+
+    /// The benchmark kind, e.g. `IPerf`.
+    pub kind: String,
+
+    /// The part of the child spec every permutation shares.
+    #[serde(default)]
+    #[schemars(schema_with = "free_form_object")]
+    pub spec: Map<String, Value>,
+}
+
+/// The values a set sweeps over.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Permutations {
+    /// Field → list of values; the set covers every combination (cartesian product).
+    /// A field is a spec field name, or a dotted path into nested fields
+    /// (`resources.limits.nvidia\.com/gpu`, with `\.` for a literal dot).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "product_schema")]
+    pub product: BTreeMap<String, Vec<Value>>,
+
+    /// Partial specs, each one more permutation merged into the template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "explicit_schema")]
+    pub explicit: Vec<Map<String, Value>>,
+}
+
+/// What a failed child does to the rest of its set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FailurePolicy {
+    /// Keep running the remaining children.
+    #[default]
+    Continue,
+    /// Create no further children; those already running finish.
+    Stop,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_max_children() -> u32 {
+    DEFAULT_MAX_CHILDREN
+}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+fn product_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"x-kubernetes-preserve-unknown-fields": true}
+        }
+    })
+}
+
+fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    })
+}
+
+/// The BenchmarkSet CRD, with the kind list and name rules only known at run time.
+pub fn crd() -> CustomResourceDefinition {
+    let mut crd = BenchmarkSet::crd();
+    let Some(root) = crd
+        .spec
+        .versions
+        .first_mut()
+        .and_then(|v| v.schema.as_mut())
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+    else {
+        return crd;
+    };
+    root.x_kubernetes_validations
+        .get_or_insert_with(Vec::new)
+        .extend([
+            ValidationRule {
+                rule: format!("size(self.metadata.name) <= {MAX_SET_NAME_LEN}"),
+                message: Some(format!(
+                    "metadata.name must be at most {MAX_SET_NAME_LEN} characters: children are named <set>-<case id>-<repetition>"
+                )),
+                ..Default::default()
+            },
+            ValidationRule {
+                rule: "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')".to_owned(),
+                message: Some(
+                    "metadata.name must be a DNS label starting with a letter (it prefixes Service names)"
+                        .to_owned(),
+                ),
+                ..Default::default()
+            },
+        ]);
+    if let Some(kind) = property(root, &["spec", "template", "kind"]) {
+        kind.enum_ = Some(
+            crate::registry::kind_names()
+                .into_iter()
+                .map(|k| k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(Value::String(k.to_owned())))
+                .collect(),
+        );
+    }
+    crd
+}
+
+fn property<'a>(mut node: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a mut JSONSchemaProps> {
+    for name in path {
+        node = node.properties.as_mut()?.get_mut(*name)?;
+    }
+    Some(node)
+}

@@ -1,0 +1,235 @@
+//! BenchmarkSet status and the pure bookkeeping behind it: which children to create next
+//! and how to summarize 10,000 children in a few kilobytes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::FailurePolicy;
+use crate::status::Phase;
+
+/// Failures listed in status before the list is cut (the count stays exact).
+pub const FAILURES_LISTED: usize = 10;
+
+/// Where a set is in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SetPhase {
+    /// Valid; no child has started yet.
+    #[default]
+    Pending,
+    /// Children are being created or are running.
+    Running,
+    /// Every child succeeded.
+    Succeeded,
+    /// Every child finished and at least one failed, or the set stopped on a failure.
+    Failed,
+    /// The spec is invalid; the `Valid` condition says what and where. Nothing was created.
+    Invalid,
+}
+
+/// Status of a BenchmarkSet. Sized to stay small at 10,000 children: counts, one
+/// character per child, and the first few failures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkSetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<SetPhase>,
+
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Number of permutations (product combinations plus explicit entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permutation_count: Option<u32>,
+
+    /// Number of children: permutations × repetitions.
+    #[serde(default)]
+    pub total: u32,
+    /// Children not created yet or waiting to be scheduled.
+    #[serde(default)]
+    pub pending: u32,
+    #[serde(default)]
+    pub running: u32,
+    #[serde(default)]
+    pub succeeded: u32,
+    #[serde(default)]
+    pub failed: u32,
+
+    /// Standard conditions: `Valid`, `Progressing`, `Complete`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// One character per child in creation order: `-` not created yet, `P` pending,
+    /// `R` running, `S` succeeded, `F` failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<String>,
+
+    /// The first failed children and why (the `failed` count is exact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<ChildFailure>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+/// A failed child.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildFailure {
+    pub name: String,
+    pub message: String,
+}
+
+/// The state of one child as the set controller sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChildState {
+    NotCreated,
+    Created { phase: Phase, message: Option<String> },
+}
+
+impl ChildState {
+    fn symbol(&self) -> char {
+        match self {
+            Self::NotCreated => '-',
+            Self::Created { phase, .. } => match phase {
+                Phase::Pending => 'P',
+                Phase::Running => 'R',
+                Phase::Succeeded => 'S',
+                Phase::Failed => 'F',
+            },
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        matches!(self, Self::Created { phase, .. } if !phase.is_finished())
+    }
+}
+
+/// Counts and the per-child string for `states` (in creation order, named `names`).
+#[derive(Debug, Default, PartialEq)]
+pub struct Summary {
+    pub pending: u32,
+    pub running: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    pub children: String,
+    pub failures: Vec<ChildFailure>,
+}
+
+pub fn summarize<'a>(states: impl IntoIterator<Item = (&'a str, &'a ChildState)>) -> Summary {
+    let mut summary = Summary::default();
+    for (name, state) in states {
+        summary.children.push(state.symbol());
+        match state {
+            ChildState::NotCreated => summary.pending += 1,
+            ChildState::Created { phase, message } => match phase {
+                Phase::Pending => summary.pending += 1,
+                Phase::Running => summary.running += 1,
+                Phase::Succeeded => summary.succeeded += 1,
+                Phase::Failed => {
+                    summary.failed += 1;
+                    if summary.failures.len() < FAILURES_LISTED {
+                        summary.failures.push(ChildFailure {
+                            name: name.to_owned(),
+                            message: message.clone().unwrap_or_else(|| "failed".to_owned()),
+                        });
+                    }
+                }
+            },
+        }
+    }
+    summary
+}
+
+/// Indexes of the children to create now: the next ones in order, while fewer than
+/// `max_parallel` are active, and none after a failure under [`FailurePolicy::Stop`].
+pub fn next_to_create(states: &[ChildState], max_parallel: u32, policy: FailurePolicy) -> Vec<usize> {
+    let stopped = policy == FailurePolicy::Stop
+        && states
+            .iter()
+            .any(|s| matches!(s, ChildState::Created { phase: Phase::Failed, .. }));
+    if stopped {
+        return Vec::new();
+    }
+    let active = states.iter().filter(|s| s.is_active()).count();
+    let free = (max_parallel as usize).saturating_sub(active);
+    states
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == ChildState::NotCreated)
+        .map(|(i, _)| i)
+        .take(free)
+        .collect()
+}
+
+/// The set's phase given its children.
+pub fn phase(states: &[ChildState], policy: FailurePolicy) -> SetPhase {
+    let summary = summarize(states.iter().map(|s| ("", s)));
+    let total = states.len() as u32;
+    let any_created = states.iter().any(|s| *s != ChildState::NotCreated);
+    if summary.succeeded == total {
+        SetPhase::Succeeded
+    } else if summary.succeeded + summary.failed == total
+        || (policy == FailurePolicy::Stop && summary.failed > 0 && summary.running == 0
+            && !states.iter().any(ChildState::is_active))
+    {
+        SetPhase::Failed
+    } else if any_created {
+        SetPhase::Running
+    } else {
+        SetPhase::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(phase: Phase) -> ChildState {
+        ChildState::Created { phase, message: None }
+    }
+
+    #[test]
+    fn creates_up_to_max_parallel_in_order() {
+        let states = vec![created(Phase::Running), ChildState::NotCreated, ChildState::NotCreated, ChildState::NotCreated];
+        assert_eq!(next_to_create(&states, 1, FailurePolicy::Continue), Vec::<usize>::new());
+        assert_eq!(next_to_create(&states, 3, FailurePolicy::Continue), vec![1, 2]);
+    }
+
+    #[test]
+    fn stop_policy_creates_nothing_after_a_failure() {
+        let states = vec![created(Phase::Failed), ChildState::NotCreated];
+        assert_eq!(next_to_create(&states, 4, FailurePolicy::Stop), Vec::<usize>::new());
+        assert_eq!(next_to_create(&states, 4, FailurePolicy::Continue), vec![1]);
+        assert_eq!(phase(&states, FailurePolicy::Stop), SetPhase::Failed);
+        assert_eq!(phase(&states, FailurePolicy::Continue), SetPhase::Running);
+    }
+
+    #[test]
+    fn summary_is_one_character_per_child_and_caps_failures() {
+        let mut states: Vec<ChildState> = (0..25).map(|_| created(Phase::Failed)).collect();
+        states.push(created(Phase::Succeeded));
+        states.push(ChildState::NotCreated);
+        let names: Vec<String> = (0..states.len()).map(|i| format!("c{i}")).collect();
+        let summary = summarize(names.iter().map(String::as_str).zip(&states));
+        assert_eq!(summary.failed, 25);
+        assert_eq!(summary.failures.len(), FAILURES_LISTED);
+        assert_eq!(summary.children.len(), 27);
+        assert!(summary.children.ends_with("FS-"));
+        assert_eq!(summary.pending, 1);
+    }
+
+    #[test]
+    fn phases() {
+        assert_eq!(phase(&[ChildState::NotCreated], FailurePolicy::Continue), SetPhase::Pending);
+        assert_eq!(phase(&[created(Phase::Succeeded)], FailurePolicy::Continue), SetPhase::Succeeded);
+        assert_eq!(
+            phase(&[created(Phase::Succeeded), created(Phase::Failed)], FailurePolicy::Continue),
+            SetPhase::Failed
+        );
+    }
+}

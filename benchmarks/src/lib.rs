@@ -5,6 +5,7 @@ pub mod common;
 pub mod compat;
 pub mod crds;
 pub mod digest;
+pub mod document;
 pub mod duration;
 pub mod kinds;
 pub mod labels;

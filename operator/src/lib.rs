@@ -1,1 +1,8 @@
-pub fn placeholder() {}
+//! The perfsweep operator, CLI and in-pod agent. Domain logic lives in
+//! `perfsweep-benchmarks`; this crate adds the parts that touch the cluster, files and
+//! processes.
+
+pub mod cli;
+pub mod controller;
+pub mod health;
+pub mod telemetry;

@@ -216,3 +216,44 @@ fn property<'a>(mut node: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a 
     }
     Some(node)
 }
+
+/// The BenchmarkSet schema and CEL rules, compiled once.
+struct SetSchema {
+    schema: crate::schema::Node,
+    cel: kube::core::cel::CompiledSchema,
+}
+
+fn set_schema() -> &'static SetSchema {
+    static SCHEMA: std::sync::OnceLock<SetSchema> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let json = crate::crds::open_api_schema(&crd());
+        SetSchema {
+            schema: crate::schema::Node::compile(&json)
+                .unwrap_or_else(|e| panic!("the derived BenchmarkSet schema is invalid: {e}")),
+            cel: kube::core::cel::compile_schema(&json),
+        }
+    })
+}
+
+/// Checks a BenchmarkSet object as admission would (schema and CEL rules) and reads it.
+/// Child specs are checked later, by [`expand`].
+pub fn parse_object(object: &Value) -> Result<BenchmarkSet, Vec<crate::validation::FieldError>> {
+    use crate::validation::FieldError;
+    let compiled = set_schema();
+    let errors = compiled.schema.check_object_root(object);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if let Err(failures) = kube::core::cel::validate_compiled(&compiled.cel, object, None) {
+        return Err(failures
+            .iter()
+            .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+            .collect());
+    }
+    serde_path_to_error::deserialize(object).map_err(|error| {
+        vec![FieldError::new(
+            error.path().to_string(),
+            error.into_inner().to_string(),
+        )]
+    })
+}

@@ -1,0 +1,129 @@
+//! Reading sweep and benchmark documents as a user writes them (YAML files with one or
+//! more documents), checking them, and expanding sets — what `perfsweep validate` and
+//! `perfsweep render` do offline and what the operator does in the cluster.
+
+use serde_json::Value;
+
+use crate::compat;
+use crate::registry::{self, KindInfo};
+use crate::set::{self, Expansion, SetError};
+use crate::validation::FieldError;
+
+/// A document that passed every check.
+#[derive(Debug)]
+pub enum Checked {
+    Set {
+        name: String,
+        namespace: Option<String>,
+        set: Box<set::BenchmarkSet>,
+        expansion: Expansion,
+    },
+    Benchmark {
+        name: String,
+        kind: &'static KindInfo,
+        object: Value,
+    },
+}
+
+/// A checked document and whether kube-perftest's group was converted in it.
+#[derive(Debug)]
+pub struct Document {
+    pub checked: Checked,
+    pub converted_group: bool,
+}
+
+/// Why a document was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("{}", join_errors(.0))]
+    Invalid(Vec<FieldError>),
+    #[error(transparent)]
+    Set(#[from] SetError),
+}
+
+impl DocumentError {
+    /// Every message, one per line-worthy error.
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            Self::Invalid(errors) => errors.iter().map(ToString::to_string).collect(),
+            Self::Set(SetError::InvalidChildren(errors)) => {
+                errors.iter().map(ToString::to_string).collect()
+            }
+            Self::Set(other) => vec![other.to_string()],
+        }
+    }
+}
+
+fn join_errors(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A one-line description of a raw document, for messages: `BenchmarkSet iperf-cni`.
+pub fn describe(document: &Value) -> String {
+    let kind = document.get("kind").and_then(Value::as_str).unwrap_or("<no kind>");
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("<no name>");
+    format!("{kind} {name}")
+}
+
+/// Checks one document: a BenchmarkSet (expanded and every child validated) or a
+/// single benchmark of any kind.
+pub fn check(mut document: Value) -> Result<Document, DocumentError> {
+    let converted_group = compat::convert_group(&mut document);
+    let api_version = document.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    if api_version != crate::API_VERSION {
+        return Err(DocumentError::Invalid(vec![FieldError::new(
+            "apiVersion",
+            format!("unsupported apiVersion {api_version:?}: use {}", crate::API_VERSION),
+        )]));
+    }
+    let kind = document.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| DocumentError::Invalid(vec![FieldError::new("metadata.name", "required value")]))?;
+    let namespace = document
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let checked = if kind == "BenchmarkSet" {
+        let set = set::parse_object(&document).map_err(DocumentError::Invalid)?;
+        let expansion = set::expand(&name, &set.spec)?;
+        Checked::Set {
+            name,
+            namespace,
+            set: Box::new(set),
+            expansion,
+        }
+    } else {
+        let info = registry::lookup(&kind).ok_or_else(|| {
+            DocumentError::Invalid(vec![FieldError::new(
+                "kind",
+                format!(
+                    "unknown kind {kind:?}: expected BenchmarkSet or one of {}",
+                    registry::kind_names().join(", ")
+                ),
+            )])
+        })?;
+        let errors = info.validate(&document);
+        if !errors.is_empty() {
+            return Err(DocumentError::Invalid(errors));
+        }
+        Checked::Benchmark {
+            name,
+            kind: info,
+            object: document,
+        }
+    };
+    Ok(Document {
+        checked,
+        converted_group,
+    })
+}

@@ -1,0 +1,431 @@
+//! The BenchmarkSet controller: expands a set and creates its children, `maxParallel` at
+//! a time, and summarizes their progress in the set's status.
+//!
+//! Reconcile runs as dereference → validate → build → apply → update status; only the
+//! first and the last two steps touch the cluster. Children have deterministic names, so
+//! a restart mid-sweep re-derives exactly the same children: those that exist are found,
+//! the missing ones are created, none is created twice.
+//!
+//! A spec edit re-expands the set. Children whose complete spec is unchanged keep their
+//! names and are left alone (with their results); children that no longer belong to the
+//! expansion are deleted, running or not.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::registry::{self, KindInfo};
+use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
+use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
+use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
+use serde_json::{Value, json};
+
+use super::{Context, Error, SetController, Settings, default_watcher, scoped_api};
+
+/// How often a set with running children is looked at even without a change.
+const RESYNC: Duration = Duration::from_secs(300);
+
+/// The controller for BenchmarkSets and the children of every kind they own.
+pub fn controller(client: &Client, settings: &Settings) -> SetController {
+    let sets: Api<BenchmarkSet> = scoped_api(client, settings.namespace.as_deref());
+    let mut controller = SetController::new(sets, default_watcher());
+    for kind in registry::kinds() {
+        let resource = api_resource(kind);
+        let children: Api<DynamicObject> = match settings.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        // Only perfsweep's children, not benchmarks users create by hand.
+        controller = controller.owns_with(children, resource, default_watcher().labels(labels::SET));
+    }
+    controller
+}
+
+/// The dynamic API resource of a benchmark kind.
+pub fn api_resource(kind: &KindInfo) -> ApiResource {
+    ApiResource {
+        group: perfsweep_benchmarks::GROUP.into(),
+        version: perfsweep_benchmarks::VERSION.into(),
+        api_version: perfsweep_benchmarks::API_VERSION.into(),
+        kind: kind.kind.into(),
+        plural: kind.plural().into(),
+    }
+}
+
+pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = set.name_any();
+    let namespace = set.namespace().ok_or_else(|| Error::MissingNamespace {
+        kind: "BenchmarkSet",
+        name: name.clone(),
+    })?;
+    let key = format!("{namespace}/{name}");
+    if set.meta().deletion_timestamp.is_some() {
+        // Children go with the set through their owner references.
+        return Ok(Action::await_change());
+    }
+    let action = match set::expand(&name, &set.spec) {
+        Err(error) => reject(&set, &namespace, &error, &ctx).await?,
+        Ok(expansion) => advance(&set, &namespace, &expansion, &ctx).await?,
+    };
+    ctx.backoff.reset(&key);
+    Ok(action)
+}
+
+pub fn error_policy(set: Arc<BenchmarkSet>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = format!(
+        "{}/{}",
+        set.namespace().unwrap_or_default(),
+        set.name_any()
+    );
+    let delay = ctx.backoff.next_delay(&key);
+    tracing::warn!(set = %key, %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// An invalid set: say what and where in status and an event; create nothing.
+async fn reject(
+    set: &BenchmarkSet,
+    namespace: &str,
+    error: &SetError,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let generation = set.meta().generation;
+    let old = set.status.clone().unwrap_or_default();
+    let mut status = BenchmarkSetStatus {
+        phase: Some(SetPhase::Invalid),
+        observed_generation: generation,
+        conditions: old.conditions.clone(),
+        ..Default::default()
+    };
+    let message = error.to_string();
+    set_condition(
+        &mut status.conditions,
+        condition(
+            "Valid",
+            condition_status::FALSE,
+            "InvalidSpec",
+            message.clone(),
+            generation,
+            Timestamp::now(),
+        ),
+    );
+    if status_differs(&old, &status) {
+        publish(
+            ctx,
+            set,
+            EventType::Warning,
+            "InvalidSpec",
+            "Validate",
+            &format!("{}: {message}", error.field_path()),
+        )
+        .await;
+        patch_status(ctx, set, namespace, &status).await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// A valid set: create what may run now and record progress.
+async fn advance(
+    set: &BenchmarkSet,
+    namespace: &str,
+    expansion: &Expansion,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = set.name_any();
+    let resource = api_resource(expansion.kind);
+    let children: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+
+    // Dereference.
+    let existing = children
+        .list(&ListParams::default().labels(&format!("{}={name}", labels::SET)))
+        .await
+        .map_err(Error::kube(format!(
+            "listing the {} children of BenchmarkSet {namespace}/{name}",
+            expansion.kind.kind
+        )))?;
+    let mut by_name: HashMap<String, DynamicObject> = existing
+        .items
+        .into_iter()
+        .map(|child| (child.name_any(), child))
+        .collect();
+    let mut states: Vec<ChildState> = expansion
+        .children
+        .iter()
+        .map(|child| match by_name.remove(&child.name) {
+            None => ChildState::NotCreated,
+            Some(object) => child_state(&object),
+        })
+        .collect();
+
+    // What is left in `by_name` belongs to an earlier version of the spec.
+    for obsolete in by_name.keys() {
+        delete_child(&children, obsolete, namespace).await?;
+    }
+    if !by_name.is_empty() {
+        let note = format!(
+            "Deleted {} children that no longer belong to the sweep after a spec change",
+            by_name.len()
+        );
+        publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
+    }
+
+    // Build and apply.
+    let to_create =
+        set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy);
+    let owner = set::expand::SetRef {
+        name: name.clone(),
+        namespace: Some(namespace.to_owned()),
+        uid: set.uid(),
+    };
+    for &index in &to_create {
+        let child = &expansion.children[index];
+        let object: DynamicObject = serde_json::from_value(child.to_object(expansion.kind, &owner))
+            .map_err(|source| Error::Serialize {
+                what: "a child benchmark",
+                source,
+            })?;
+        match children.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            // Created by an earlier reconcile the list did not see yet: same name, same spec.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!("creating {} {namespace}/{}", expansion.kind.kind, child.name),
+                    source,
+                });
+            }
+        }
+        states[index] = ChildState::Created {
+            phase: Phase::Pending,
+            message: None,
+        };
+    }
+    if !to_create.is_empty() {
+        let first = &expansion.children[to_create[0]].name;
+        let note = if to_create.len() == 1 {
+            format!("Created {first}")
+        } else {
+            format!("Created {} children, from {first}", to_create.len())
+        };
+        publish(ctx, set, EventType::Normal, "Created", "Create", &note).await;
+    }
+
+    // Update status.
+    let old = set.status.clone().unwrap_or_default();
+    let status = progress_status(set, expansion, &states, &old);
+    if status_differs(&old, &status) {
+        if old.phase != status.phase {
+            announce_phase(ctx, set, &status).await;
+        }
+        patch_status(ctx, set, namespace, &status).await?;
+    }
+    Ok(match status.phase {
+        Some(SetPhase::Succeeded | SetPhase::Failed) => Action::await_change(),
+        _ => Action::requeue(RESYNC),
+    })
+}
+
+fn child_state(object: &DynamicObject) -> ChildState {
+    let status = object.data.get("status");
+    let phase = status
+        .and_then(|s| s.get("phase"))
+        .cloned()
+        .and_then(|p| serde_json::from_value::<Phase>(p).ok())
+        .unwrap_or(Phase::Pending);
+    let message = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c["type"] == "Failed" && c["status"] == "True")
+        })
+        .and_then(|c| c.get("message"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    ChildState::Created { phase, message }
+}
+
+fn progress_status(
+    set: &BenchmarkSet,
+    expansion: &Expansion,
+    states: &[ChildState],
+    old: &BenchmarkSetStatus,
+) -> BenchmarkSetStatus {
+    let now = Timestamp::now();
+    let generation = set.meta().generation;
+    let summary = set_status::summarize(
+        expansion
+            .children
+            .iter()
+            .map(|c| c.name.as_str())
+            .zip(states),
+    );
+    let phase = set_status::phase(states, set.spec.failure_policy);
+    let finished = matches!(phase, SetPhase::Succeeded | SetPhase::Failed);
+    let mut conditions = old.conditions.clone();
+    let valid_message = match &expansion.converted_from {
+        Some(original) => format!(
+            "{} children; template apiVersion {original} was converted to {}",
+            expansion.children.len(),
+            perfsweep_benchmarks::API_VERSION
+        ),
+        None => format!("{} children", expansion.children.len()),
+    };
+    set_condition(
+        &mut conditions,
+        condition("Valid", condition_status::TRUE, "Expanded", valid_message, generation, now),
+    );
+    let done = summary.succeeded + summary.failed;
+    set_condition(
+        &mut conditions,
+        condition(
+            "Progressing",
+            if finished { condition_status::FALSE } else { condition_status::TRUE },
+            if finished { "Finished" } else { "Running" },
+            format!("{done} of {} children finished", states.len()),
+            generation,
+            now,
+        ),
+    );
+    set_condition(
+        &mut conditions,
+        condition(
+            "Complete",
+            if finished { condition_status::TRUE } else { condition_status::FALSE },
+            match phase {
+                SetPhase::Succeeded => "AllSucceeded",
+                SetPhase::Failed => "ChildrenFailed",
+                _ => "InProgress",
+            },
+            format!("{} succeeded, {} failed", summary.succeeded, summary.failed),
+            generation,
+            now,
+        ),
+    );
+    let started = states.iter().any(|s| *s != ChildState::NotCreated);
+    BenchmarkSetStatus {
+        phase: Some(phase),
+        observed_generation: generation,
+        permutation_count: u32::try_from(expansion.permutation_count).ok(),
+        total: states.len() as u32,
+        pending: summary.pending,
+        running: summary.running,
+        succeeded: summary.succeeded,
+        failed: summary.failed,
+        conditions,
+        children: Some(summary.children),
+        failures: summary.failures,
+        started_at: old
+            .started_at
+            .clone()
+            .or_else(|| started.then(|| Time(now))),
+        finished_at: if finished {
+            old.finished_at.clone().or(Some(Time(now)))
+        } else {
+            None
+        },
+    }
+}
+
+/// Whether a status write is needed: everything but condition timestamps.
+fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {
+    let strip = |status: &BenchmarkSetStatus| {
+        let mut status = status.clone();
+        for condition in &mut status.conditions {
+            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        status
+    };
+    strip(old) != strip(new)
+}
+
+async fn patch_status(
+    ctx: &Context,
+    set: &BenchmarkSet,
+    namespace: &str,
+    status: &BenchmarkSetStatus,
+) -> Result<(), Error> {
+    let sets: Api<BenchmarkSet> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = json!({ "status": status });
+    sets.patch_status(&set.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!(
+            "updating the status of BenchmarkSet {namespace}/{}",
+            set.name_any()
+        )))?;
+    Ok(())
+}
+
+async fn delete_child(
+    children: &Api<DynamicObject>,
+    name: &str,
+    namespace: &str,
+) -> Result<(), Error> {
+    match children.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!("deleting obsolete child {namespace}/{name}"),
+            source,
+        }),
+    }
+}
+
+async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSetStatus) {
+    let (event_type, reason, note) = match status.phase {
+        Some(SetPhase::Succeeded) => (
+            EventType::Normal,
+            "Succeeded",
+            format!("All {} children succeeded", status.total),
+        ),
+        Some(SetPhase::Failed) => (
+            EventType::Warning,
+            "Failed",
+            format!(
+                "{} of {} children failed, {} succeeded",
+                status.failed, status.total, status.succeeded
+            ),
+        ),
+        Some(SetPhase::Running) => (
+            EventType::Normal,
+            "Started",
+            format!("Running {} children", status.total),
+        ),
+        _ => return,
+    };
+    publish(ctx, set, event_type, reason, "Reconcile", &note).await;
+}
+
+/// Events are best effort: a failure to record one is logged, never fails a reconcile.
+async fn publish(
+    ctx: &Context,
+    set: &BenchmarkSet,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1024).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    let reference = set.object_ref(&());
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(set = %ObjectRef::from(set), %error, "cannot record event");
+    }
+}

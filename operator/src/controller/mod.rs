@@ -1,0 +1,135 @@
+//! The operator: controllers on kube-runtime, their shared context and error type.
+
+pub mod backoff;
+pub mod benchmarkset;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{Controller, controller, watcher};
+use kube::{Api, Client};
+
+use crate::health::{self, Readiness};
+
+/// What every reconcile can fail with. Each variant says what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{kind} {name} has no namespace")]
+    MissingNamespace { kind: &'static str, name: String },
+    #[error("cannot serialize {what}: {source}")]
+    Serialize {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Self::Kube { action, source }
+    }
+}
+
+/// State shared by reconciles.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub backoff: backoff::PerObjectBackoff,
+}
+
+impl Context {
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: "perfsweep".into(),
+            instance,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            backoff: backoff::PerObjectBackoff::default(),
+        }
+    }
+}
+
+/// Operator settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch one namespace, or all when `None`.
+    pub namespace: Option<String>,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_addr: SocketAddr,
+    /// Reconcile requests for the same object within this window are merged.
+    pub debounce: Duration,
+    /// Name of this replica, for events.
+    pub instance: Option<String>,
+}
+
+/// Runs the controllers until `shutdown` completes, then lets in-flight reconciles finish.
+/// Running benchmarks are left alone: they carry on and are picked up again on restart.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let readiness = Readiness::default();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let (health_addr, health_server) =
+        health::serve(settings.health_addr, readiness.clone(), stopped()).await?;
+    tracing::info!(%health_addr, "serving health probes");
+    let health_task = tokio::spawn(health_server);
+
+    let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
+    let sets = benchmarkset::controller(&client, &settings)
+        .with_config(controller::Config::default().debounce(settings.debounce))
+        .graceful_shutdown_on(stopped())
+        .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+                Err(error) => tracing::warn!(%error, "reconcile failed"),
+            }
+        });
+    readiness.set_ready(true);
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight reconciles");
+        let _ = stop_tx.send(true);
+    });
+    sets.await;
+    readiness.set_ready(false);
+    let _ = health_task.await;
+    Ok(())
+}
+
+/// An `Api` over the watched namespace or all namespaces.
+pub(crate) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+pub(crate) fn default_watcher() -> watcher::Config {
+    watcher::Config::default()
+}
+
+pub(crate) type SetController = Controller<perfsweep_benchmarks::set::BenchmarkSet>;

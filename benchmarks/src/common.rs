@@ -77,7 +77,9 @@ pub struct CommonSpec {
     /// secondary interface. Benchmark traffic is sent over this attachment's address.
     /// Ignored when hostNetwork is true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
+    #[schemars(regex(
+        pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    ))]
     pub network_name: Option<String>,
 
     /// Interface name for the secondary attachment inside the pod (Multus JSON form,

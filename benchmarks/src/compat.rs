@@ -51,7 +51,10 @@ mod tests {
             "spec": {"template": {"apiVersion": "perftest.stackhpc.com/v1alpha1", "kind": "IPerf"}}});
         assert!(convert_group(&mut doc));
         assert_eq!(doc["apiVersion"], "perfsweep.io/v1alpha1");
-        assert_eq!(doc["spec"]["template"]["apiVersion"], "perfsweep.io/v1alpha1");
+        assert_eq!(
+            doc["spec"]["template"]["apiVersion"],
+            "perfsweep.io/v1alpha1"
+        );
         assert!(!convert_group(&mut doc));
     }
 

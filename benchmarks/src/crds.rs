@@ -57,7 +57,12 @@ pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomReso
     let name_message = format!(
         "metadata.name must be at most {MAX_BENCHMARK_NAME_LEN} characters: pods are named <name>-<role>-<index> and pod hostnames are limited to 63"
     );
-    push_rule(&mut schema.x_kubernetes_validations, &name_rule, None, &name_message);
+    push_rule(
+        &mut schema.x_kubernetes_validations,
+        &name_rule,
+        None,
+        &name_message,
+    );
     push_rule(
         &mut schema.x_kubernetes_validations,
         "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
@@ -66,14 +71,22 @@ pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomReso
     );
     if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
         for (rule, field_path, message) in COMMON_SPEC_RULES {
-            push_rule(&mut spec.x_kubernetes_validations, rule, Some(field_path), message);
+            push_rule(
+                &mut spec.x_kubernetes_validations,
+                rule,
+                Some(field_path),
+                message,
+            );
         }
         let quoted: Vec<String> = roles.iter().map(|r| format!("'{r}'")).collect();
         let placement_rule = format!(
             "!has(self.placement) || self.placement.all(role, role in [{}])",
             quoted.join(", ")
         );
-        let placement_message = format!("placement keys must be roles of this kind: {}", roles.join(", "));
+        let placement_message = format!(
+            "placement keys must be roles of this kind: {}",
+            roles.join(", ")
+        );
         push_rule(
             &mut spec.x_kubernetes_validations,
             &placement_rule,
@@ -85,7 +98,9 @@ pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomReso
 }
 
 fn push_rule(
-    rules: &mut Option<Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule>>,
+    rules: &mut Option<
+        Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule>,
+    >,
     rule: &str,
     field_path: Option<&str>,
     message: &str,

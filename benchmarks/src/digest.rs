@@ -1,8 +1,8 @@
 //! Canonical JSON and its SHA-256, so the same spec always has the same digest no matter
 //! how its YAML was ordered or indented.
 
-use sha2::{Digest, Sha256};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// `value` as compact JSON with object keys sorted at every level.
 pub fn canonical_json(value: &Value) -> String {

@@ -64,7 +64,10 @@ fn join_errors(errors: &[FieldError]) -> String {
 
 /// A one-line description of a raw document, for messages: `BenchmarkSet iperf-cni`.
 pub fn describe(document: &Value) -> String {
-    let kind = document.get("kind").and_then(Value::as_str).unwrap_or("<no kind>");
+    let kind = document
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("<no kind>");
     let name = document
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -76,19 +79,31 @@ pub fn describe(document: &Value) -> String {
 /// single benchmark of any kind.
 pub fn check(mut document: Value) -> Result<Document, DocumentError> {
     let converted_group = compat::convert_group(&mut document);
-    let api_version = document.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let api_version = document
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if api_version != crate::API_VERSION {
         return Err(DocumentError::Invalid(vec![FieldError::new(
             "apiVersion",
-            format!("unsupported apiVersion {api_version:?}: use {}", crate::API_VERSION),
+            format!(
+                "unsupported apiVersion {api_version:?}: use {}",
+                crate::API_VERSION
+            ),
         )]));
     }
-    let kind = document.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let kind = document
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let name = document
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| DocumentError::Invalid(vec![FieldError::new("metadata.name", "required value")]))?;
+        .ok_or_else(|| {
+            DocumentError::Invalid(vec![FieldError::new("metadata.name", "required value")])
+        })?;
     let namespace = document
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)

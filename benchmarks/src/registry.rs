@@ -47,7 +47,9 @@ pub struct KindInfo {
 
 impl Debug for KindInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KindInfo").field("kind", &self.kind).finish()
+        f.debug_struct("KindInfo")
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 
@@ -58,8 +60,9 @@ impl KindInfo {
         Self {
             kind: kind_name::<K>(),
             roles: K::ROLES,
-            schema: Node::compile(&schema_json)
-                .unwrap_or_else(|e| panic!("the derived schema of {} is invalid: {e}", K::kind(&()))),
+            schema: Node::compile(&schema_json).unwrap_or_else(|e| {
+                panic!("the derived schema of {} is invalid: {e}", K::kind(&()))
+            }),
             cel: kube::core::cel::compile_schema(&schema_json),
             crd,
             check_typed: check_typed::<K>,
@@ -125,7 +128,10 @@ fn check_common(common: &CommonSpec, roles: &[&str]) -> Vec<FieldError> {
         if !roles.contains(&role.as_str()) {
             errors.push(FieldError::new(
                 format!("spec.placement[{role}]"),
-                format!("unknown role {role:?}: this kind's roles are {}", roles.join(", ")),
+                format!(
+                    "unknown role {role:?}: this kind's roles are {}",
+                    roles.join(", ")
+                ),
             ));
         }
     }

@@ -95,8 +95,7 @@ impl Node {
         for branch in &self.all_of {
             branch.check_into(value, path, errors);
         }
-        if !self.any_of.is_empty() && !self.any_of.iter().any(|b| b.check(value, path).is_empty())
-        {
+        if !self.any_of.is_empty() && !self.any_of.iter().any(|b| b.check(value, path).is_empty()) {
             errors.push(FieldError::new(path, "does not match any allowed form"));
         }
         if !self.one_of.is_empty()
@@ -146,10 +145,8 @@ impl Node {
                     errors.push(type_error(path, "a number", value));
                 }
             }
-            Some("boolean") => {
-                if !value.is_boolean() {
-                    errors.push(type_error(path, "true or false", value));
-                }
+            Some("boolean") if !value.is_boolean() => {
+                errors.push(type_error(path, "true or false", value));
             }
             _ => {}
         }
@@ -183,8 +180,7 @@ impl Node {
             errors.push(FieldError::new(path, "has too many entries"));
         }
         for (key, child) in map {
-            let child_path = if self.properties.is_empty() && self.additional_properties.is_some()
-            {
+            let child_path = if self.properties.is_empty() && self.additional_properties.is_some() {
                 format!("{path}[{key}]")
             } else {
                 join(path, key)
@@ -249,7 +245,10 @@ impl Node {
 
     fn check_number(&self, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
         let Some(number) = value.as_f64() else { return };
-        if let Some(step) = self.multiple_of.filter(|&step| step > 0.0 && (number / step).fract() != 0.0) {
+        if let Some(step) = self
+            .multiple_of
+            .filter(|&step| step > 0.0 && (number / step).fract() != 0.0)
+        {
             errors.push(FieldError::new(
                 path,
                 format!("{value} must be a multiple of {step}"),
@@ -348,7 +347,12 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
         required: map
             .get("required")
             .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default(),
         items,
         enum_values: map
@@ -457,8 +461,14 @@ mod tests {
     fn rejects_wrong_types_and_patterns() {
         let errors = node().check(&json!({"name": "ABC", "count": "3"}), "");
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        assert!(text.iter().any(|t| t.starts_with("name: \"ABC\" does not match")));
-        assert!(text.iter().any(|t| t.starts_with("count: must be an integer")));
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("name: \"ABC\" does not match"))
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("count: must be an integer"))
+        );
     }
 
     #[test]
@@ -467,6 +477,9 @@ mod tests {
             node().check(&json!({"name": "a", "count": null}), ""),
             vec![]
         );
-        assert_eq!(paths(node().check(&json!({"name": null}), "")), vec!["name"]);
+        assert_eq!(
+            paths(node().check(&json!({"name": null}), "")),
+            vec!["name"]
+        );
     }
 }

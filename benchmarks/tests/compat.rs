@@ -30,7 +30,9 @@ fn examples() -> Vec<PathBuf> {
 /// expansion code.
 fn expected_children(doc: &Value) -> usize {
     let spec = &doc["spec"];
-    let product = spec.pointer("/permutations/product").and_then(Value::as_object);
+    let product = spec
+        .pointer("/permutations/product")
+        .and_then(Value::as_object);
     let product_size = match product {
         Some(p) if !p.is_empty() => p
             .values()
@@ -72,7 +74,12 @@ fn check_all(convert: bool) {
                     expansion.children.iter().map(|c| c.name.as_str()).collect();
                 names.sort();
                 names.dedup();
-                assert_eq!(names.len(), expected, "child names are unique in {}", file.display());
+                assert_eq!(
+                    names.len(),
+                    expected,
+                    "child names are unique in {}",
+                    file.display()
+                );
             }
             Checked::Benchmark { kind, .. } => {
                 singles += 1;

@@ -58,7 +58,10 @@ fn explicit_permutations_add_to_the_product() {
 fn dotted_product_keys_reach_nested_fields() {
     let set = iperf_set(json!({r"resources.limits.nvidia\.com/gpu": [1, 2]}), 1);
     let expansion = set::expand("gpus", &set).expect("valid");
-    assert_eq!(expansion.children[1].spec["resources"]["limits"]["nvidia.com/gpu"], 2);
+    assert_eq!(
+        expansion.children[1].spec["resources"]["limits"]["nvidia.com/gpu"],
+        2
+    );
 }
 
 #[test]
@@ -70,9 +73,16 @@ fn names_are_stable_and_depend_only_on_the_child_spec() {
         n.sort();
         n
     };
-    assert_eq!(names(&a), names(&b), "reordering values keeps every child's name");
+    assert_eq!(
+        names(&a),
+        names(&b),
+        "reordering values keeps every child's name"
+    );
     let c = set::expand("s", &iperf_set(json!({"streams": [1, 2, 3]}), 1)).expect("valid");
-    assert!(names(&a).iter().all(|n| names(&c).contains(n)), "adding a value keeps the others");
+    assert!(
+        names(&a).iter().all(|n| names(&c).contains(n)),
+        "adding a value keeps the others"
+    );
 }
 
 #[test]
@@ -91,7 +101,10 @@ spec:
     );
     let text = error.to_string();
     assert!(text.contains("permutation 1 (streams=0)"), "{text}");
-    assert!(text.contains("spec.permutations.product[streams][1]"), "{text}");
+    assert!(
+        text.contains("spec.permutations.product[streams][1]"),
+        "{text}"
+    );
     assert!(text.contains("out of range"), "{text}");
 }
 
@@ -109,21 +122,31 @@ spec:
     );
     let messages = error.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
-    assert!(messages[0].contains("spec.template.spec.durration: unknown field"), "{messages:?}");
+    assert!(
+        messages[0].contains("spec.template.spec.durration: unknown field"),
+        "{messages:?}"
+    );
 }
 
 #[test]
 fn rejects_what_admission_cannot_fully_check() {
     let cases = [
         (json!({"streams": []}), "spec.permutations.product[streams]"),
-        (json!({"streams": ["many"]}), "spec.permutations.product[streams][0]"),
+        (
+            json!({"streams": ["many"]}),
+            "spec.permutations.product[streams][0]",
+        ),
     ];
     for (product, path) in cases {
         let err = set::expand("s", &iperf_set(product, 1)).expect_err("invalid");
         assert!(err.to_string().contains(path), "{err}");
     }
-    let unknown_kind = spec(json!({"template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "Nope"}}));
-    assert!(matches!(set::expand("s", &unknown_kind), Err(SetError::UnknownKind { .. })));
+    let unknown_kind =
+        spec(json!({"template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "Nope"}}));
+    assert!(matches!(
+        set::expand("s", &unknown_kind),
+        Err(SetError::UnknownKind { .. })
+    ));
 }
 
 #[test]
@@ -131,7 +154,16 @@ fn the_permutation_cap_is_checked_before_expanding() {
     let huge: Vec<u32> = (1..=100).collect();
     let set = iperf_set(json!({"streams": huge, "duration": huge, "omit": huge}), 1);
     let err = set::expand("s", &set).expect_err("a million children");
-    assert!(matches!(err, SetError::TooManyChildren { count: 1_000_000, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SetError::TooManyChildren {
+                count: 1_000_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(err.field_path(), "spec.maxChildren");
 }
 
@@ -151,7 +183,10 @@ fn duplicate_permutations_are_rejected() {
         "permutations": {"explicit": [{"streams": 2}, {"streams": 2}]}
     }));
     let err = set::expand("dup", &set).expect_err("duplicate");
-    assert!(err.to_string().contains("same benchmark as permutation 0"), "{err}");
+    assert!(
+        err.to_string().contains("same benchmark as permutation 0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -168,7 +203,10 @@ spec:
 "#,
     );
     let text = error.to_string();
-    assert!(text.contains("spec.repetitions: 0 is out of range"), "{text}");
+    assert!(
+        text.contains("spec.repetitions: 0 is out of range"),
+        "{text}"
+    );
     assert!(text.contains("spec.maxParalel: unknown field"), "{text}");
 }
 
@@ -177,10 +215,17 @@ fn a_single_benchmark_is_checked_with_cel() {
     let doc = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "OpenFOAM",
         "metadata": {"name": "of"}, "spec": {"numProcs": 10, "numNodes": 4}});
     let err = document::check(doc).expect_err("10 ranks over 4 nodes");
-    assert!(err.to_string().contains("spec.numProcs: numProcs must be a multiple of numNodes"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("spec.numProcs: numProcs must be a multiple of numNodes"),
+        "{err}"
+    );
     let ok = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "OpenFOAM",
         "metadata": {"name": "of"}, "spec": {"numProcs": 12, "numNodes": 4}});
-    assert!(matches!(document::check(ok).map(|d| d.checked), Ok(Checked::Benchmark { .. })));
+    assert!(matches!(
+        document::check(ok).map(|d| d.checked),
+        Ok(Checked::Benchmark { .. })
+    ));
 }
 
 proptest! {

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 pub enum Transport {
     /// Open MPI's TCP byte transfer layer.
     #[default]
-    TCP,
+    #[serde(rename = "TCP")]
+    Tcp,
     /// UCX over RDMA (InfiniBand or RoCE).
-    RDMA,
+    #[serde(rename = "RDMA")]
+    Rdma,
 }
 
 pub(crate) fn default_ssh_port() -> u16 {

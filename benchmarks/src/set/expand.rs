@@ -118,7 +118,11 @@ impl fmt::Display for ChildError {
 }
 
 fn describe_child_errors(errors: &[ChildError]) -> String {
-    let mut text: Vec<String> = errors.iter().take(ERRORS_SHOWN).map(ToString::to_string).collect();
+    let mut text: Vec<String> = errors
+        .iter()
+        .take(ERRORS_SHOWN)
+        .map(ToString::to_string)
+        .collect();
     if errors.len() > ERRORS_SHOWN {
         text.push(format!("and {} more", errors.len() - ERRORS_SHOWN));
     }
@@ -155,7 +159,11 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
     for (index, source) in sources.into_iter().enumerate() {
         let permutation = permutation_values(spec, &source);
         let mut merged = spec.template.spec.clone();
-        merge(&mut merged, &to_patch(&permutation, &source), spec.list_merge);
+        merge(
+            &mut merged,
+            &to_patch(&permutation, &source),
+            spec.list_merge,
+        );
         let digest = sha256_hex(&json!({
             "apiVersion": crate::API_VERSION,
             "kind": kind.kind,
@@ -257,7 +265,11 @@ fn check_set_name(set_name: &str, repetitions: u32) -> Result<(), SetError> {
             "{set_name:?} must be a DNS label: lower-case letters, digits and '-', starting with a letter"
         )));
     }
-    let longest_child = child_name(set_name, &"0".repeat(CASE_ID_LEN), repetitions.saturating_sub(1));
+    let longest_child = child_name(
+        set_name,
+        &"0".repeat(CASE_ID_LEN),
+        repetitions.saturating_sub(1),
+    );
     if longest_child.len() > MAX_BENCHMARK_NAME_LEN || set_name.len() > MAX_SET_NAME_LEN {
         return Err(SetError::InvalidName(format!(
             "{set_name:?} is too long: children are named <set>-<case id>-<repetition> (e.g. {longest_child}, {} characters) and must be at most {MAX_BENCHMARK_NAME_LEN}; use at most {MAX_SET_NAME_LEN} characters",
@@ -300,7 +312,10 @@ fn permutation_sources(spec: &BenchmarkSetSpec) -> Vec<Source> {
         let mut odometer = vec![0usize; keys.len()];
         'outer: loop {
             sources.push(Source::Product(
-                keys.iter().map(|k| (*k).clone()).zip(odometer.iter().copied()).collect(),
+                keys.iter()
+                    .map(|k| (*k).clone())
+                    .zip(odometer.iter().copied())
+                    .collect(),
             ));
             for position in (0..odometer.len()).rev() {
                 odometer[position] += 1;
@@ -360,9 +375,15 @@ fn describe(permutation: &Map<String, Value>, source: &Source) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         Source::Explicit(index) => {
-            let mut text = format!("explicit[{index}] {}", compact(&Value::Object(permutation.clone())));
+            let mut text = format!(
+                "explicit[{index}] {}",
+                compact(&Value::Object(permutation.clone()))
+            );
             if text.len() > 100 {
-                let cut = (0..=97).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                let cut = (0..=97)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0);
                 text.truncate(cut);
                 text.push_str("...");
             }
@@ -389,9 +410,11 @@ fn source_path(source: &Source) -> String {
 
 /// Points an error on a child's field at the part of the set that supplied the value.
 fn locate(error: FieldError, source: &Source, spec: &BenchmarkSetSpec) -> FieldError {
-    let Some(field) = error.path.strip_prefix("spec.").or_else(|| {
-        (error.path == "spec").then_some("")
-    }) else {
+    let Some(field) = error
+        .path
+        .strip_prefix("spec.")
+        .or_else(|| (error.path == "spec").then_some(""))
+    else {
         // Root and metadata errors concern the child's name, made from the set's name.
         return FieldError::new("metadata.name", error.message);
     };

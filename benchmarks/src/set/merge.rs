@@ -124,7 +124,11 @@ mod tests {
     #[test]
     fn null_removes_a_field() {
         let mut base = obj(json!({"mtu": 9000, "keep": true}));
-        merge(&mut base, &obj(json!({"mtu": null})), ListMergeMode::Replace);
+        merge(
+            &mut base,
+            &obj(json!({"mtu": null})),
+            ListMergeMode::Replace,
+        );
         assert_eq!(Value::Object(base), json!({"keep": true}));
     }
 

@@ -203,14 +203,21 @@ pub fn crd() -> CustomResourceDefinition {
         kind.enum_ = Some(
             crate::registry::kind_names()
                 .into_iter()
-                .map(|k| k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(Value::String(k.to_owned())))
+                .map(|k| {
+                    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                        Value::String(k.to_owned()),
+                    )
+                })
                 .collect(),
         );
     }
     crd
 }
 
-fn property<'a>(mut node: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a mut JSONSchemaProps> {
+fn property<'a>(
+    mut node: &'a mut JSONSchemaProps,
+    path: &[&str],
+) -> Option<&'a mut JSONSchemaProps> {
     for name in path {
         node = node.properties.as_mut()?.get_mut(*name)?;
     }

@@ -88,7 +88,10 @@ pub struct ChildFailure {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ChildState {
     NotCreated,
-    Created { phase: Phase, message: Option<String> },
+    Created {
+        phase: Phase,
+        message: Option<String>,
+    },
 }
 
 impl ChildState {
@@ -147,11 +150,21 @@ pub fn summarize<'a>(states: impl IntoIterator<Item = (&'a str, &'a ChildState)>
 
 /// Indexes of the children to create now: the next ones in order, while fewer than
 /// `max_parallel` are active, and none after a failure under [`FailurePolicy::Stop`].
-pub fn next_to_create(states: &[ChildState], max_parallel: u32, policy: FailurePolicy) -> Vec<usize> {
+pub fn next_to_create(
+    states: &[ChildState],
+    max_parallel: u32,
+    policy: FailurePolicy,
+) -> Vec<usize> {
     let stopped = policy == FailurePolicy::Stop
-        && states
-            .iter()
-            .any(|s| matches!(s, ChildState::Created { phase: Phase::Failed, .. }));
+        && states.iter().any(|s| {
+            matches!(
+                s,
+                ChildState::Created {
+                    phase: Phase::Failed,
+                    ..
+                }
+            )
+        });
     if stopped {
         return Vec::new();
     }
@@ -174,7 +187,9 @@ pub fn phase(states: &[ChildState], policy: FailurePolicy) -> SetPhase {
     if summary.succeeded == total {
         SetPhase::Succeeded
     } else if summary.succeeded + summary.failed == total
-        || (policy == FailurePolicy::Stop && summary.failed > 0 && summary.running == 0
+        || (policy == FailurePolicy::Stop
+            && summary.failed > 0
+            && summary.running == 0
             && !states.iter().any(ChildState::is_active))
     {
         SetPhase::Failed
@@ -190,20 +205,37 @@ mod tests {
     use super::*;
 
     fn created(phase: Phase) -> ChildState {
-        ChildState::Created { phase, message: None }
+        ChildState::Created {
+            phase,
+            message: None,
+        }
     }
 
     #[test]
     fn creates_up_to_max_parallel_in_order() {
-        let states = vec![created(Phase::Running), ChildState::NotCreated, ChildState::NotCreated, ChildState::NotCreated];
-        assert_eq!(next_to_create(&states, 1, FailurePolicy::Continue), Vec::<usize>::new());
-        assert_eq!(next_to_create(&states, 3, FailurePolicy::Continue), vec![1, 2]);
+        let states = vec![
+            created(Phase::Running),
+            ChildState::NotCreated,
+            ChildState::NotCreated,
+            ChildState::NotCreated,
+        ];
+        assert_eq!(
+            next_to_create(&states, 1, FailurePolicy::Continue),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            next_to_create(&states, 3, FailurePolicy::Continue),
+            vec![1, 2]
+        );
     }
 
     #[test]
     fn stop_policy_creates_nothing_after_a_failure() {
         let states = vec![created(Phase::Failed), ChildState::NotCreated];
-        assert_eq!(next_to_create(&states, 4, FailurePolicy::Stop), Vec::<usize>::new());
+        assert_eq!(
+            next_to_create(&states, 4, FailurePolicy::Stop),
+            Vec::<usize>::new()
+        );
         assert_eq!(next_to_create(&states, 4, FailurePolicy::Continue), vec![1]);
         assert_eq!(phase(&states, FailurePolicy::Stop), SetPhase::Failed);
         assert_eq!(phase(&states, FailurePolicy::Continue), SetPhase::Running);
@@ -225,10 +257,19 @@ mod tests {
 
     #[test]
     fn phases() {
-        assert_eq!(phase(&[ChildState::NotCreated], FailurePolicy::Continue), SetPhase::Pending);
-        assert_eq!(phase(&[created(Phase::Succeeded)], FailurePolicy::Continue), SetPhase::Succeeded);
         assert_eq!(
-            phase(&[created(Phase::Succeeded), created(Phase::Failed)], FailurePolicy::Continue),
+            phase(&[ChildState::NotCreated], FailurePolicy::Continue),
+            SetPhase::Pending
+        );
+        assert_eq!(
+            phase(&[created(Phase::Succeeded)], FailurePolicy::Continue),
+            SetPhase::Succeeded
+        );
+        assert_eq!(
+            phase(
+                &[created(Phase::Succeeded), created(Phase::Failed)],
+                FailurePolicy::Continue
+            ),
             SetPhase::Failed
         );
     }

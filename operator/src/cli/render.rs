@@ -28,7 +28,9 @@ pub fn run(paths: &[PathBuf], namespace: Option<&str>) -> anyhow::Result<ExitCod
                 }
             };
             if checked.converted_group {
-                eprintln!("note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io");
+                eprintln!(
+                    "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
+                );
             }
             match checked.checked {
                 Checked::Set {
@@ -61,6 +63,9 @@ pub fn run(paths: &[PathBuf], namespace: Option<&str>) -> anyhow::Result<ExitCod
     if failed {
         return Ok(ExitCode::FAILURE);
     }
-    print!("{}", perfsweep_benchmarks::yaml::to_multi_document(&objects)?);
+    print!(
+        "{}",
+        perfsweep_benchmarks::yaml::to_multi_document(&objects)?
+    );
     Ok(ExitCode::SUCCESS)
 }

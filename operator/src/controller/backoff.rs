@@ -41,7 +41,11 @@ mod tests {
         let backoff = PerObjectBackoff::default();
         let delays: Vec<u64> = (0..10).map(|_| backoff.next_delay("a").as_secs()).collect();
         assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300]);
-        assert_eq!(backoff.next_delay("b").as_secs(), 1, "other objects are unaffected");
+        assert_eq!(
+            backoff.next_delay("b").as_secs(),
+            1,
+            "other objects are unaffected"
+        );
         backoff.reset("a");
         assert_eq!(backoff.next_delay("a").as_secs(), 1);
     }

@@ -46,7 +46,8 @@ pub fn controller(client: &Client, settings: &Settings) -> SetController {
             None => Api::all_with(client.clone(), &resource),
         };
         // Only perfsweep's children, not benchmarks users create by hand.
-        controller = controller.owns_with(children, resource, default_watcher().labels(labels::SET));
+        controller =
+            controller.owns_with(children, resource, default_watcher().labels(labels::SET));
     }
     controller
 }
@@ -82,11 +83,7 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
 }
 
 pub fn error_policy(set: Arc<BenchmarkSet>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = format!(
-        "{}/{}",
-        set.namespace().unwrap_or_default(),
-        set.name_any()
-    );
+    let key = format!("{}/{}", set.namespace().unwrap_or_default(), set.name_any());
     let delay = ctx.backoff.next_delay(&key);
     tracing::warn!(set = %key, %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
@@ -201,7 +198,10 @@ async fn advance(
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(source) => {
                 return Err(Error::Kube {
-                    action: format!("creating {} {namespace}/{}", expansion.kind.kind, child.name),
+                    action: format!(
+                        "creating {} {namespace}/{}",
+                        expansion.kind.kind, child.name
+                    ),
                     source,
                 });
             }
@@ -285,14 +285,25 @@ fn progress_status(
     };
     set_condition(
         &mut conditions,
-        condition("Valid", condition_status::TRUE, "Expanded", valid_message, generation, now),
+        condition(
+            "Valid",
+            condition_status::TRUE,
+            "Expanded",
+            valid_message,
+            generation,
+            now,
+        ),
     );
     let done = summary.succeeded + summary.failed;
     set_condition(
         &mut conditions,
         condition(
             "Progressing",
-            if finished { condition_status::FALSE } else { condition_status::TRUE },
+            if finished {
+                condition_status::FALSE
+            } else {
+                condition_status::TRUE
+            },
             if finished { "Finished" } else { "Running" },
             format!("{done} of {} children finished", states.len()),
             generation,
@@ -303,7 +314,11 @@ fn progress_status(
         &mut conditions,
         condition(
             "Complete",
-            if finished { condition_status::TRUE } else { condition_status::FALSE },
+            if finished {
+                condition_status::TRUE
+            } else {
+                condition_status::FALSE
+            },
             match phase {
                 SetPhase::Succeeded => "AllSucceeded",
                 SetPhase::Failed => "ChildrenFailed",
@@ -330,7 +345,7 @@ fn progress_status(
         started_at: old
             .started_at
             .clone()
-            .or_else(|| started.then(|| Time(now))),
+            .or_else(|| started.then_some(Time(now))),
         finished_at: if finished {
             old.finished_at.clone().or(Some(Time(now)))
         } else {
@@ -359,12 +374,16 @@ async fn patch_status(
 ) -> Result<(), Error> {
     let sets: Api<BenchmarkSet> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = json!({ "status": status });
-    sets.patch_status(&set.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube(format!(
-            "updating the status of BenchmarkSet {namespace}/{}",
-            set.name_any()
-        )))?;
+    sets.patch_status(
+        &set.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "updating the status of BenchmarkSet {namespace}/{}",
+        set.name_any()
+    )))?;
     Ok(())
 }
 

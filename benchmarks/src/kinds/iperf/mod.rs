@@ -9,11 +9,15 @@ use crate::common::CommonSpec;
 use crate::status::BenchmarkStatus;
 
 /// Transport protocol for iperf3.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum Protocol {
     #[default]
-    TCP,
-    UDP,
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
 }
 
 /// Network throughput between a server pod and a client pod, measured with iperf3.

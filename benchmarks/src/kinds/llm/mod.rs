@@ -27,11 +27,13 @@ pub enum ApiFormat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceReference {
+    /// Name of the Service.
     #[schemars(length(min = 1, max = 63))]
     pub name: String,
     /// Defaults to the benchmark's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Port of the Service that serves the OpenAI-compatible API.
     #[serde(default = "default_service_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
@@ -48,6 +50,7 @@ fn default_service_port() -> u16 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceServiceReference {
+    /// Name of the InferenceService.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Defaults to the benchmark's namespace.
@@ -166,7 +169,9 @@ pub struct LLMInferenceSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct Scenario(
-    #[schemars(regex(pattern = r"^(D\([0-9]+,[0-9]+\)|N\([0-9]+,[0-9]+\)/\([0-9]+,[0-9]+\)|U\([0-9]+,[0-9]+\)(/\([0-9]+,[0-9]+\))?|E\([0-9]+\))$"))]
+    #[schemars(regex(
+        pattern = r"^(D\([0-9]+,[0-9]+\)|N\([0-9]+,[0-9]+\)/\([0-9]+,[0-9]+\)|U\([0-9]+,[0-9]+\)(/\([0-9]+,[0-9]+\))?|E\([0-9]+\))$"
+    ))]
     pub String,
 );
 

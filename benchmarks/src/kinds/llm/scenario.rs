@@ -11,10 +11,25 @@ use std::fmt;
 /// A parsed traffic scenario.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum TrafficScenario {
-    Deterministic { input: u32, output: u32 },
-    Normal { input_mean: u32, input_stddev: u32, output_mean: u32, output_stddev: u32 },
-    Uniform { input_min: u32, input_max: u32, output_min: u32, output_max: u32 },
-    Embedding { input: u32 },
+    Deterministic {
+        input: u32,
+        output: u32,
+    },
+    Normal {
+        input_mean: u32,
+        input_stddev: u32,
+        output_mean: u32,
+        output_stddev: u32,
+    },
+    Uniform {
+        input_min: u32,
+        input_max: u32,
+        output_min: u32,
+        output_max: u32,
+    },
+    Embedding {
+        input: u32,
+    },
 }
 
 /// A scenario string that does not parse, and why.
@@ -32,15 +47,16 @@ impl TrafficScenario {
             reason: reason.to_owned(),
         };
         let trimmed = text.trim();
-        let (letter, rest) = trimmed
-            .split_at_checked(1)
-            .ok_or_else(|| fail("empty"))?;
+        let (letter, rest) = trimmed.split_at_checked(1).ok_or_else(|| fail("empty"))?;
         let groups: Vec<Vec<u32>> = rest
             .split('/')
             .map(|group| parse_group(group).ok_or_else(|| fail("expected (number,number) groups")))
             .collect::<Result<_, _>>()?;
         let scenario = match (letter, groups.as_slice()) {
-            ("D", [g]) if g.len() == 2 => Self::Deterministic { input: g[0], output: g[1] },
+            ("D", [g]) if g.len() == 2 => Self::Deterministic {
+                input: g[0],
+                output: g[1],
+            },
             ("N", [i, o]) if i.len() == 2 && o.len() == 2 => Self::Normal {
                 input_mean: i[0],
                 input_stddev: i[1],
@@ -60,7 +76,9 @@ impl TrafficScenario {
                 output_max: g[1],
             },
             ("E", [g]) if g.len() == 1 => Self::Embedding { input: g[0] },
-            ("D" | "N" | "U" | "E", _) => return Err(fail("wrong number of values for this distribution")),
+            ("D" | "N" | "U" | "E", _) => {
+                return Err(fail("wrong number of values for this distribution"));
+            }
             _ => return Err(fail("unknown distribution: use D, N, U or E")),
         };
         scenario.check().map_err(|reason| fail(&reason))?;
@@ -72,12 +90,17 @@ impl TrafficScenario {
             Self::Deterministic { input, output } if input == 0 || output == 0 => {
                 Err("token counts must be at least 1".into())
             }
-            Self::Normal { input_mean, output_mean, .. } if input_mean == 0 || output_mean == 0 => {
-                Err("means must be at least 1".into())
-            }
-            Self::Uniform { input_min, input_max, output_min, output_max }
-                if input_min >= input_max || output_min >= output_max =>
-            {
+            Self::Normal {
+                input_mean,
+                output_mean,
+                ..
+            } if input_mean == 0 || output_mean == 0 => Err("means must be at least 1".into()),
+            Self::Uniform {
+                input_min,
+                input_max,
+                output_min,
+                output_max,
+            } if input_min >= input_max || output_min >= output_max => {
                 Err("each range needs its lower bound below its (exclusive) upper bound".into())
             }
             Self::Embedding { input: 0 } => Err("token count must be at least 1".into()),
@@ -99,10 +122,23 @@ impl fmt::Display for TrafficScenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Deterministic { input, output } => write!(f, "D({input},{output})"),
-            Self::Normal { input_mean, input_stddev, output_mean, output_stddev } => {
-                write!(f, "N({input_mean},{input_stddev})/({output_mean},{output_stddev})")
+            Self::Normal {
+                input_mean,
+                input_stddev,
+                output_mean,
+                output_stddev,
+            } => {
+                write!(
+                    f,
+                    "N({input_mean},{input_stddev})/({output_mean},{output_stddev})"
+                )
             }
-            Self::Uniform { input_min, input_max, output_min, output_max } => {
+            Self::Uniform {
+                input_min,
+                input_max,
+                output_min,
+                output_max,
+            } => {
                 write!(f, "U({input_min},{input_max})/({output_min},{output_max})")
             }
             Self::Embedding { input } => write!(f, "E({input})"),
@@ -118,34 +154,73 @@ mod tests {
     fn parses_genai_bench_forms() {
         assert_eq!(
             TrafficScenario::parse("D(100,100)").unwrap(),
-            TrafficScenario::Deterministic { input: 100, output: 100 }
+            TrafficScenario::Deterministic {
+                input: 100,
+                output: 100
+            }
         );
         assert_eq!(
             TrafficScenario::parse("N(480,240)/(300,150)").unwrap(),
-            TrafficScenario::Normal { input_mean: 480, input_stddev: 240, output_mean: 300, output_stddev: 150 }
+            TrafficScenario::Normal {
+                input_mean: 480,
+                input_stddev: 240,
+                output_mean: 300,
+                output_stddev: 150
+            }
         );
         assert_eq!(
             TrafficScenario::parse("U(50,100)/(200,300)").unwrap(),
-            TrafficScenario::Uniform { input_min: 50, input_max: 100, output_min: 200, output_max: 300 }
+            TrafficScenario::Uniform {
+                input_min: 50,
+                input_max: 100,
+                output_min: 200,
+                output_max: 300
+            }
         );
         assert_eq!(
             TrafficScenario::parse("U(512,128)").unwrap(),
-            TrafficScenario::Uniform { input_min: 1, input_max: 512, output_min: 1, output_max: 128 }
+            TrafficScenario::Uniform {
+                input_min: 1,
+                input_max: 512,
+                output_min: 1,
+                output_max: 128
+            }
         );
-        assert_eq!(TrafficScenario::parse("E(64)").unwrap(), TrafficScenario::Embedding { input: 64 });
+        assert_eq!(
+            TrafficScenario::parse("E(64)").unwrap(),
+            TrafficScenario::Embedding { input: 64 }
+        );
     }
 
     #[test]
     fn round_trips_through_display() {
-        for text in ["D(100,100)", "N(480,240)/(300,150)", "U(50,100)/(200,300)", "E(64)"] {
+        for text in [
+            "D(100,100)",
+            "N(480,240)/(300,150)",
+            "U(50,100)/(200,300)",
+            "E(64)",
+        ] {
             assert_eq!(TrafficScenario::parse(text).unwrap().to_string(), text);
         }
     }
 
     #[test]
     fn rejects_malformed_scenarios() {
-        for bad in ["", "D(100)", "X(1,2)", "U(100,50)/(1,2)", "D(0,5)", "N(1,2)", "D(a,b)", "E(1,2)", "D(1,2"] {
-            assert!(TrafficScenario::parse(bad).is_err(), "{bad:?} should be rejected");
+        for bad in [
+            "",
+            "D(100)",
+            "X(1,2)",
+            "U(100,50)/(1,2)",
+            "D(0,5)",
+            "N(1,2)",
+            "D(a,b)",
+            "E(1,2)",
+            "D(1,2",
+        ] {
+            assert!(
+                TrafficScenario::parse(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
     }
 }

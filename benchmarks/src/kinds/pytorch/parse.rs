@@ -1,7 +1,9 @@
 //! Placeholder until the parser lands.
 
 /// The structured result.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct PyTorchResult {
     /// Placeholder.

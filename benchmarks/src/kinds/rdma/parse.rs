@@ -1,7 +1,9 @@
 //! Placeholder until the parser lands.
 
 /// The structured result.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RDMABandwidthResult {
     /// Placeholder.
@@ -9,7 +11,9 @@ pub struct RDMABandwidthResult {
 }
 
 /// The structured result.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RDMALatencyResult {
     /// Placeholder.

@@ -1,1 +1,4 @@
+pub mod kinds;
+pub mod parse_error;
+
 pub fn placeholder() {}

@@ -393,3 +393,103 @@ mod tests {
         assert_eq!(parse_finite("-infinity"), None);
     }
 }
+
+/// Shared robustness checks for the parsers' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::ParseError;
+    use proptest::prelude::*;
+    use serde::{Serialize, de::DeserializeOwned};
+    use std::fmt::Debug;
+
+    /// Compares with a literal: serde_json's default (fast) float parser may
+    /// be 1 ulp off the correctly rounded value of the Rust literal.
+    #[track_caller]
+    pub(crate) fn approx(actual: f64, expected: f64) {
+        assert!(
+            (actual - expected).abs() <= expected.abs() * 1e-14,
+            "{actual} != {expected}"
+        );
+    }
+
+    /// A successful result must survive a JSON round trip unchanged, which
+    /// also proves it holds no NaN/inf (serde_json writes those as `null`,
+    /// which would not deserialize back into an `f64`).
+    pub(crate) fn assert_round_trips<T>(value: &T)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + Debug,
+    {
+        // Via `Value` (not text) so floats are compared bit-exactly; a NaN or
+        // infinity becomes `null` and fails to come back.
+        let json = serde_json::to_value(value).expect("serializes");
+        let back: T = serde_json::from_value(json.clone())
+            .unwrap_or_else(|e| panic!("round trip failed ({e}) for {json}"));
+        assert_eq!(&back, value, "round trip changed the value: {json}");
+    }
+
+    /// Parses every prefix of `raw` (every byte offset for small inputs, a
+    /// stride plus the first/last 300 offsets for big ones). Never panics;
+    /// successful results must round-trip.
+    pub(crate) fn check_prefixes<T, H>(raw: &str, parse: fn(&str) -> Result<T, ParseError>, headline: H)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + Debug,
+        H: Fn(&T) -> String,
+    {
+        let len = raw.len();
+        let stride = (len / 1500).max(1);
+        let offsets = (0..=len)
+            .step_by(stride)
+            .chain(0..len.min(300))
+            .chain(len.saturating_sub(300)..=len);
+        for i in offsets {
+            if let Some(prefix) = raw.get(..i) {
+                if let Ok(v) = parse(prefix) {
+                    assert_round_trips(&v);
+                    let _ = headline(&v);
+                }
+            }
+        }
+        assert_eq!(parse("").unwrap_err(), ParseError::Empty);
+        assert_eq!(parse(" \n\t\n").unwrap_err(), ParseError::Empty);
+    }
+
+    /// Bytes likely to break parsers: structure, signs, digits, exponent.
+    pub(crate) fn nasty_byte() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            any::<u8>(),
+            Just(b'\n'),
+            Just(b'-'),
+            Just(b'{'),
+            Just(b'}'),
+            Just(b'"'),
+            Just(b' '),
+            Just(b'9'),
+            Just(b'.'),
+            Just(b'e'),
+            Just(b'#'),
+        ]
+    }
+
+    /// Replaces, inserts or deletes bytes at (relative) positions.
+    pub(crate) fn corrupt(raw: &str, edits: &[(f64, u8, u8)]) -> String {
+        let mut bytes = raw.as_bytes().to_vec();
+        for &(pos, byte, op) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let i = ((pos * bytes.len() as f64) as usize).min(bytes.len() - 1);
+            match op % 3 {
+                0 => bytes[i] = byte,
+                1 => bytes.insert(i, byte),
+                _ => {
+                    bytes.remove(i);
+                }
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    pub(crate) fn edits() -> impl Strategy<Value = Vec<(f64, u8, u8)>> {
+        proptest::collection::vec((0.0..1.0f64, nasty_byte(), any::<u8>()), 1..8)
+    }
+}

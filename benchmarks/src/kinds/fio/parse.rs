@@ -247,8 +247,9 @@ fn entry(e: &JsonAt<'_>) -> Result<ParsedEntry, ParseError> {
 /// `None` when the direction did no I/O.
 fn direction(d: &JsonAt<'_>) -> Result<Option<Weighted>, ParseError> {
     // fio >= 3 reports latencies in ns (`clat_ns`); older fio in µs (`clat`).
-    let (clat, to_micros) = match (d.get("clat_ns"), d.get("clat")) {
-        (Some(c), _) => (Some(c), 1e-3),
+    // Divide (not multiply by 1e-3) so 140288 ns gives exactly 140.288 µs.
+    let (clat, micros_divisor) = match (d.get("clat_ns"), d.get("clat")) {
+        (Some(c), _) => (Some(c), 1000.0),
         (None, Some(c)) => (Some(c), 1.0),
         (None, None) => (None, 1.0),
     };
@@ -283,7 +284,7 @@ fn direction(d: &JsonAt<'_>) -> Result<Option<Weighted>, ParseError> {
             if let Ok(k) = key.parse::<f64>()
                 && (k - p).abs() < 1e-6
             {
-                return Ok(Some(value.as_f64()? * to_micros));
+                return Ok(Some(value.as_f64()? / micros_divisor));
             }
         }
         Ok(None)
@@ -295,10 +296,10 @@ fn direction(d: &JsonAt<'_>) -> Result<Option<Weighted>, ParseError> {
             iops: d.req_f64("iops")?,
             io_bytes,
             total_ios,
-            clat_mean_micros: clat.req_f64("mean")? * to_micros,
-            clat_stddev_micros: stddev * to_micros,
-            clat_min_micros: clat.req_f64("min")? * to_micros,
-            clat_max_micros: clat.req_f64("max")? * to_micros,
+            clat_mean_micros: clat.req_f64("mean")? / micros_divisor,
+            clat_stddev_micros: stddev / micros_divisor,
+            clat_min_micros: clat.req_f64("min")? / micros_divisor,
+            clat_max_micros: clat.req_f64("max")? / micros_divisor,
             clat_p50_micros: pct(50.0)?,
             clat_p90_micros: pct(90.0)?,
             clat_p99_micros: pct(99.0)?,
@@ -385,4 +386,239 @@ fn aggregate<'a>(
     s.iops = finite(s.iops).unwrap_or(0.0);
     s.clat_min_micros = finite(s.clat_min_micros).unwrap_or(0.0);
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{approx, assert_round_trips, check_prefixes, corrupt, edits};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    const SINGLE: &str = include_str!("../../../testdata/fio/single-randread.json");
+    const NUMJOBS3: &str = include_str!("../../../testdata/fio/numjobs3-randwrite.json");
+    const GROUP: &str = include_str!("../../../testdata/fio/numjobs3-randwrite-group-reporting.json");
+    const READ_ONLY: &str = include_str!("../../../testdata/fio/read-only-seq.json");
+    const WRITE_ONLY: &str = include_str!("../../../testdata/fio/write-only-seq.json");
+    const MIXED_PLUS: &str = include_str!("../../../testdata/fio/randrw-mixed-jsonplus.json");
+    const CS: &str = include_str!("../../../testdata/fio/client-server-2hosts.json");
+    const CS_GROUP: &str =
+        include_str!("../../../testdata/fio/client-server-2hosts-group-reporting.json");
+    const BAD_DIR: &str = include_str!("../../../testdata/fio/error-bad-directory.txt");
+    const JOB_FAILED: &str = include_str!("../../../testdata/fio/error-job-failed-with-noise.txt");
+    const ALL: &[&str] = &[
+        SINGLE, NUMJOBS3, GROUP, READ_ONLY, WRITE_ONLY, MIXED_PLUS, CS, CS_GROUP, BAD_DIR,
+        JOB_FAILED,
+    ];
+
+    fn doc(raw: &str) -> Value {
+        let start = raw.find('{').unwrap();
+        serde_json::from_str(&raw[start..]).unwrap()
+    }
+    fn f(v: &Value, ptr: &str) -> f64 {
+        v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("{ptr}"))
+    }
+    fn u(v: &Value, ptr: &str) -> u64 {
+        v.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("{ptr}"))
+    }
+
+    /// Checks a parsed direction against fio's JSON entry at `base`.
+    #[track_caller]
+    fn assert_matches_entry(s: &FioDirectionStats, d: &Value, base: &str) {
+        assert_eq!(s.bandwidth_bytes_per_second, u(d, &format!("{base}/bw_bytes")));
+        assert_eq!(s.iops, f(d, &format!("{base}/iops")));
+        assert_eq!(s.io_bytes, u(d, &format!("{base}/io_bytes")));
+        assert_eq!(s.total_ios, u(d, &format!("{base}/total_ios")));
+        assert_eq!(s.clat_mean_micros, f(d, &format!("{base}/clat_ns/mean")) / 1000.0);
+        assert_eq!(s.clat_stddev_micros, f(d, &format!("{base}/clat_ns/stddev")) / 1000.0);
+        assert_eq!(s.clat_min_micros, f(d, &format!("{base}/clat_ns/min")) / 1000.0);
+        assert_eq!(s.clat_max_micros, f(d, &format!("{base}/clat_ns/max")) / 1000.0);
+        if d.pointer(&format!("{base}/clat_ns/percentile")).is_some() {
+            let p = |k: &str| Some(f(d, &format!("{base}/clat_ns/percentile/{k}")) / 1000.0);
+            assert_eq!(s.clat_p50_micros, p("50.000000"));
+            assert_eq!(s.clat_p90_micros, p("90.000000"));
+            assert_eq!(s.clat_p99_micros, p("99.000000"));
+            assert_eq!(s.clat_p999_micros, p("99.900000"));
+        }
+    }
+
+    #[test]
+    fn single_job_read_only() {
+        let d = doc(SINGLE);
+        let r = parse(SINGLE).unwrap();
+        assert_eq!(r.fio_version.as_deref(), Some("fio-3.33"));
+        assert!(!r.client_server);
+        assert!(r.percentiles_exact);
+        assert!(r.write.is_none());
+        let read = r.read.as_ref().unwrap();
+        assert_matches_entry(read, &d, "/jobs/0/read");
+        // Literal values from the fixture.
+        assert_eq!(read.bandwidth_bytes_per_second, 54074978);
+        assert_eq!(read.clat_p99_micros, Some(140.288));
+        assert_eq!(r.workers.len(), 1);
+        assert_eq!(r.workers[0].name, "randread");
+        assert_eq!(r.workers[0].host, None);
+        assert_eq!(r.workers[0].read.as_ref(), Some(read));
+        assert_eq!(r.headline(), "read 51.6 MiB/s 13.2k IOPS");
+
+        let ro = parse(READ_ONLY).unwrap();
+        assert!(ro.write.is_none());
+        assert_matches_entry(ro.read.as_ref().unwrap(), &doc(READ_ONLY), "/jobs/0/read");
+    }
+
+    #[test]
+    fn write_only() {
+        let d = doc(WRITE_ONLY);
+        let r = parse(WRITE_ONLY).unwrap();
+        assert!(r.read.is_none());
+        assert_matches_entry(r.write.as_ref().unwrap(), &d, "/jobs/0/write");
+        assert_eq!(r.write.as_ref().unwrap().bandwidth_bytes_per_second, 5667930578);
+        assert!(r.headline().starts_with("write 5.3 GiB/s 43.2k IOPS"), "{}", r.headline());
+    }
+
+    #[test]
+    fn mixed_json_plus() {
+        let d = doc(MIXED_PLUS);
+        let r = parse(MIXED_PLUS).unwrap();
+        assert_matches_entry(r.read.as_ref().unwrap(), &d, "/jobs/0/read");
+        assert_matches_entry(r.write.as_ref().unwrap(), &d, "/jobs/0/write");
+        assert_eq!(r.read.as_ref().unwrap().total_ios, 24302);
+        assert_eq!(r.write.as_ref().unwrap().total_ios, 10393);
+        assert!(r.headline().starts_with("read ") && r.headline().contains(", write "));
+    }
+
+    #[test]
+    fn several_jobs_are_combined() {
+        let d = doc(NUMJOBS3);
+        let r = parse(NUMJOBS3).unwrap();
+        assert_eq!(r.workers.len(), 3);
+        assert!(!r.percentiles_exact);
+        assert!(r.read.is_none());
+        for (i, w) in r.workers.iter().enumerate() {
+            assert_matches_entry(w.write.as_ref().unwrap(), &d, &format!("/jobs/{i}/write"));
+        }
+        let w = r.write.as_ref().unwrap();
+        assert_eq!(w.bandwidth_bytes_per_second, 706111137 + 668104475 + 628519128);
+        assert_eq!(w.total_ios, 345298 + 326386 + 307201);
+        approx(w.iops, 172390.414378 + 163111.444278 + 153447.052947);
+        // Mean weighted by IO count (computed independently).
+        let n: f64 = (0..3).map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/N"))).sum();
+        let mean: f64 = (0..3)
+            .map(|i| {
+                f(&d, &format!("/jobs/{i}/write/clat_ns/N"))
+                    * f(&d, &format!("/jobs/{i}/write/clat_ns/mean"))
+            })
+            .sum::<f64>()
+            / n
+            / 1000.0;
+        assert!((w.clat_mean_micros - mean).abs() < 1e-9);
+        assert!((w.clat_mean_micros - 3.808108468184153).abs() < 1e-9);
+        assert!((w.clat_stddev_micros - 75.01056635858157).abs() < 1e-6);
+        // Worst job's percentile.
+        assert_eq!(w.clat_p99_micros, Some(5.344));
+        assert_eq!(w.clat_min_micros, (0..3).map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/min"))).fold(f64::MAX, f64::min) / 1000.0);
+    }
+
+    #[test]
+    fn group_reporting_is_exact() {
+        let d = doc(GROUP);
+        let r = parse(GROUP).unwrap();
+        assert_eq!(r.workers.len(), 1);
+        assert!(r.percentiles_exact);
+        assert_matches_entry(r.write.as_ref().unwrap(), &d, "/jobs/0/write");
+        assert_eq!(r.write.as_ref().unwrap().clat_p99_micros, Some(4.384));
+    }
+
+    #[test]
+    fn client_server_uses_all_clients() {
+        let d = doc(CS);
+        let r = parse(CS).unwrap();
+        assert!(r.client_server);
+        assert_eq!(r.workers.len(), 4);
+        assert!(!r.percentiles_exact);
+        let hosts: Vec<_> = r.workers.iter().map(|w| w.host.as_deref().unwrap()).collect();
+        assert_eq!(hosts, ["127.0.0.2", "127.0.0.2", "127.0.0.1", "127.0.0.1"]);
+        for (i, w) in r.workers.iter().enumerate() {
+            assert_matches_entry(w.read.as_ref().unwrap(), &d, &format!("/client_stats/{i}/read"));
+        }
+        assert_eq!(
+            d.pointer("/client_stats/4/jobname").and_then(Value::as_str),
+            Some("All clients")
+        );
+        let read = r.read.as_ref().unwrap();
+        assert_eq!(read.bandwidth_bytes_per_second, 97468833);
+        assert_eq!(read.iops, f(&d, "/client_stats/4/read/iops"));
+        assert_eq!(read.clat_mean_micros, f(&d, "/client_stats/4/read/clat_ns/mean") / 1000.0);
+        assert_eq!(read.clat_stddev_micros, f(&d, "/client_stats/4/read/clat_ns/stddev") / 1000.0);
+        // `All clients` has no percentiles: worst host is used.
+        assert_eq!(read.clat_p99_micros, Some(643.072));
+        assert_eq!(r.write.as_ref().unwrap().clat_p99_micros, Some(52.992));
+
+        // Our own combination of the per-host entries agrees with fio's
+        // `All clients` aggregate (mean exactly, pooled stddev closely).
+        let mut without_all: Value = d.clone();
+        without_all["client_stats"].as_array_mut().unwrap().pop();
+        let ours = parse(&without_all.to_string()).unwrap();
+        let o = ours.read.as_ref().unwrap();
+        assert!((o.clat_mean_micros - read.clat_mean_micros).abs() < 1e-6);
+        assert!((o.clat_stddev_micros - read.clat_stddev_micros).abs() / read.clat_stddev_micros < 1e-3);
+        assert!(o.bandwidth_bytes_per_second.abs_diff(read.bandwidth_bytes_per_second) <= 4);
+
+        let g = parse(CS_GROUP).unwrap();
+        assert_eq!(g.workers.len(), 2);
+        assert_eq!(g.read.as_ref().unwrap().bandwidth_bytes_per_second, 94531422);
+        assert_eq!(g.read.as_ref().unwrap().clat_p99_micros, Some(610.304));
+    }
+
+    #[test]
+    fn leading_noise_is_skipped() {
+        let noisy = format!("fio: this platform does not support process shared mutexes, forcing use of threads. Use the 'thread' option to get rid of this warning.\n\n{SINGLE}");
+        assert_eq!(parse(&noisy).unwrap(), parse(SINGLE).unwrap());
+        // Line numbers of JSON errors count the skipped lines.
+        let broken = format!("noise\n{}", SINGLE.replacen("\"jobs\" : [", "\"jobs\" : [[", 1));
+        match parse(&broken).unwrap_err() {
+            ParseError::InvalidJson { line, .. } => assert!(line > 10, "{line}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tool_errors() {
+        let e = parse(BAD_DIR).unwrap_err();
+        assert_eq!(
+            e,
+            ParseError::ToolReportedError(
+                "fio: /nonexistent/dir is not a directory; fio: failed parsing directory=/nonexistent/dir; fio: file:options.c:1457, func=lstat, error=No such file or directory".into()
+            )
+        );
+        let e = parse(JOB_FAILED).unwrap_err();
+        assert_eq!(
+            e,
+            ParseError::ToolReportedError(
+                "fio job \"ro\" failed with error code 1 (/jobs/0)".into()
+            )
+        );
+        assert!(matches!(parse("{\"fio version\": \"fio-3.33\"}"), Err(ParseError::Json { .. })));
+        assert!(matches!(parse("{\"jobs\": []}"), Err(ParseError::NotFound { .. })));
+        assert!(matches!(parse(&SINGLE[..SINGLE.len() - 20]), Err(ParseError::Truncated { .. })));
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        for raw in ALL {
+            check_prefixes(raw, parse, FioResult::headline);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
+            let raw = corrupt(ALL[which], &e);
+            if let Ok(r) = parse(&raw) {
+                assert_round_trips(&r);
+                let _ = r.headline();
+            }
+        }
+    }
 }

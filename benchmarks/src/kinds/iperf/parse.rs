@@ -322,3 +322,184 @@ fn stream(s: &JsonAt<'_>, bidirectional: bool) -> Result<IPerfStream, ParseError
         lost_percent: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{approx, check_prefixes, corrupt, edits};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    const TCP1: &str = include_str!("../../../testdata/iperf/tcp-1stream.json");
+    const TCP4: &str = include_str!("../../../testdata/iperf/tcp-4streams.json");
+    const UDP: &str = include_str!("../../../testdata/iperf/udp-100m.json");
+    const UDP2: &str = include_str!("../../../testdata/iperf/udp-2streams.json");
+    const REVERSE: &str = include_str!("../../../testdata/iperf/tcp-reverse.json");
+    const BIDIR: &str = include_str!("../../../testdata/iperf/tcp-bidir.json");
+    const REFUSED: &str = include_str!("../../../testdata/iperf/error-connrefused.json");
+    const ALL: &[&str] = &[TCP1, TCP4, UDP, UDP2, REVERSE, BIDIR, REFUSED];
+
+    fn doc(raw: &str) -> Value {
+        serde_json::from_str(raw).unwrap()
+    }
+    fn f(v: &Value, ptr: &str) -> f64 {
+        v.pointer(ptr).and_then(Value::as_f64).unwrap()
+    }
+    fn u(v: &Value, ptr: &str) -> u64 {
+        v.pointer(ptr).and_then(Value::as_u64).unwrap()
+    }
+
+    #[test]
+    fn tcp_single_stream() {
+        let d = doc(TCP1);
+        let r = parse(TCP1).unwrap();
+        assert_eq!(r.protocol, IPerfProtocol::Tcp);
+        assert!(!r.reverse && !r.bidirectional);
+        assert_eq!(r.num_streams, 1);
+        assert_eq!(r.duration_seconds, f(&d, "/end/sum_sent/seconds"));
+        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        approx(r.totals.received_bits_per_second, 9569483264.35114);
+        assert_eq!(r.totals.sent_bits_per_second, f(&d, "/end/sum_sent/bits_per_second"));
+        assert_eq!(r.totals.sent_bytes, 2436628480);
+        assert_eq!(r.totals.received_bytes, u(&d, "/end/sum_received/bytes"));
+        assert_eq!(r.totals.retransmits, Some(12));
+        assert_eq!(r.totals.jitter_millis, None);
+        approx(r.host_cpu_utilization_percent.unwrap(), 37.966049724379324);
+        approx(r.remote_cpu_utilization_percent.unwrap(), 44.905275797623879);
+        assert_eq!(r.streams.len(), 1);
+        assert_eq!(r.streams[0].id, 5);
+        approx(r.streams[0].received_bits_per_second.unwrap(), 9569483264.35114);
+        assert!((r.received_gbps() - 9.56948326435114).abs() < 1e-12);
+        assert_eq!(r.headline(), "9.57 Gbit/s");
+        assert!(r.bidir_reverse.is_none());
+    }
+
+    #[test]
+    fn tcp_four_streams() {
+        let d = doc(TCP4);
+        let r = parse(TCP4).unwrap();
+        assert_eq!(r.num_streams, 4);
+        assert_eq!(r.streams.len(), 4);
+        assert_eq!(
+            r.streams.iter().map(|s| s.id).collect::<Vec<_>>(),
+            vec![5, 7, 9, 12]
+        );
+        assert_eq!(r.totals.retransmits, Some(4));
+        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        for (i, s) in r.streams.iter().enumerate() {
+            assert_eq!(s.sent_bits_per_second, f(&d, &format!("/end/streams/{i}/sender/bits_per_second")));
+            assert_eq!(s.retransmits, Some(u(&d, &format!("/end/streams/{i}/sender/retransmits"))));
+        }
+        let per_stream: f64 = r.streams.iter().filter_map(|s| s.received_bits_per_second).sum();
+        assert!((per_stream - r.totals.received_bits_per_second).abs() / per_stream < 1e-9);
+    }
+
+    #[test]
+    fn udp() {
+        let d = doc(UDP);
+        let r = parse(UDP).unwrap();
+        assert_eq!(r.protocol, IPerfProtocol::Udp);
+        approx(r.totals.received_bits_per_second, 99997186.3024725);
+        assert_eq!(r.totals.sent_bits_per_second, f(&d, "/end/sum_sent/bits_per_second"));
+        assert_eq!(r.totals.jitter_millis, Some(f(&d, "/end/sum/jitter_ms")));
+        approx(r.totals.jitter_millis.unwrap(), 0.010018276223267831);
+        assert_eq!(r.totals.lost_packets, Some(0));
+        assert_eq!(r.totals.packets, Some(763));
+        assert_eq!(r.totals.lost_percent, Some(0.0));
+        assert_eq!(r.totals.retransmits, None);
+        assert_eq!(r.streams.len(), 1);
+        assert_eq!(r.streams[0].received_bits_per_second, None);
+        assert_eq!(r.headline(), "100.0 Mbit/s, 0.00% lost");
+
+        let r2 = parse(UDP2).unwrap();
+        let d2 = doc(UDP2);
+        assert_eq!(r2.num_streams, 2);
+        assert_eq!(r2.totals.packets, Some(764));
+        assert_eq!(r2.streams[1].jitter_millis, Some(f(&d2, "/end/streams/1/udp/jitter_ms")));
+    }
+
+    #[test]
+    fn udp_with_only_sum_block() {
+        // Older iperf3 UDP output has only `sum`; drop sum_sent/sum_received.
+        let mut d = doc(UDP);
+        let end = d.pointer_mut("/end").unwrap().as_object_mut().unwrap();
+        end.remove("sum_sent");
+        end.remove("sum_received");
+        let r = parse(&d.to_string()).unwrap();
+        approx(r.totals.sent_bits_per_second, 100000385.97085921);
+        approx(r.totals.received_bits_per_second, 100000385.97085921);
+        assert_eq!(r.totals.packets, Some(763));
+    }
+
+    #[test]
+    fn reverse() {
+        let r = parse(REVERSE).unwrap();
+        assert!(r.reverse && !r.bidirectional);
+        approx(r.totals.received_bits_per_second, 19117693536.508354);
+        assert_eq!(r.totals.retransmits, Some(32));
+        assert!(!r.streams[0].bidir_reverse);
+        assert_eq!(r.headline(), "19.12 Gbit/s (reverse)");
+    }
+
+    #[test]
+    fn bidirectional() {
+        let d = doc(BIDIR);
+        let r = parse(BIDIR).unwrap();
+        assert!(r.bidirectional && !r.reverse);
+        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        let rev = r.bidir_reverse.as_ref().unwrap();
+        approx(rev.received_bits_per_second, 7438953157.182987);
+        assert_eq!(rev.sent_bytes, u(&d, "/end/sum_sent_bidir_reverse/bytes"));
+        assert_eq!(rev.retransmits, Some(56));
+        assert_eq!(r.streams.len(), 2);
+        assert!(!r.streams[0].bidir_reverse);
+        assert!(r.streams[1].bidir_reverse);
+        assert_eq!(r.headline(), "12.92 Gbit/s + 7.44 Gbit/s bidir");
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            parse(REFUSED).unwrap_err(),
+            ParseError::ToolReportedError("unable to connect to server: Connection refused".into())
+        );
+        assert_eq!(
+            parse("iperf3: error - unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused\n").unwrap_err(),
+            ParseError::ToolReportedError("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused".into())
+        );
+        assert!(matches!(parse(&TCP1[..TCP1.len() / 2]), Err(ParseError::Truncated { .. })));
+        let empty_end = r#"{"start": {"test_start": {"protocol": "TCP"}}, "intervals": [], "end": {}}"#;
+        assert!(matches!(parse(empty_end), Err(ParseError::Truncated { .. })));
+        let bad = TCP1.replace("\"bits_per_second\":\t9569483264.35114", "\"bits_per_second\":\t\"fast\"");
+        assert_ne!(bad, TCP1);
+        let err = parse(&bad).unwrap_err();
+        assert!(err.to_string().contains("/end/"), "{err}");
+        assert!(err.to_string().contains("/bits_per_second"), "{err}");
+    }
+
+    #[test]
+    fn schema_mentions_flattened_fields() {
+        let schema = serde_json::to_string(&schemars::schema_for!(IPerfResult)).unwrap();
+        assert!(schema.contains("receivedBitsPerSecond"));
+        assert!(schema.contains("Throughput measured by the receiving side"));
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        for raw in ALL {
+            check_prefixes(raw, parse, IPerfResult::headline);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
+            let raw = corrupt(ALL[which], &e);
+            if let Ok(r) = parse(&raw) {
+                crate::parse_error::test_support::assert_round_trips(&r);
+                let _ = r.headline();
+            }
+        }
+    }
+}

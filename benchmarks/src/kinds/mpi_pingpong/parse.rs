@@ -211,8 +211,14 @@ pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
     let (Some(min_lat), Some(peak_bw)) = (
         rows.iter()
             .min_by(|a, b| a.latency_micros.total_cmp(&b.latency_micros)),
-        rows.iter()
-            .max_by(|a, b| a.megabytes_per_second.total_cmp(&b.megabytes_per_second)),
+        // First (smallest) size reaching the maximum, if several tie.
+        rows.iter().reduce(|best, r| {
+            if r.megabytes_per_second > best.megabytes_per_second {
+                r
+            } else {
+                best
+            }
+        }),
     ) else {
         return Err(ParseError::Truncated {
             what: format!(

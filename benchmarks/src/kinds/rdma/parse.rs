@@ -391,9 +391,16 @@ pub fn parse_bandwidth(raw: &str) -> Result<RDMABandwidthResult, ParseError> {
             message_rate_mpps: table.req(*line, tokens, "MsgRate[")?,
         });
     }
+    // First (smallest) size reaching the maximum, if several tie.
     let best = rows
         .iter()
-        .max_by(|a, b| a.average_gbits_per_second.total_cmp(&b.average_gbits_per_second))
+        .reduce(|best, r| {
+            if r.average_gbits_per_second > best.average_gbits_per_second {
+                r
+            } else {
+                best
+            }
+        })
         .ok_or_else(|| table.no_rows())?;
     Ok(RDMABandwidthResult {
         test: table.test.clone(),

@@ -152,7 +152,11 @@ impl<'a> JsonAt<'a> {
 
     /// JSON pointer of this value (`/` for the root).
     pub(crate) fn path(&self) -> &str {
-        if self.path.is_empty() { "/" } else { &self.path }
+        if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        }
     }
 
     fn child_path(&self, key: &str) -> String {
@@ -200,7 +204,12 @@ impl<'a> JsonAt<'a> {
         self.value
             .as_f64()
             .filter(|v| v.is_finite())
-            .ok_or_else(|| self.error(format!("expected a finite number, found {}", self.type_name())))
+            .ok_or_else(|| {
+                self.error(format!(
+                    "expected a finite number, found {}",
+                    self.type_name()
+                ))
+            })
     }
 
     pub(crate) fn as_u64(&self) -> Result<u64, ParseError> {
@@ -345,8 +354,8 @@ mod tests {
 
     #[test]
     fn skips_leading_junk_and_reports_lines() {
-        let v = extract_json_document("fio: warning\nmore noise\n{\"a\": 1}\ntrailing", "fio")
-            .unwrap();
+        let v =
+            extract_json_document("fio: warning\nmore noise\n{\"a\": 1}\ntrailing", "fio").unwrap();
         assert_eq!(v["a"], 1);
         let err = extract_json_document("noise\n{\n\"a\": ]\n}", "fio").unwrap_err();
         assert!(
@@ -430,8 +439,11 @@ pub(crate) mod test_support {
     /// Parses every prefix of `raw` (every byte offset for small inputs, a
     /// stride plus the first/last 300 offsets for big ones). Never panics;
     /// successful results must round-trip.
-    pub(crate) fn check_prefixes<T, H>(raw: &str, parse: fn(&str) -> Result<T, ParseError>, headline: H)
-    where
+    pub(crate) fn check_prefixes<T, H>(
+        raw: &str,
+        parse: fn(&str) -> Result<T, ParseError>,
+        headline: H,
+    ) where
         T: Serialize + DeserializeOwned + PartialEq + Debug,
         H: Fn(&T) -> String,
     {

@@ -188,7 +188,11 @@ pub fn parse(raw: &str) -> Result<FioResult, ParseError> {
         return Err(ParseError::NotFound {
             what: format!(
                 "fio job results ({} is empty)",
-                if client_server { "/client_stats" } else { "/jobs" }
+                if client_server {
+                    "/client_stats"
+                } else {
+                    "/jobs"
+                }
             ),
         });
     }
@@ -356,9 +360,9 @@ fn aggregate<'a>(
         (first.stats.clat_mean_micros, first.stats.clat_stddev_micros)
     };
     let s = FioDirectionStats {
-        bandwidth_bytes_per_second: list
-            .iter()
-            .fold(0u64, |a, w| a.saturating_add(w.stats.bandwidth_bytes_per_second)),
+        bandwidth_bytes_per_second: list.iter().fold(0u64, |a, w| {
+            a.saturating_add(w.stats.bandwidth_bytes_per_second)
+        }),
         iops: list.iter().map(|w| w.stats.iops).sum(),
         io_bytes: list
             .iter()
@@ -391,13 +395,16 @@ fn aggregate<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{approx, assert_round_trips, check_prefixes, corrupt, edits};
+    use crate::parse_error::test_support::{
+        approx, assert_round_trips, check_prefixes, corrupt, edits,
+    };
     use proptest::prelude::*;
     use serde_json::Value;
 
     const SINGLE: &str = include_str!("../../../testdata/fio/single-randread.json");
     const NUMJOBS3: &str = include_str!("../../../testdata/fio/numjobs3-randwrite.json");
-    const GROUP: &str = include_str!("../../../testdata/fio/numjobs3-randwrite-group-reporting.json");
+    const GROUP: &str =
+        include_str!("../../../testdata/fio/numjobs3-randwrite-group-reporting.json");
     const READ_ONLY: &str = include_str!("../../../testdata/fio/read-only-seq.json");
     const WRITE_ONLY: &str = include_str!("../../../testdata/fio/write-only-seq.json");
     const MIXED_PLUS: &str = include_str!("../../../testdata/fio/randrw-mixed-jsonplus.json");
@@ -416,23 +423,42 @@ mod tests {
         serde_json::from_str(&raw[start..]).unwrap()
     }
     fn f(v: &Value, ptr: &str) -> f64 {
-        v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("{ptr}"))
+        v.pointer(ptr)
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("{ptr}"))
     }
     fn u(v: &Value, ptr: &str) -> u64 {
-        v.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("{ptr}"))
+        v.pointer(ptr)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("{ptr}"))
     }
 
     /// Checks a parsed direction against fio's JSON entry at `base`.
     #[track_caller]
     fn assert_matches_entry(s: &FioDirectionStats, d: &Value, base: &str) {
-        assert_eq!(s.bandwidth_bytes_per_second, u(d, &format!("{base}/bw_bytes")));
+        assert_eq!(
+            s.bandwidth_bytes_per_second,
+            u(d, &format!("{base}/bw_bytes"))
+        );
         assert_eq!(s.iops, f(d, &format!("{base}/iops")));
         assert_eq!(s.io_bytes, u(d, &format!("{base}/io_bytes")));
         assert_eq!(s.total_ios, u(d, &format!("{base}/total_ios")));
-        assert_eq!(s.clat_mean_micros, f(d, &format!("{base}/clat_ns/mean")) / 1000.0);
-        assert_eq!(s.clat_stddev_micros, f(d, &format!("{base}/clat_ns/stddev")) / 1000.0);
-        assert_eq!(s.clat_min_micros, f(d, &format!("{base}/clat_ns/min")) / 1000.0);
-        assert_eq!(s.clat_max_micros, f(d, &format!("{base}/clat_ns/max")) / 1000.0);
+        assert_eq!(
+            s.clat_mean_micros,
+            f(d, &format!("{base}/clat_ns/mean")) / 1000.0
+        );
+        assert_eq!(
+            s.clat_stddev_micros,
+            f(d, &format!("{base}/clat_ns/stddev")) / 1000.0
+        );
+        assert_eq!(
+            s.clat_min_micros,
+            f(d, &format!("{base}/clat_ns/min")) / 1000.0
+        );
+        assert_eq!(
+            s.clat_max_micros,
+            f(d, &format!("{base}/clat_ns/max")) / 1000.0
+        );
         if d.pointer(&format!("{base}/clat_ns/percentile")).is_some() {
             let p = |k: &str| Some(f(d, &format!("{base}/clat_ns/percentile/{k}")) / 1000.0);
             assert_eq!(s.clat_p50_micros, p("50.000000"));
@@ -472,8 +498,15 @@ mod tests {
         let r = parse(WRITE_ONLY).unwrap();
         assert!(r.read.is_none());
         assert_matches_entry(r.write.as_ref().unwrap(), &d, "/jobs/0/write");
-        assert_eq!(r.write.as_ref().unwrap().bandwidth_bytes_per_second, 5667930578);
-        assert!(r.headline().starts_with("write 5.3 GiB/s 43.2k IOPS"), "{}", r.headline());
+        assert_eq!(
+            r.write.as_ref().unwrap().bandwidth_bytes_per_second,
+            5667930578
+        );
+        assert!(
+            r.headline().starts_with("write 5.3 GiB/s 43.2k IOPS"),
+            "{}",
+            r.headline()
+        );
     }
 
     #[test]
@@ -498,11 +531,16 @@ mod tests {
             assert_matches_entry(w.write.as_ref().unwrap(), &d, &format!("/jobs/{i}/write"));
         }
         let w = r.write.as_ref().unwrap();
-        assert_eq!(w.bandwidth_bytes_per_second, 706111137 + 668104475 + 628519128);
+        assert_eq!(
+            w.bandwidth_bytes_per_second,
+            706111137 + 668104475 + 628519128
+        );
         assert_eq!(w.total_ios, 345298 + 326386 + 307201);
         approx(w.iops, 172390.414378 + 163111.444278 + 153447.052947);
         // Mean weighted by IO count (computed independently).
-        let n: f64 = (0..3).map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/N"))).sum();
+        let n: f64 = (0..3)
+            .map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/N")))
+            .sum();
         let mean: f64 = (0..3)
             .map(|i| {
                 f(&d, &format!("/jobs/{i}/write/clat_ns/N"))
@@ -516,7 +554,13 @@ mod tests {
         assert!((w.clat_stddev_micros - 75.01056635858157).abs() < 1e-6);
         // Worst job's percentile.
         assert_eq!(w.clat_p99_micros, Some(5.344));
-        assert_eq!(w.clat_min_micros, (0..3).map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/min"))).fold(f64::MAX, f64::min) / 1000.0);
+        assert_eq!(
+            w.clat_min_micros,
+            (0..3)
+                .map(|i| f(&d, &format!("/jobs/{i}/write/clat_ns/min")))
+                .fold(f64::MAX, f64::min)
+                / 1000.0
+        );
     }
 
     #[test]
@@ -536,10 +580,18 @@ mod tests {
         assert!(r.client_server);
         assert_eq!(r.workers.len(), 4);
         assert!(!r.percentiles_exact);
-        let hosts: Vec<_> = r.workers.iter().map(|w| w.host.as_deref().unwrap()).collect();
+        let hosts: Vec<_> = r
+            .workers
+            .iter()
+            .map(|w| w.host.as_deref().unwrap())
+            .collect();
         assert_eq!(hosts, ["127.0.0.2", "127.0.0.2", "127.0.0.1", "127.0.0.1"]);
         for (i, w) in r.workers.iter().enumerate() {
-            assert_matches_entry(w.read.as_ref().unwrap(), &d, &format!("/client_stats/{i}/read"));
+            assert_matches_entry(
+                w.read.as_ref().unwrap(),
+                &d,
+                &format!("/client_stats/{i}/read"),
+            );
         }
         assert_eq!(
             d.pointer("/client_stats/4/jobname").and_then(Value::as_str),
@@ -548,8 +600,14 @@ mod tests {
         let read = r.read.as_ref().unwrap();
         assert_eq!(read.bandwidth_bytes_per_second, 97468833);
         assert_eq!(read.iops, f(&d, "/client_stats/4/read/iops"));
-        assert_eq!(read.clat_mean_micros, f(&d, "/client_stats/4/read/clat_ns/mean") / 1000.0);
-        assert_eq!(read.clat_stddev_micros, f(&d, "/client_stats/4/read/clat_ns/stddev") / 1000.0);
+        assert_eq!(
+            read.clat_mean_micros,
+            f(&d, "/client_stats/4/read/clat_ns/mean") / 1000.0
+        );
+        assert_eq!(
+            read.clat_stddev_micros,
+            f(&d, "/client_stats/4/read/clat_ns/stddev") / 1000.0
+        );
         // `All clients` has no percentiles: worst host is used.
         assert_eq!(read.clat_p99_micros, Some(643.072));
         assert_eq!(r.write.as_ref().unwrap().clat_p99_micros, Some(52.992));
@@ -561,21 +619,35 @@ mod tests {
         let ours = parse(&without_all.to_string()).unwrap();
         let o = ours.read.as_ref().unwrap();
         assert!((o.clat_mean_micros - read.clat_mean_micros).abs() < 1e-6);
-        assert!((o.clat_stddev_micros - read.clat_stddev_micros).abs() / read.clat_stddev_micros < 1e-3);
-        assert!(o.bandwidth_bytes_per_second.abs_diff(read.bandwidth_bytes_per_second) <= 4);
+        assert!(
+            (o.clat_stddev_micros - read.clat_stddev_micros).abs() / read.clat_stddev_micros < 1e-3
+        );
+        assert!(
+            o.bandwidth_bytes_per_second
+                .abs_diff(read.bandwidth_bytes_per_second)
+                <= 4
+        );
 
         let g = parse(CS_GROUP).unwrap();
         assert_eq!(g.workers.len(), 2);
-        assert_eq!(g.read.as_ref().unwrap().bandwidth_bytes_per_second, 94531422);
+        assert_eq!(
+            g.read.as_ref().unwrap().bandwidth_bytes_per_second,
+            94531422
+        );
         assert_eq!(g.read.as_ref().unwrap().clat_p99_micros, Some(610.304));
     }
 
     #[test]
     fn leading_noise_is_skipped() {
-        let noisy = format!("fio: this platform does not support process shared mutexes, forcing use of threads. Use the 'thread' option to get rid of this warning.\n\n{SINGLE}");
+        let noisy = format!(
+            "fio: this platform does not support process shared mutexes, forcing use of threads. Use the 'thread' option to get rid of this warning.\n\n{SINGLE}"
+        );
         assert_eq!(parse(&noisy).unwrap(), parse(SINGLE).unwrap());
         // Line numbers of JSON errors count the skipped lines.
-        let broken = format!("noise\n{}", SINGLE.replacen("\"jobs\" : [", "\"jobs\" : [[", 1));
+        let broken = format!(
+            "noise\n{}",
+            SINGLE.replacen("\"jobs\" : [", "\"jobs\" : [[", 1)
+        );
         match parse(&broken).unwrap_err() {
             ParseError::InvalidJson { line, .. } => assert!(line > 10, "{line}"),
             other => panic!("{other:?}"),
@@ -598,9 +670,18 @@ mod tests {
                 "fio job \"ro\" failed with error code 1 (/jobs/0)".into()
             )
         );
-        assert!(matches!(parse("{\"fio version\": \"fio-3.33\"}"), Err(ParseError::Json { .. })));
-        assert!(matches!(parse("{\"jobs\": []}"), Err(ParseError::NotFound { .. })));
-        assert!(matches!(parse(&SINGLE[..SINGLE.len() - 20]), Err(ParseError::Truncated { .. })));
+        assert!(matches!(
+            parse("{\"fio version\": \"fio-3.33\"}"),
+            Err(ParseError::Json { .. })
+        ));
+        assert!(matches!(
+            parse("{\"jobs\": []}"),
+            Err(ParseError::NotFound { .. })
+        ));
+        assert!(matches!(
+            parse(&SINGLE[..SINGLE.len() - 20]),
+            Err(ParseError::Truncated { .. })
+        ));
     }
 
     #[test]

@@ -166,9 +166,10 @@ pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
     };
     let root = JsonAt::root(&doc);
     if let Some(err) = root.get("error") {
-        let msg = err.as_str().map(str::to_string).unwrap_or_else(|_| {
-            format!("iperf3 reported a non-string error at {}", err.path())
-        });
+        let msg = err
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|_| format!("iperf3 reported a non-string error at {}", err.path()));
         return Err(ParseError::ToolReportedError(msg));
     }
 
@@ -258,7 +259,9 @@ fn direction(
     protocol: IPerfProtocol,
 ) -> Result<Option<(IPerfDirection, f64)>, ParseError> {
     let sum = end.get(&format!("sum{suffix}"));
-    let sent = end.get(&format!("sum_sent{suffix}")).or_else(|| sum.clone());
+    let sent = end
+        .get(&format!("sum_sent{suffix}"))
+        .or_else(|| sum.clone());
     let received = end
         .get(&format!("sum_received{suffix}"))
         .or_else(|| sum.clone());
@@ -357,18 +360,30 @@ mod tests {
         assert!(!r.reverse && !r.bidirectional);
         assert_eq!(r.num_streams, 1);
         assert_eq!(r.duration_seconds, f(&d, "/end/sum_sent/seconds"));
-        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        assert_eq!(
+            r.totals.received_bits_per_second,
+            f(&d, "/end/sum_received/bits_per_second")
+        );
         approx(r.totals.received_bits_per_second, 9569483264.35114);
-        assert_eq!(r.totals.sent_bits_per_second, f(&d, "/end/sum_sent/bits_per_second"));
+        assert_eq!(
+            r.totals.sent_bits_per_second,
+            f(&d, "/end/sum_sent/bits_per_second")
+        );
         assert_eq!(r.totals.sent_bytes, 2436628480);
         assert_eq!(r.totals.received_bytes, u(&d, "/end/sum_received/bytes"));
         assert_eq!(r.totals.retransmits, Some(12));
         assert_eq!(r.totals.jitter_millis, None);
         approx(r.host_cpu_utilization_percent.unwrap(), 37.966049724379324);
-        approx(r.remote_cpu_utilization_percent.unwrap(), 44.905275797623879);
+        approx(
+            r.remote_cpu_utilization_percent.unwrap(),
+            44.905275797623879,
+        );
         assert_eq!(r.streams.len(), 1);
         assert_eq!(r.streams[0].id, 5);
-        approx(r.streams[0].received_bits_per_second.unwrap(), 9569483264.35114);
+        approx(
+            r.streams[0].received_bits_per_second.unwrap(),
+            9569483264.35114,
+        );
         assert!((r.received_gbps() - 9.56948326435114).abs() < 1e-12);
         assert_eq!(r.headline(), "9.57 Gbit/s");
         assert!(r.bidir_reverse.is_none());
@@ -385,12 +400,25 @@ mod tests {
             vec![5, 7, 9, 12]
         );
         assert_eq!(r.totals.retransmits, Some(4));
-        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        assert_eq!(
+            r.totals.received_bits_per_second,
+            f(&d, "/end/sum_received/bits_per_second")
+        );
         for (i, s) in r.streams.iter().enumerate() {
-            assert_eq!(s.sent_bits_per_second, f(&d, &format!("/end/streams/{i}/sender/bits_per_second")));
-            assert_eq!(s.retransmits, Some(u(&d, &format!("/end/streams/{i}/sender/retransmits"))));
+            assert_eq!(
+                s.sent_bits_per_second,
+                f(&d, &format!("/end/streams/{i}/sender/bits_per_second"))
+            );
+            assert_eq!(
+                s.retransmits,
+                Some(u(&d, &format!("/end/streams/{i}/sender/retransmits")))
+            );
         }
-        let per_stream: f64 = r.streams.iter().filter_map(|s| s.received_bits_per_second).sum();
+        let per_stream: f64 = r
+            .streams
+            .iter()
+            .filter_map(|s| s.received_bits_per_second)
+            .sum();
         assert!((per_stream - r.totals.received_bits_per_second).abs() / per_stream < 1e-9);
     }
 
@@ -400,7 +428,10 @@ mod tests {
         let r = parse(UDP).unwrap();
         assert_eq!(r.protocol, IPerfProtocol::Udp);
         approx(r.totals.received_bits_per_second, 99997186.3024725);
-        assert_eq!(r.totals.sent_bits_per_second, f(&d, "/end/sum_sent/bits_per_second"));
+        assert_eq!(
+            r.totals.sent_bits_per_second,
+            f(&d, "/end/sum_sent/bits_per_second")
+        );
         assert_eq!(r.totals.jitter_millis, Some(f(&d, "/end/sum/jitter_ms")));
         approx(r.totals.jitter_millis.unwrap(), 0.010018276223267831);
         assert_eq!(r.totals.lost_packets, Some(0));
@@ -415,7 +446,10 @@ mod tests {
         let d2 = doc(UDP2);
         assert_eq!(r2.num_streams, 2);
         assert_eq!(r2.totals.packets, Some(764));
-        assert_eq!(r2.streams[1].jitter_millis, Some(f(&d2, "/end/streams/1/udp/jitter_ms")));
+        assert_eq!(
+            r2.streams[1].jitter_millis,
+            Some(f(&d2, "/end/streams/1/udp/jitter_ms"))
+        );
     }
 
     #[test]
@@ -446,7 +480,10 @@ mod tests {
         let d = doc(BIDIR);
         let r = parse(BIDIR).unwrap();
         assert!(r.bidirectional && !r.reverse);
-        assert_eq!(r.totals.received_bits_per_second, f(&d, "/end/sum_received/bits_per_second"));
+        assert_eq!(
+            r.totals.received_bits_per_second,
+            f(&d, "/end/sum_received/bits_per_second")
+        );
         let rev = r.bidir_reverse.as_ref().unwrap();
         approx(rev.received_bits_per_second, 7438953157.182987);
         assert_eq!(rev.sent_bytes, u(&d, "/end/sum_sent_bidir_reverse/bytes"));
@@ -467,10 +504,20 @@ mod tests {
             parse("iperf3: error - unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused\n").unwrap_err(),
             ParseError::ToolReportedError("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused".into())
         );
-        assert!(matches!(parse(&TCP1[..TCP1.len() / 2]), Err(ParseError::Truncated { .. })));
-        let empty_end = r#"{"start": {"test_start": {"protocol": "TCP"}}, "intervals": [], "end": {}}"#;
-        assert!(matches!(parse(empty_end), Err(ParseError::Truncated { .. })));
-        let bad = TCP1.replace("\"bits_per_second\":\t9569483264.35114", "\"bits_per_second\":\t\"fast\"");
+        assert!(matches!(
+            parse(&TCP1[..TCP1.len() / 2]),
+            Err(ParseError::Truncated { .. })
+        ));
+        let empty_end =
+            r#"{"start": {"test_start": {"protocol": "TCP"}}, "intervals": [], "end": {}}"#;
+        assert!(matches!(
+            parse(empty_end),
+            Err(ParseError::Truncated { .. })
+        ));
+        let bad = TCP1.replace(
+            "\"bits_per_second\":\t9569483264.35114",
+            "\"bits_per_second\":\t\"fast\"",
+        );
         assert_ne!(bad, TCP1);
         let err = parse(&bad).unwrap_err();
         assert!(err.to_string().contains("/end/"), "{err}");

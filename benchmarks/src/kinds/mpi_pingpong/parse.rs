@@ -243,3 +243,152 @@ pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{assert_round_trips, check_prefixes, corrupt, edits};
+    use proptest::prelude::*;
+
+    const REAL: &str =
+        include_str!("../../../testdata/mpi_pingpong/imb-mpi1-pingpong-msglog22.txt");
+
+    #[test]
+    fn real_fixture() {
+        let r = parse(REAL).unwrap();
+        assert_eq!(r.imb_version.as_deref(), Some("2021.11"));
+        assert_eq!(r.processes, Some(2));
+        assert!(r.complete);
+        assert_eq!(r.rows.len(), 24);
+        assert_eq!(
+            r.rows[0],
+            PingPongRow {
+                bytes: 0,
+                repetitions: 100,
+                latency_micros: 0.36,
+                megabytes_per_second: 0.0
+            }
+        );
+        assert_eq!(
+            r.rows[23],
+            PingPongRow {
+                bytes: 4194304,
+                repetitions: 10,
+                latency_micros: 2793.93,
+                megabytes_per_second: 1501.22
+            }
+        );
+        assert_eq!(r.rows[20].repetitions, 80);
+        assert_eq!(r.min_latency_micros, 0.36);
+        assert_eq!(r.min_latency_message_bytes, 0);
+        assert_eq!(r.peak_bandwidth_megabytes_per_second, 14564.50);
+        assert_eq!(r.peak_bandwidth_message_bytes, 131072);
+        assert_eq!(r.headline(), "0.36 µs / 14.56 GB/s");
+        // IMB 2021's MB is 10^6 bytes: bytes / t[usec] reproduces the column.
+        let row = &r.rows[18];
+        assert!((row.bytes as f64 / row.latency_micros - row.megabytes_per_second).abs() < 2.0);
+        assert_round_trips(&r);
+    }
+
+    #[test]
+    fn mbytes_per_s_spelling_and_other_sections() {
+        let text = format!(
+            "#---------------------------------------------------\n\
+             # Benchmarking PingPing \n\
+             # #processes = 2 \n\
+             #---------------------------------------------------\n\
+             \x20      #bytes #repetitions      t[usec]   Mbytes/sec\n\
+             \x20           0         1000         9.99         0.00\n\
+             \n\n{}",
+            REAL.replace("Mbytes/sec", "Mbytes/s")
+        );
+        let r = parse(&text).unwrap();
+        assert_eq!(r.rows.len(), 24);
+        assert_eq!(r.min_latency_micros, 0.36);
+    }
+
+    #[test]
+    fn truncated_mid_row_gives_partial_result() {
+        let cut = REAL.find("      1048576           40").unwrap() + 28;
+        let r = parse(&REAL[..cut]).unwrap();
+        assert!(!r.complete);
+        assert_eq!(r.rows.len(), 21); // 0 B plus 2^0..2^19: 524288 is the last complete row
+        assert_eq!(r.rows.last().unwrap().bytes, 524288);
+        assert!(r.headline().ends_with("(partial)"));
+        // Cut right after a complete row's newline: still partial (the
+        // 4 MiB maximum was never reached).
+        let cut = REAL.find("      2097152").unwrap();
+        let r = parse(&REAL[..cut]).unwrap();
+        assert!(!r.complete);
+        assert_eq!(r.rows.len(), 22);
+        assert_eq!(r.rows.last().unwrap().bytes, 1048576);
+        // Cut after the last row's newline: max size reached → complete.
+        let cut = REAL.find("\n\n\n# All processes").unwrap() + 1;
+        assert!(parse(&REAL[..cut]).unwrap().complete);
+    }
+
+    #[test]
+    fn header_without_rows_is_truncated() {
+        let cut = REAL.find("            0          100").unwrap() + 10;
+        assert!(matches!(
+            parse(&REAL[..cut]),
+            Err(ParseError::Truncated { .. })
+        ));
+        let cut = REAL.find("       #bytes").unwrap();
+        assert!(matches!(
+            parse(&REAL[..cut]),
+            Err(ParseError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_row_reports_line() {
+        let bad = REAL.replace(
+            "         1024          100         1.15       889.93",
+            "         1024          100         1.15",
+        );
+        assert_eq!(
+            parse(&bad).unwrap_err(),
+            ParseError::Malformed {
+                line: 46,
+                message: "expected a PingPong row '#bytes #repetitions t[usec] Mbytes/sec' (4 numbers), found \"1024          100         1.15\"".into()
+            }
+        );
+        let nan = REAL.replace("889.93", "NaN");
+        assert!(matches!(
+            parse(&nan),
+            Err(ParseError::Malformed { line: 46, .. })
+        ));
+    }
+
+    #[test]
+    fn missing_section_and_mpi_errors() {
+        assert!(matches!(parse("hello\n"), Err(ParseError::NotFound { .. })));
+        let err = "--------------------------------------------------------------------------\n\
+                   There are not enough slots available in the system to satisfy the 2\n\
+                   slots that were requested by the application:\n\n  IMB-MPI1\n";
+        assert_eq!(
+            parse(err).unwrap_err(),
+            ParseError::ToolReportedError(
+                "There are not enough slots available in the system to satisfy the 2".into()
+            )
+        );
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        check_prefixes(REAL, parse, MPIPingPongResult::headline);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn corruption_never_panics(e in edits()) {
+            let raw = corrupt(REAL, &e);
+            if let Ok(r) = parse(&raw) {
+                assert_round_trips(&r);
+                let _ = r.headline();
+            }
+        }
+    }
+}

@@ -140,7 +140,7 @@ pub fn parse(raw: &str) -> Result<OpenFOAMResult, ParseError> {
                 .take_while(|l| !l.is_empty())
                 .take(4)
                 .collect();
-            let head = t.trim_start_matches("-->").trim();
+            let head = t.trim_start_matches("-->").trim().trim_end_matches(':');
             return Err(ParseError::ToolReportedError(format!(
                 "line {}: {head}{}{}",
                 i + 1,
@@ -148,7 +148,18 @@ pub fn parse(raw: &str) -> Result<OpenFOAMResult, ParseError> {
                 detail.join(" ")
             )));
         }
-        if let Some(v) = t.strip_prefix("Exec") {
+        if t.starts_with("ExecutionTime =") {
+            let cut_at_eof = i + 1 == lines.len() && !raw.ends_with('\n');
+            if cut_at_eof && parse_execution_line(t).is_none() {
+                break; // log cut mid-line
+            }
+            let (e, c) = parse_execution_line(t).ok_or_else(|| ParseError::Malformed {
+                line: i + 1,
+                message: format!("expected 'ExecutionTime = X s  ClockTime = Y s', found {t:?}"),
+            })?;
+            exec_times.push(e);
+            clock = c;
+        } else if let Some(v) = t.strip_prefix("Exec") {
             if let Some(v) = v.trim_start().strip_prefix(':') {
                 solver.get_or_insert_with(|| v.trim().to_string());
             }
@@ -166,19 +177,6 @@ pub fn parse(raw: &str) -> Result<OpenFOAMResult, ParseError> {
             // Newer openfoam.org versions print "Time = 0.005s".
             let v = v.trim();
             sim_time = parse_finite(v.strip_suffix('s').unwrap_or(v)).or(sim_time);
-        } else if t.starts_with("ExecutionTime =") {
-            let cut_at_eof = i + 1 == lines.len() && !raw.ends_with('\n');
-            if cut_at_eof && parse_execution_line(t).is_none() {
-                break; // log cut mid-line
-            }
-            let (e, c) = parse_execution_line(t).ok_or_else(|| ParseError::Malformed {
-                line: i + 1,
-                message: format!(
-                    "expected 'ExecutionTime = X s  ClockTime = Y s', found {t:?}"
-                ),
-            })?;
-            exec_times.push(e);
-            clock = c;
         } else if t == "End" {
             completed = true;
         } else if let Some(v) = t.strip_prefix("real") {
@@ -204,18 +202,22 @@ pub fn parse(raw: &str) -> Result<OpenFOAMResult, ParseError> {
     let Some((&first, &last)) = exec_times.first().zip(exec_times.last()) else {
         return Err(if started {
             ParseError::Truncated {
-                what: "the solver started its time loop but no 'ExecutionTime = ...' line follows".into(),
+                what: "the solver started its time loop but no 'ExecutionTime = ...' line follows"
+                    .into(),
             }
         } else {
             ParseError::NotFound {
-                what: "OpenFOAM solver time steps ('ExecutionTime = X s  ClockTime = Y s' lines)".into(),
+                what: "OpenFOAM solver time steps ('ExecutionTime = X s  ClockTime = Y s' lines)"
+                    .into(),
             }
         });
     };
     let steps: Vec<f64> = exec_times
         .windows(2)
         .filter_map(|w| match w {
-            [a, b] => Some((b - a).max(0.0)),
+            // ExecutionTime has ~2 decimals: round away float noise
+            // (0.08 - 0.07 = 0.010000000000000009).
+            [a, b] => Some(((b - a).max(0.0) * 1e6).round() / 1e6),
             _ => None,
         })
         .collect();
@@ -262,4 +264,136 @@ fn parse_execution_line(t: &str) -> Option<(f64, f64)> {
     let exec = exec.trim().strip_suffix('s')?.trim();
     let clock = rest.trim().strip_suffix('s')?.trim();
     Some((parse_finite(exec)?, parse_finite(clock)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{
+        approx, assert_round_trips, check_prefixes, corrupt, edits,
+    };
+    use proptest::prelude::*;
+
+    const CAVITY: &str = include_str!("../../../testdata/openfoam/icofoam-cavity-time-v.log");
+    const CAVITY80: &str =
+        include_str!("../../../testdata/openfoam/icofoam-cavity80-bash-time.log");
+    const FATAL: &str =
+        include_str!("../../../testdata/openfoam/icofoam-missing-field-fatal-error.log");
+    const ALL: &[&str] = &[CAVITY, CAVITY80, FATAL];
+
+    #[test]
+    fn cavity_with_gnu_time() {
+        let r = parse(CAVITY).unwrap();
+        assert_eq!(r.solver.as_deref(), Some("icoFoam"));
+        assert_eq!(r.build.as_deref(), Some("OPENFOAM=1912 patch=200626"));
+        assert_eq!(r.processes, Some(1));
+        assert!(r.completed);
+        assert_eq!(r.time_steps, 100);
+        assert_eq!(r.final_simulation_time, Some(0.5));
+        assert_eq!(r.execution_time_seconds, 0.08);
+        assert_eq!(r.clock_time_seconds, 0.0);
+        assert_eq!(r.first_step_execution_seconds, 0.01);
+        approx(r.step_execution_mean_seconds.unwrap(), (0.08 - 0.01) / 99.0);
+        assert_eq!(r.step_execution_min_seconds, Some(0.0));
+        assert_eq!(r.step_execution_max_seconds, Some(0.01));
+        assert_eq!(
+            r.process_timing,
+            Some(ProcessTiming {
+                wall_seconds: 0.13,
+                user_seconds: 0.11,
+                system_seconds: 0.01,
+                max_resident_bytes: Some(56032 * 1024),
+            })
+        );
+        assert_eq!(r.headline(), "0.08 s, 100 steps, 0.7 ms/step");
+        assert_round_trips(&r);
+    }
+
+    #[test]
+    fn refined_cavity_with_bash_time() {
+        let r = parse(CAVITY80).unwrap();
+        assert_eq!(r.time_steps, 40);
+        assert_eq!(r.final_simulation_time, Some(0.05));
+        assert_eq!(r.execution_time_seconds, 1.5);
+        assert_eq!(r.clock_time_seconds, 2.0);
+        assert_eq!(r.first_step_execution_seconds, 0.06);
+        approx(r.step_execution_mean_seconds.unwrap(), (1.5 - 0.06) / 39.0);
+        assert_eq!(r.step_execution_min_seconds, Some(0.02));
+        assert_eq!(r.step_execution_max_seconds, Some(0.06));
+        assert_eq!(
+            r.process_timing,
+            Some(ProcessTiming {
+                wall_seconds: 1.542,
+                user_seconds: 1.501,
+                system_seconds: 0.04,
+                max_resident_bytes: None,
+            })
+        );
+        assert_eq!(r.headline(), "1.50 s, 40 steps, 36.9 ms/step");
+    }
+
+    #[test]
+    fn time_formats() {
+        assert_eq!(bash_duration("\t1m2.500s"), Some(62.5));
+        assert_eq!(bash_duration(" 1.54"), Some(1.54));
+        assert_eq!(clock_duration("1:02:03.5"), Some(3723.5));
+        assert_eq!(clock_duration("x:1"), None);
+        let posix =
+            format!("{CAVITY80}real 1.54\nuser 1.50\nsys 0.04\n").replace("real\t0m1.542s", "");
+        assert_eq!(
+            parse(&posix).unwrap().process_timing.unwrap().wall_seconds,
+            1.54
+        );
+    }
+
+    #[test]
+    fn truncated_and_errors() {
+        let cut = CAVITY80.find("Time = 0.025").unwrap();
+        let r = parse(&CAVITY80[..cut]).unwrap();
+        assert!(!r.completed);
+        assert_eq!(r.time_steps, 19);
+        assert_eq!(r.process_timing, None);
+        assert!(r.headline().ends_with("(incomplete)"));
+        // Cut in the middle of an ExecutionTime line: that line is ignored.
+        let cut = CAVITY80.find("ExecutionTime = 0.1 s").unwrap() + 18;
+        assert_eq!(parse(&CAVITY80[..cut]).unwrap().time_steps, 1);
+        let cut = CAVITY80.find("ExecutionTime = 0.06").unwrap();
+        assert!(matches!(
+            parse(&CAVITY80[..cut]),
+            Err(ParseError::Truncated { .. })
+        ));
+        assert!(matches!(parse("hello\n"), Err(ParseError::NotFound { .. })));
+        let bad = CAVITY80.replacen("ExecutionTime = 0.1 s", "ExecutionTime = zero s", 1);
+        assert!(matches!(parse(&bad), Err(ParseError::Malformed { .. })));
+        let line = FATAL
+            .lines()
+            .position(|l| l.contains("FOAM FATAL ERROR"))
+            .unwrap()
+            + 1;
+        assert_eq!(
+            parse(FATAL).unwrap_err(),
+            ParseError::ToolReportedError(format!(
+                "line {line}: FOAM FATAL ERROR: cannot find file \"/tmp/cavbad/0/p\""
+            ))
+        );
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        for raw in ALL {
+            check_prefixes(raw, parse, OpenFOAMResult::headline);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
+            let raw = corrupt(ALL[which], &e);
+            if let Ok(r) = parse(&raw) {
+                assert_round_trips(&r);
+                let _ = r.headline();
+            }
+        }
+    }
 }

@@ -93,7 +93,11 @@ pub fn parse(raw: &str) -> Result<PyTorchResult, ParseError> {
     let found = raw
         .lines()
         .enumerate()
-        .filter_map(|(i, l)| l.trim_start().strip_prefix(RESULT_PREFIX).map(|j| (i + 1, j)))
+        .filter_map(|(i, l)| {
+            l.trim_start()
+                .strip_prefix(RESULT_PREFIX)
+                .map(|j| (i + 1, j))
+        })
         .last();
     let Some((line, json)) = found else {
         if raw.contains("Traceback (most recent call last)") {
@@ -171,7 +175,10 @@ fn validate(r: &PyTorchResult) -> Result<(), (&'static str, String)> {
         ("timePerBatchSeconds/mean", r.time_per_batch_seconds.mean),
         ("timePerBatchSeconds/p50", r.time_per_batch_seconds.p50),
         ("timePerBatchSeconds/p90", r.time_per_batch_seconds.p90),
-        ("throughputSamplesPerSecond", r.throughput_samples_per_second),
+        (
+            "throughputSamplesPerSecond",
+            r.throughput_samples_per_second,
+        ),
         ("wallTimeSeconds", r.wall_time_seconds),
     ];
     for (field, v) in checks {
@@ -186,4 +193,112 @@ fn validate(r: &PyTorchResult) -> Result<(), (&'static str, String)> {
         return Err(("iterations", "must be at least 1".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{assert_round_trips, check_prefixes, corrupt, edits};
+    use proptest::prelude::*;
+
+    const RESNET: &str = include_str!("../../../testdata/pytorch/resnet50-train-cpu.txt");
+    const LLAMA: &str = include_str!("../../../testdata/pytorch/llama-small-eval-cuda.txt");
+    const OOM: &str = include_str!("../../../testdata/pytorch/cuda-oom-traceback.txt");
+    const ALL: &[&str] = &[RESNET, LLAMA, OOM];
+
+    #[test]
+    fn resnet_cpu_train() {
+        let r = parse(RESNET).unwrap();
+        assert_eq!(r.model, "resnet50");
+        assert_eq!(r.device, "cpu");
+        assert_eq!(r.benchmark_type, PyTorchBenchmarkType::Train);
+        assert_eq!(r.batch_size, 16);
+        assert_eq!(r.iterations, 10);
+        assert_eq!(r.time_per_batch_seconds.mean, 1.5049);
+        assert_eq!(r.time_per_batch_seconds.p50, 1.5019999999999998);
+        assert_eq!(r.time_per_batch_seconds.p90, 1.5218999999999998);
+        assert_eq!(r.throughput_samples_per_second, 10.631935676789157);
+        assert_eq!(r.peak_cpu_memory_bytes, Some(3105112064));
+        assert_eq!(r.peak_gpu_memory_bytes, None);
+        assert_eq!(r.wall_time_seconds, 18.27);
+        assert_eq!(r.torch_version.as_deref(), Some("2.5.1+cpu"));
+        assert_eq!(r.headline(), "resnet50 train cpu: 10.6 samples/s");
+        assert_round_trips(&r);
+    }
+
+    #[test]
+    fn llama_cuda_eval_and_last_line_wins() {
+        let r = parse(LLAMA).unwrap();
+        assert_eq!(r.model, "llama");
+        assert_eq!(r.benchmark_type, PyTorchBenchmarkType::Eval);
+        assert_eq!(r.peak_gpu_memory_bytes, Some(48234496));
+        let both = format!("{RESNET}{LLAMA}");
+        assert_eq!(parse(&both).unwrap(), r);
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            parse(OOM).unwrap_err(),
+            ParseError::ToolReportedError(
+                "the PyTorch benchmark raised an exception: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 15.77 GiB of which 1.02 GiB is free.".into()
+            )
+        );
+        assert!(matches!(
+            parse("iteration 1/2\n"),
+            Err(ParseError::NotFound { .. })
+        ));
+        let line = LLAMA.trim_end();
+        assert!(matches!(
+            parse(&line[..line.len() - 5]),
+            Err(ParseError::Truncated { .. })
+        ));
+        let wrong = LLAMA.replace("\"batchSize\": 8", "\"batchSize\": \"eight\"");
+        match parse(&wrong).unwrap_err() {
+            ParseError::Json { path, message } => {
+                assert_eq!(path, "line 1: /batchSize");
+                assert!(message.contains("invalid type"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let nested = LLAMA.replace("\"p50\": 0.00401", "\"p50\": null");
+        assert!(
+            matches!(parse(&nested), Err(ParseError::Json { path, .. }) if path == "line 1: /timePerBatchSeconds/p50")
+        );
+        let missing = LLAMA.replace("\"model\": \"llama\", ", "");
+        assert!(matches!(parse(&missing), Err(ParseError::Json { .. })));
+        let negative = LLAMA.replace("\"wallTimeSeconds\": 0.93", "\"wallTimeSeconds\": -1");
+        assert!(
+            matches!(parse(&negative), Err(ParseError::Json { path, .. }) if path == "line 1: /wallTimeSeconds")
+        );
+        let nan = LLAMA.replace("\"wallTimeSeconds\": 0.93", "\"wallTimeSeconds\": NaN");
+        assert!(matches!(
+            parse(&nan),
+            Err(ParseError::InvalidJson { line: 1, .. })
+        ));
+        let trailing = LLAMA.trim_end().to_string() + " extra\n";
+        assert!(matches!(
+            parse(&trailing),
+            Err(ParseError::InvalidJson { .. })
+        ));
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        for raw in ALL {
+            check_prefixes(raw, parse, PyTorchResult::headline);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
+            let raw = corrupt(ALL[which], &e);
+            if let Ok(r) = parse(&raw) {
+                assert_round_trips(&r);
+                let _ = r.headline();
+            }
+        }
+    }
 }

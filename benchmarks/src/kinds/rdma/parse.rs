@@ -253,8 +253,12 @@ fn find_table<'a>(raw: &'a str, want_latency: Option<bool>) -> Result<Table<'a>,
         }
         return Err(ParseError::NotFound {
             what: match want_latency {
-                Some(true) => "perftest latency table ('#bytes #iterations t_min[usec] ...' header)",
-                Some(false) => "perftest bandwidth table ('#bytes #iterations BW peak[...] ...' header)",
+                Some(true) => {
+                    "perftest latency table ('#bytes #iterations t_min[usec] ...' header)"
+                }
+                Some(false) => {
+                    "perftest bandwidth table ('#bytes #iterations BW peak[...] ...' header)"
+                }
                 None => "perftest result table (a line starting with '#bytes')",
             }
             .into(),
@@ -329,10 +333,12 @@ impl Table<'_> {
                 ),
             });
         };
-        parse_finite(tok).map(Some).ok_or_else(|| ParseError::Malformed {
-            line,
-            message: format!("column {label:?}: expected a number, found {tok:?}"),
-        })
+        parse_finite(tok)
+            .map(Some)
+            .ok_or_else(|| ParseError::Malformed {
+                line,
+                message: format!("column {label:?}: expected a number, found {tok:?}"),
+            })
     }
 
     fn req(&self, line: usize, tokens: &[&str], label: &str) -> Result<f64, ParseError> {
@@ -343,7 +349,13 @@ impl Table<'_> {
             })
     }
 
-    fn int(&self, line: usize, tokens: &[&str], idx: usize, label: &str) -> Result<u64, ParseError> {
+    fn int(
+        &self,
+        line: usize,
+        tokens: &[&str],
+        idx: usize,
+        label: &str,
+    ) -> Result<u64, ParseError> {
         let tok = tokens.get(idx).copied().unwrap_or_default();
         tok.parse().map_err(|_| ParseError::Malformed {
             line,
@@ -459,5 +471,176 @@ pub fn parse(raw: &str) -> Result<RDMAResult, ParseError> {
         parse_latency(raw).map(RDMAResult::Latency)
     } else {
         parse_bandwidth(raw).map(RDMAResult::Bandwidth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_error::test_support::{
+        approx, assert_round_trips, check_prefixes, corrupt, edits,
+    };
+    use proptest::prelude::*;
+
+    // Transcribed from perftest 4.5's printf formats (see testdata/README.md).
+    const BW_MB: &str = include_str!("../../../testdata/rdma/ib_write_bw-65536-mbsec.txt");
+    const BW_ALL: &str = include_str!("../../../testdata/rdma/ib_write_bw-all-sizes-gbits.txt");
+    const LAT_ALL: &str = include_str!("../../../testdata/rdma/ib_write_lat-all-sizes.txt");
+    const LAT_WARN: &str = include_str!("../../../testdata/rdma/ib_send_lat-2-cpu-warning.txt");
+    const CONNECT: &str =
+        include_str!("../../../testdata/rdma/ib_write_bw-client-connect-error.txt");
+    // Real output of `ib_write_bw 127.0.0.1` on a host without RDMA devices.
+    const NO_DEVICE: &str = include_str!("../../../testdata/rdma/ib_write_bw-no-device.txt");
+    const ALL: &[&str] = &[BW_MB, BW_ALL, LAT_ALL, LAT_WARN, CONNECT, NO_DEVICE];
+
+    #[test]
+    fn bandwidth_mb_per_sec_is_mebibytes() {
+        let r = parse_bandwidth(BW_MB).unwrap();
+        assert_eq!(r.test.as_deref(), Some("RDMA_Write BW Test"));
+        assert_eq!(r.device.as_deref(), Some("mlx5_0"));
+        assert_eq!(r.reported_unit, RDMABandwidthUnit::MebibytesPerSecond);
+        assert!(r.complete);
+        assert_eq!(r.rows.len(), 1);
+        let row = &r.rows[0];
+        assert_eq!((row.bytes, row.iterations), (65536, 5000));
+        // 11781.53 MiB/s × 1048576 × 8 / 1e9 = 98.83 Gbit/s
+        approx(
+            row.average_gbits_per_second,
+            11781.53 * 1_048_576.0 * 8.0 / 1e9,
+        );
+        assert!((row.average_gbits_per_second - 98.831).abs() < 0.001);
+        approx(row.peak_gbits_per_second, 11782.24 * 0.008388608);
+        assert_eq!(row.message_rate_mpps, 0.188504);
+        assert_eq!(r.headline(), "98.83 Gbit/s @ 65536 B");
+        assert_eq!(parse(BW_MB).unwrap(), RDMAResult::Bandwidth(r));
+    }
+
+    #[test]
+    fn bandwidth_all_sizes_gbits() {
+        let r = parse_bandwidth(BW_ALL).unwrap();
+        assert_eq!(r.reported_unit, RDMABandwidthUnit::GigabitsPerSecond);
+        assert_eq!(r.rows.len(), 23);
+        assert_eq!(r.rows[0].bytes, 2);
+        assert_eq!(r.rows[22].bytes, 8_388_608);
+        assert_eq!(r.rows[0].average_gbits_per_second, 0.15);
+        assert_eq!(r.rows[0].message_rate_mpps, 9.31);
+        assert_eq!(r.rows[10].bytes, 2048);
+        assert_eq!(r.rows[10].peak_gbits_per_second, 96.23);
+        assert_eq!(r.rows[10].average_gbits_per_second, 95.84);
+        // Several sizes reach 97.80: the smallest one is reported.
+        assert_eq!(r.max_average_gbits_per_second, 97.80);
+        assert_eq!(r.max_average_message_bytes, 4096);
+        assert!(r.complete);
+        assert_round_trips(&r);
+    }
+
+    #[test]
+    fn latency_all_sizes() {
+        let r = parse_latency(LAT_ALL).unwrap();
+        assert_eq!(r.test.as_deref(), Some("RDMA_Write Latency Test"));
+        assert_eq!(r.rows.len(), 23);
+        assert_eq!(
+            r.rows[0],
+            RDMALatencyRow {
+                bytes: 2,
+                iterations: 1000,
+                min_micros: Some(1.04),
+                max_micros: Some(4.84),
+                typical_micros: Some(1.07),
+                average_micros: Some(1.08),
+                stddev_micros: Some(0.07),
+                p99_micros: Some(1.21),
+                p999_micros: Some(4.84),
+            }
+        );
+        assert_eq!(r.rows[22].bytes, 8_388_608);
+        assert_eq!(r.rows[22].typical_micros, Some(692.91));
+        assert_eq!(r.rows[22].p999_micros, Some(696.68));
+        assert_eq!(r.min_typical_latency_micros, 1.07);
+        assert_eq!(r.min_typical_latency_message_bytes, 2);
+        assert_eq!(r.headline(), "1.07 µs @ 2 B");
+        assert!(matches!(parse(LAT_ALL).unwrap(), RDMAResult::Latency(_)));
+    }
+
+    #[test]
+    fn latency_cut_off_with_warning() {
+        let r = parse_latency(LAT_WARN).unwrap();
+        assert_eq!(r.test.as_deref(), Some("Send Latency Test"));
+        assert!(!r.complete, "no closing dashed line");
+        assert_eq!(r.rows.len(), 1);
+        assert_eq!(r.rows[0].typical_micros, Some(1.15));
+        assert_eq!(r.headline(), "1.15 µs @ 2 B (partial)");
+    }
+
+    #[test]
+    fn duration_mode_latency() {
+        let text = " #bytes        #iterations       t_avg[usec]    tps average\n 2             1283491          0.78           1283491.45\n---\n";
+        let r = parse_latency(text).unwrap();
+        assert_eq!(r.rows[0].average_micros, Some(0.78));
+        assert_eq!(r.rows[0].typical_micros, None);
+        assert_eq!(r.min_typical_latency_micros, 0.78);
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            parse(CONNECT).unwrap_err(),
+            ParseError::ToolReportedError(
+                "Couldn't connect to 192.168.10.2:18515; Unable to open file descriptor for socket connection Unable to init the socket connection".into()
+            )
+        );
+        assert_eq!(
+            parse(NO_DEVICE).unwrap_err(),
+            ParseError::ToolReportedError(
+                "Did not detect devices; Unable to find the Infiniband/RoCE device".into()
+            )
+        );
+        assert!(matches!(
+            parse_latency(BW_MB),
+            Err(ParseError::NotFound { .. })
+        ));
+        assert!(matches!(
+            parse_bandwidth(LAT_ALL),
+            Err(ParseError::NotFound { .. })
+        ));
+        let cycles = LAT_ALL.replace("[usec]", "[cycles]");
+        assert!(matches!(
+            parse_latency(&cycles),
+            Err(ParseError::Malformed { line: 18, .. })
+        ));
+        let header_only = &BW_MB[..BW_MB.find(" 65536").unwrap()];
+        assert!(matches!(
+            parse_bandwidth(header_only),
+            Err(ParseError::Truncated { .. })
+        ));
+        let bad = BW_MB.replace("11781.53", "oops");
+        assert_eq!(
+            parse_bandwidth(&bad).unwrap_err(),
+            ParseError::Malformed {
+                line: 20,
+                message: "column \"BW average[\": expected a number, found \"oops\"".into()
+            }
+        );
+    }
+
+    #[test]
+    fn every_prefix_is_handled() {
+        for raw in ALL {
+            check_prefixes(raw, parse, RDMAResult::headline);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
+            let raw = corrupt(ALL[which], &e);
+            if let Ok(r) = parse(&raw) {
+                assert_round_trips(&r);
+                let _ = r.headline();
+            }
+            let _ = parse_latency(&raw);
+            let _ = parse_bandwidth(&raw);
+        }
     }
 }

@@ -454,11 +454,11 @@ pub(crate) mod test_support {
             .chain(0..len.min(300))
             .chain(len.saturating_sub(300)..=len);
         for i in offsets {
-            if let Some(prefix) = raw.get(..i) {
-                if let Ok(v) = parse(prefix) {
-                    assert_round_trips(&v);
-                    let _ = headline(&v);
-                }
+            if let Some(prefix) = raw.get(..i)
+                && let Ok(v) = parse(prefix)
+            {
+                assert_round_trips(&v);
+                let _ = headline(&v);
             }
         }
         assert_eq!(parse("").unwrap_err(), ParseError::Empty);
@@ -503,5 +503,42 @@ pub(crate) mod test_support {
 
     pub(crate) fn edits() -> impl Strategy<Value = Vec<(f64, u8, u8)>> {
         proptest::collection::vec((0.0..1.0f64, nasty_byte(), any::<u8>()), 1..8)
+    }
+}
+
+/// Results are stored in a Kubernetes status: the results of the biggest
+/// fixtures must stay under 4 KiB of JSON.
+#[cfg(test)]
+mod status_size_budget {
+    use crate::kinds::*;
+
+    #[track_caller]
+    fn small<T: serde::Serialize>(r: &T) {
+        let n = serde_json::to_string(r).unwrap().len();
+        assert!(n < 4096, "result is {n} bytes of JSON");
+    }
+
+    #[test]
+    fn biggest_results_fit() {
+        small(&iperf::parse::parse(include_str!("../testdata/iperf/tcp-4streams.json")).unwrap());
+        small(
+            &fio::parse::parse(include_str!("../testdata/fio/client-server-2hosts.json")).unwrap(),
+        );
+        small(
+            &mpi_pingpong::parse::parse(include_str!(
+                "../testdata/mpi_pingpong/imb-mpi1-pingpong-msglog22.txt"
+            ))
+            .unwrap(),
+        );
+        small(
+            &rdma::parse::parse(include_str!("../testdata/rdma/ib_write_lat-all-sizes.txt"))
+                .unwrap(),
+        );
+        small(
+            &rdma::parse::parse(include_str!(
+                "../testdata/rdma/ib_write_bw-all-sizes-gbits.txt"
+            ))
+            .unwrap(),
+        );
     }
 }

@@ -319,7 +319,7 @@ fn max_opt(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 /// Combines per-worker stats (see the module documentation). `exact` is
 /// fio's own `All clients` aggregate when present.
 fn aggregate<'a>(
-    workers: impl Iterator<Item = &'a Weighted> + Clone,
+    workers: impl Iterator<Item = &'a Weighted>,
     exact: Option<&Weighted>,
 ) -> Option<FioDirectionStats> {
     let list: Vec<&Weighted> = workers.collect();

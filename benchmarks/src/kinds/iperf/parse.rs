@@ -146,8 +146,8 @@ impl IPerfResult {
     }
 }
 
-/// Parses the JSON printed by `iperf3 -c HOST --json` (iperf3 ≥ 3.1; `--bidir`
-/// needs ≥ 3.7). Text before the JSON is skipped. An `"error"` member (e.g.
+/// Parses the JSON printed by `iperf3 -c HOST --json` (iperf3 3.x; `--bidir`
+/// exists since 3.7). Text before the JSON is skipped. An `"error"` member (e.g.
 /// "unable to connect to server") becomes `ToolReportedError`, as does the
 /// plain-text `iperf3: error - ...` line printed without `--json`.
 pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
@@ -374,10 +374,7 @@ mod tests {
         assert_eq!(r.totals.retransmits, Some(12));
         assert_eq!(r.totals.jitter_millis, None);
         approx(r.host_cpu_utilization_percent.unwrap(), 37.966049724379324);
-        approx(
-            r.remote_cpu_utilization_percent.unwrap(),
-            44.905275797623879,
-        );
+        approx(r.remote_cpu_utilization_percent.unwrap(), 44.90527579762388);
         assert_eq!(r.streams.len(), 1);
         assert_eq!(r.streams[0].id, 5);
         approx(

@@ -16,8 +16,7 @@
 //! `t[usec]` is half the round-trip time in microseconds. IMB's `Mbytes/sec`
 //! (printed as `Mbytes/s` by some versions) is bytes / t / 10^6 in IMB 2021
 //! (checked on the fixture: 131072 B / 9.00 µs = 14563.6 ≈ 14564.50 MB/s);
-//! some older IMB releases divided by 2^20 instead. Values are kept as
-//! printed.
+//! older IMB releases may have used 2^20. Values are kept as printed.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,7 @@ pub mod document;
 pub mod duration;
 pub mod kinds;
 pub mod labels;
+pub mod parse_error;
 pub mod registry;
 pub mod schema;
 pub mod set;

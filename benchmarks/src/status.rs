@@ -35,7 +35,10 @@ impl Phase {
 
 /// Status of a benchmark of any kind; `R` is the kind's structured result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    bound(serialize = "R: Serialize", deserialize = "R: Deserialize<'de>")
+)]
 pub struct BenchmarkStatus<R> {
     /// Pending, Running, Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

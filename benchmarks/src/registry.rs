@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::common::CommonSpec;
 use crate::kinds;
+use crate::parse_error::ParseError;
+use crate::plan::{Plan, PlanError};
 use crate::schema::Node;
 use crate::validation::{FieldError, join};
 
@@ -22,10 +24,15 @@ pub trait BenchmarkKind:
     Resource<DynamicType = ()> + CustomResourceExt + Serialize + DeserializeOwned + Clone + Debug
 {
     type Spec: Serialize + DeserializeOwned + Clone + Debug + PartialEq;
+    /// The structured result, parsed from the tool's output.
+    type Output: Serialize;
 
     /// The roles this kind's pods play (for example `server` and `client`); `placement`
     /// keys must be one of these.
     const ROLES: &'static [&'static str];
+
+    /// The name `perfsweep parse` knows the kind by, e.g. `rdma-bandwidth`.
+    const PARSE_NAME: &'static str;
 
     fn common(spec: &Self::Spec) -> &CommonSpec;
 
@@ -33,6 +40,26 @@ pub trait BenchmarkKind:
     fn check(_spec: &Self::Spec) -> Vec<FieldError> {
         Vec::new()
     }
+
+    /// How a benchmark with this spec runs.
+    fn plan(_spec: &Self::Spec) -> Result<Plan, PlanError> {
+        Err(PlanError::NotImplemented {
+            kind: Self::kind(&()).into_owned(),
+        })
+    }
+
+    /// Parses the result role's raw output.
+    fn parse(raw: &str) -> Result<Self::Output, ParseError>;
+
+    /// The result in a few words, for status and tables.
+    fn headline(output: &Self::Output) -> String;
+}
+
+/// A parsed result, kind-erased.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedOutput {
+    pub result: Value,
+    pub summary: String,
 }
 
 /// A registered kind with its CRD and compiled validators.
@@ -43,6 +70,9 @@ pub struct KindInfo {
     schema: Node,
     cel: CompiledSchema,
     check_typed: fn(&Value) -> Vec<FieldError>,
+    plan: fn(&Value) -> Result<Plan, PlanError>,
+    parse: fn(&str) -> Result<ParsedOutput, ParseError>,
+    pub parse_name: &'static str,
 }
 
 impl Debug for KindInfo {
@@ -66,7 +96,20 @@ impl KindInfo {
             cel: kube::core::cel::compile_schema(&schema_json),
             crd,
             check_typed: check_typed::<K>,
+            plan: plan_of::<K>,
+            parse: parse_with::<K>,
+            parse_name: K::PARSE_NAME,
         }
+    }
+
+    /// The execution plan for a spec (which must have passed [`KindInfo::validate`]).
+    pub fn plan(&self, spec: &Value) -> Result<Plan, PlanError> {
+        (self.plan)(spec)
+    }
+
+    /// Parses raw output of this kind's tool.
+    pub fn parse(&self, raw: &str) -> Result<ParsedOutput, ParseError> {
+        (self.parse)(raw)
     }
 
     /// The plural resource name, e.g. `iperfs`.
@@ -119,6 +162,28 @@ fn check_typed<K: BenchmarkKind>(spec: &Value) -> Vec<FieldError> {
     errors
 }
 
+fn plan_of<K: BenchmarkKind>(spec: &Value) -> Result<Plan, PlanError> {
+    let spec: K::Spec = serde_json::from_value(spec.clone()).map_err(|e| PlanError::Invalid {
+        path: "spec".into(),
+        message: e.to_string(),
+    })?;
+    let mut plan = K::plan(&spec)?;
+    if let Ok(timeout) = K::common(&spec).timeout() {
+        plan.timeout_seconds = timeout.as_secs();
+    }
+    Ok(plan)
+}
+
+fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
+    let output = K::parse(raw)?;
+    let summary = K::headline(&output);
+    let result = serde_json::to_value(&output).map_err(|e| ParseError::Json {
+        path: String::new(),
+        message: format!("the parsed result cannot be represented as JSON: {e}"),
+    })?;
+    Ok(ParsedOutput { result, summary })
+}
+
 fn check_common(common: &CommonSpec, roles: &[&str]) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Err(error) = common.timeout() {
@@ -158,6 +223,11 @@ pub fn kinds() -> &'static [KindInfo] {
 /// The kind named `kind` (exact, as in `kind: IPerf`).
 pub fn lookup(kind: &str) -> Option<&'static KindInfo> {
     kinds().iter().find(|info| info.kind == kind)
+}
+
+/// The kind `perfsweep parse` calls `name` (e.g. `mpi-pingpong`).
+pub fn lookup_parse_name(name: &str) -> Option<&'static KindInfo> {
+    kinds().iter().find(|info| info.parse_name == name)
 }
 
 /// Names of every benchmark kind, for error messages.

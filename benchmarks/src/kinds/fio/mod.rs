@@ -243,6 +243,16 @@ pub type FioStatus = BenchmarkStatus<parse::FioResult>;
 
 impl crate::registry::BenchmarkKind for Fio {
     type Spec = FioSpec;
+    type Output = parse::FioResult;
+    const PARSE_NAME: &'static str = "fio";
+
+    fn parse(raw: &str) -> Result<parse::FioResult, crate::parse_error::ParseError> {
+        parse::parse(raw)
+    }
+
+    fn headline(output: &parse::FioResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["client", "worker"];
 
     fn common(spec: &FioSpec) -> &CommonSpec {

@@ -1,11 +1,14 @@
 //! IPerf: TCP or UDP throughput between two pods with iperf3.
 
 pub mod parse;
+pub mod plan;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::CommonSpec;
+use crate::parse_error::ParseError;
+use crate::plan::{Plan, PlanError};
 use crate::status::BenchmarkStatus;
 
 /// Transport protocol for iperf3.
@@ -110,7 +113,21 @@ pub type IPerfStatus = BenchmarkStatus<parse::IPerfResult>;
 
 impl crate::registry::BenchmarkKind for IPerf {
     type Spec = IPerfSpec;
+    type Output = parse::IPerfResult;
     const ROLES: &'static [&'static str] = &["server", "client"];
+    const PARSE_NAME: &'static str = "iperf";
+
+    fn plan(spec: &IPerfSpec) -> Result<Plan, PlanError> {
+        Ok(plan::plan(spec))
+    }
+
+    fn parse(raw: &str) -> Result<parse::IPerfResult, ParseError> {
+        parse::parse(raw)
+    }
+
+    fn headline(output: &parse::IPerfResult) -> String {
+        output.headline()
+    }
 
     fn common(spec: &IPerfSpec) -> &CommonSpec {
         &spec.common

@@ -201,11 +201,41 @@ pub struct LLMInferenceResult {
     pub ttft_mean_millis: Option<f64>,
 }
 
+impl LLMInferenceResult {
+    /// The headline figures in a few words.
+    pub fn summary(&self) -> String {
+        match (self.output_tokens_per_second, self.ttft_mean_millis) {
+            (Some(tps), Some(ttft)) => format!("{tps:.0} tok/s, TTFT {ttft:.1} ms"),
+            (Some(tps), None) => format!("{tps:.0} tok/s"),
+            (None, Some(ttft)) => format!("TTFT {ttft:.1} ms"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// LLMInference results come from perfsweep's own load generator, which reports them
+/// structured; there is no third-party output to parse yet.
+fn parse_unavailable(_raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
+    Err(crate::parse_error::ParseError::NotFound {
+        what: "LLMInference result (the load generator is not part of this version)".into(),
+    })
+}
+
 /// Status of an LLMInference benchmark.
 pub type LLMInferenceStatus = BenchmarkStatus<LLMInferenceResult>;
 
 impl crate::registry::BenchmarkKind for LLMInference {
     type Spec = LLMInferenceSpec;
+    type Output = LLMInferenceResult;
+    const PARSE_NAME: &'static str = "llm-inference";
+
+    fn parse(raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
+        parse_unavailable(raw)
+    }
+
+    fn headline(output: &LLMInferenceResult) -> String {
+        output.summary()
+    }
     const ROLES: &'static [&'static str] = &["loadgen"];
 
     fn common(spec: &LLMInferenceSpec) -> &CommonSpec {

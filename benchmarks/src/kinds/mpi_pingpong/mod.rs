@@ -58,6 +58,16 @@ pub type MPIPingPongStatus = BenchmarkStatus<parse::MPIPingPongResult>;
 
 impl crate::registry::BenchmarkKind for MPIPingPong {
     type Spec = MPIPingPongSpec;
+    type Output = parse::MPIPingPongResult;
+    const PARSE_NAME: &'static str = "mpi-pingpong";
+
+    fn parse(raw: &str) -> Result<parse::MPIPingPongResult, crate::parse_error::ParseError> {
+        parse::parse(raw)
+    }
+
+    fn headline(output: &parse::MPIPingPongResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["launcher", "worker"];
 
     fn common(spec: &MPIPingPongSpec) -> &CommonSpec {

@@ -106,6 +106,16 @@ pub type OpenFOAMStatus = BenchmarkStatus<parse::OpenFOAMResult>;
 
 impl crate::registry::BenchmarkKind for OpenFOAM {
     type Spec = OpenFOAMSpec;
+    type Output = parse::OpenFOAMResult;
+    const PARSE_NAME: &'static str = "openfoam";
+
+    fn parse(raw: &str) -> Result<parse::OpenFOAMResult, crate::parse_error::ParseError> {
+        parse::parse(raw)
+    }
+
+    fn headline(output: &parse::OpenFOAMResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["launcher", "worker"];
 
     fn common(spec: &OpenFOAMSpec) -> &CommonSpec {

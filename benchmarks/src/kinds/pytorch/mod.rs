@@ -85,6 +85,16 @@ pub type PyTorchStatus = BenchmarkStatus<parse::PyTorchResult>;
 
 impl crate::registry::BenchmarkKind for PyTorch {
     type Spec = PyTorchSpec;
+    type Output = parse::PyTorchResult;
+    const PARSE_NAME: &'static str = "pytorch";
+
+    fn parse(raw: &str) -> Result<parse::PyTorchResult, crate::parse_error::ParseError> {
+        parse::parse(raw)
+    }
+
+    fn headline(output: &parse::PyTorchResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["worker"];
 
     fn common(spec: &PyTorchSpec) -> &CommonSpec {

@@ -50,6 +50,16 @@ pub type RDMABandwidthStatus = BenchmarkStatus<RDMABandwidthResult>;
 
 impl crate::registry::BenchmarkKind for RDMABandwidth {
     type Spec = RDMABandwidthSpec;
+    type Output = RDMABandwidthResult;
+    const PARSE_NAME: &'static str = "rdma-bandwidth";
+
+    fn parse(raw: &str) -> Result<RDMABandwidthResult, crate::parse_error::ParseError> {
+        super::parse::parse_bandwidth(raw)
+    }
+
+    fn headline(output: &RDMABandwidthResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["server", "client"];
 
     fn common(spec: &RDMABandwidthSpec) -> &CommonSpec {

@@ -41,6 +41,16 @@ pub type RDMALatencyStatus = BenchmarkStatus<RDMALatencyResult>;
 
 impl crate::registry::BenchmarkKind for RDMALatency {
     type Spec = RDMALatencySpec;
+    type Output = RDMALatencyResult;
+    const PARSE_NAME: &'static str = "rdma-latency";
+
+    fn parse(raw: &str) -> Result<RDMALatencyResult, crate::parse_error::ParseError> {
+        super::parse::parse_latency(raw)
+    }
+
+    fn headline(output: &RDMALatencyResult) -> String {
+        output.headline()
+    }
     const ROLES: &'static [&'static str] = &["server", "client"];
 
     fn common(spec: &RDMALatencySpec) -> &CommonSpec {

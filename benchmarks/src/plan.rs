@@ -1,0 +1,299 @@
+//! The execution plan: how a benchmark runs, described once for every backend.
+//!
+//! A kind turns its spec into a [`Plan`]: the roles its processes play, how many of each,
+//! what each runs, which ports it listens on, when it is ready, whom it waits for and
+//! whose output holds the result. Every process of a plan is run by the `perfsweep agent`
+//! — in a pod on Kubernetes, as a local process with `run --local` — so waiting for peers,
+//! readiness, running the tool, and parsing its output are written once.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything a backend needs to run one benchmark.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The benchmark kind, e.g. `IPerf`; selects the parser.
+    pub kind: String,
+    pub roles: Vec<Role>,
+    /// The role whose replica 0 produces the output the result is parsed from.
+    pub result_role: String,
+    /// Seconds from start to result before the benchmark fails.
+    pub timeout_seconds: u64,
+}
+
+/// One role of a plan, run by `replicas` identical processes (pods).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Role {
+    /// e.g. `server`, `client`, `launcher`, `worker`.
+    pub name: String,
+    pub replicas: u32,
+    /// Commands run before `command`, in order, in the same working directory (for
+    /// example mesh generation); their output is logged but not parsed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<Command>,
+    /// The measured command.
+    pub command: Command,
+    /// Files written into the working directory before anything runs (job files,
+    /// hostfiles); their contents may use the same placeholders as arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PlanFile>,
+    /// Ports the role listens on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    /// When the role counts as ready for the roles that wait for it.
+    #[serde(default)]
+    pub ready_when: Readiness,
+    /// Roles that must be ready (every replica) before this role starts its command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits_for: Vec<String>,
+    /// Whether this role's exit ends the benchmark, or it serves until the end.
+    pub lifetime: Lifetime,
+    /// Whether the role gets the spec's device resources (SR-IOV VFs, RDMA devices,
+    /// GPUs). A launcher that only starts remote ranks does not.
+    #[serde(default)]
+    pub uses_devices: bool,
+    /// Linux capabilities the tool needs beyond none (e.g. `IPC_LOCK` for RDMA).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Extra environment for the commands.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// A program and its arguments, passed as an argument vector (never through a shell).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// Looked up on `PATH`.
+    pub program: String,
+    /// The Debian package that provides `program`, named in errors when it is missing.
+    pub package: String,
+    /// Arguments; see [`Arg`] for placeholders.
+    #[serde(default)]
+    pub args: Vec<Arg>,
+}
+
+/// One argument, or a placeholder the agent fills in once peers are known.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Arg {
+    /// Used as is. `{peer:ROLE:INDEX}` inside it is replaced by that replica's address.
+    Literal(String),
+    /// One argument per replica of `role`: `format` with `{address}` replaced.
+    PerPeer { role: String, format: String },
+}
+
+impl Arg {
+    pub fn lit(text: impl Into<String>) -> Self {
+        Self::Literal(text.into())
+    }
+}
+
+/// A file the agent writes before running the role.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanFile {
+    /// Relative to the working directory.
+    pub path: String,
+    /// May contain `{peer:ROLE:INDEX}` and `{peers:ROLE}` (one address per line).
+    pub contents: String,
+}
+
+/// A port a role listens on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Port {
+    pub name: String,
+    pub port: u16,
+    #[serde(default)]
+    pub protocol: PortProtocol,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PortProtocol {
+    #[default]
+    TCP,
+    UDP,
+}
+
+/// When a role is ready for the roles that wait for it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Readiness {
+    /// As soon as its command has started.
+    #[default]
+    Started,
+    /// When something accepts TCP connections on this port of its data address.
+    Listening(u16),
+}
+
+/// How long a role's processes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lifetime {
+    /// The command runs to completion; when the result role's replica 0 exits, the
+    /// benchmark is over.
+    RunToCompletion,
+    /// The command serves others and is stopped when the benchmark is over.
+    Serve,
+}
+
+/// A plan that cannot be made from a spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{kind} benchmarks cannot run yet: their execution plan is not implemented")]
+    NotImplemented { kind: String },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Plan {
+    pub fn role(&self, name: &str) -> Option<&Role> {
+        self.roles.iter().find(|r| r.name == name)
+    }
+
+    /// Total processes (pods) of the plan.
+    pub fn process_count(&self) -> u32 {
+        self.roles.iter().map(|r| r.replicas).sum()
+    }
+
+    /// Every (role, replica index) of the plan, in role order.
+    pub fn processes(&self) -> impl Iterator<Item = (&Role, u32)> {
+        self.roles
+            .iter()
+            .flat_map(|role| (0..role.replicas).map(move |index| (role, index)))
+    }
+}
+
+/// The name of a process (pod hostname): `<role>-<index>`.
+pub fn process_name(role: &str, index: u32) -> String {
+    format!("{role}-{index}")
+}
+
+/// Addresses of the processes of a plan, by role; what placeholders resolve to.
+pub type PeerAddresses = BTreeMap<String, Vec<String>>;
+
+/// Why a placeholder cannot be filled.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("placeholder {placeholder}: {reason}")]
+pub struct PlaceholderError {
+    pub placeholder: String,
+    pub reason: String,
+}
+
+/// Fills the placeholders of `args` with peer addresses.
+pub fn resolve_args(args: &[Arg], peers: &PeerAddresses) -> Result<Vec<String>, PlaceholderError> {
+    let mut out = Vec::with_capacity(args.len());
+    for arg in args {
+        match arg {
+            Arg::Literal(text) => out.push(fill(text, peers)?),
+            Arg::PerPeer { role, format } => {
+                let addresses = peers.get(role).ok_or_else(|| PlaceholderError {
+                    placeholder: format!("per-peer {role}"),
+                    reason: "no such role".into(),
+                })?;
+                out.extend(addresses.iter().map(|a| format.replace("{address}", a)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Replaces `{peer:ROLE:INDEX}` and `{peers:ROLE}` in `text`.
+pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start..];
+        let Some(end) = after.find('}') else {
+            out.push_str(after);
+            return Ok(out);
+        };
+        let token = &after[1..end];
+        match token.split(':').collect::<Vec<_>>().as_slice() {
+            ["peer", role, index] => {
+                let address = index
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| peers.get(*role)?.get(i))
+                    .ok_or_else(|| PlaceholderError {
+                        placeholder: format!("{{{token}}}"),
+                        reason: "no such peer".into(),
+                    })?;
+                out.push_str(address);
+            }
+            ["peers", role] => {
+                let addresses = peers.get(*role).ok_or_else(|| PlaceholderError {
+                    placeholder: format!("{{{token}}}"),
+                    reason: "no such role".into(),
+                })?;
+                out.push_str(&addresses.join("\n"));
+            }
+            _ => out.push_str(&after[..=end]),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peers() -> PeerAddresses {
+        BTreeMap::from([
+            ("server".to_owned(), vec!["10.0.0.1".to_owned()]),
+            (
+                "worker".to_owned(),
+                vec!["10.0.0.2".to_owned(), "10.0.0.3".to_owned()],
+            ),
+        ])
+    }
+
+    #[test]
+    fn fills_peer_placeholders() {
+        let args = vec![
+            Arg::lit("-c"),
+            Arg::lit("{peer:server:0}"),
+            Arg::PerPeer {
+                role: "worker".into(),
+                format: "--client={address},8765".into(),
+            },
+            Arg::lit("{not-a-placeholder}"),
+        ];
+        assert_eq!(
+            resolve_args(&args, &peers()).unwrap(),
+            vec![
+                "-c",
+                "10.0.0.1",
+                "--client=10.0.0.2,8765",
+                "--client=10.0.0.3,8765",
+                "{not-a-placeholder}"
+            ]
+        );
+        assert_eq!(
+            fill("{peers:worker}", &peers()).unwrap(),
+            "10.0.0.2\n10.0.0.3"
+        );
+    }
+
+    #[test]
+    fn unknown_peers_are_errors() {
+        assert!(fill("{peer:server:1}", &peers()).is_err());
+        assert!(fill("{peer:client:0}", &peers()).is_err());
+        assert!(
+            resolve_args(
+                &[Arg::PerPeer {
+                    role: "x".into(),
+                    format: "{address}".into()
+                }],
+                &peers()
+            )
+            .is_err()
+        );
+    }
+}

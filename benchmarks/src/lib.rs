@@ -1,6 +1,7 @@
 //! perfsweep's domain logic, free of I/O: every benchmark kind's spec, status and result
 //! types; BenchmarkSet expansion and validation; and the CRDs derived from those types.
 
+pub mod agent_env;
 pub mod common;
 pub mod compat;
 pub mod crds;
@@ -12,11 +13,13 @@ pub mod labels;
 pub mod parse_error;
 pub mod plan;
 pub mod registry;
+pub mod render;
 pub mod report;
 pub mod schema;
 pub mod set;
 pub mod status;
 pub mod validation;
+pub mod volcano;
 pub mod yaml;
 
 /// The API group of every perfsweep resource.

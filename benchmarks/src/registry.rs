@@ -34,6 +34,9 @@ pub trait BenchmarkKind:
     /// The name `perfsweep parse` knows the kind by, e.g. `rdma-bandwidth`.
     const PARSE_NAME: &'static str;
 
+    /// The image (under [`IMAGE_REGISTRY`]) the kind's pods run unless `spec.image` is set.
+    const IMAGE: &'static str;
+
     fn common(spec: &Self::Spec) -> &CommonSpec;
 
     /// Cross-field checks that neither the schema nor a CEL rule can express.
@@ -73,7 +76,11 @@ pub struct KindInfo {
     plan: fn(&Value) -> Result<Plan, PlanError>,
     parse: fn(&str) -> Result<ParsedOutput, ParseError>,
     pub parse_name: &'static str,
+    image: &'static str,
 }
+
+/// Where perfsweep's benchmark images are published.
+pub const IMAGE_REGISTRY: &str = "ghcr.io/perfsweep";
 
 impl Debug for KindInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,7 +106,17 @@ impl KindInfo {
             plan: plan_of::<K>,
             parse: parse_with::<K>,
             parse_name: K::PARSE_NAME,
+            image: K::IMAGE,
         }
+    }
+
+    /// The image the kind's pods run when the spec names none, tagged with this version.
+    pub fn default_image(&self) -> String {
+        format!(
+            "{IMAGE_REGISTRY}/{}:{}",
+            self.image,
+            env!("CARGO_PKG_VERSION")
+        )
     }
 
     /// The execution plan for a spec (which must have passed [`KindInfo::validate`]).

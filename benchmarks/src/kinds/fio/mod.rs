@@ -245,6 +245,7 @@ impl crate::registry::BenchmarkKind for Fio {
     type Spec = FioSpec;
     type Output = parse::FioResult;
     const PARSE_NAME: &'static str = "fio";
+    const IMAGE: &'static str = "fio";
 
     fn parse(raw: &str) -> Result<parse::FioResult, crate::parse_error::ParseError> {
         parse::parse(raw)

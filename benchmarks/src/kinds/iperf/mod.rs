@@ -116,6 +116,7 @@ impl crate::registry::BenchmarkKind for IPerf {
     type Output = parse::IPerfResult;
     const ROLES: &'static [&'static str] = &["server", "client"];
     const PARSE_NAME: &'static str = "iperf";
+    const IMAGE: &'static str = "iperf";
 
     fn plan(spec: &IPerfSpec) -> Result<Plan, PlanError> {
         Ok(plan::plan(spec))

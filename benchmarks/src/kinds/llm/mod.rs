@@ -228,6 +228,7 @@ impl crate::registry::BenchmarkKind for LLMInference {
     type Spec = LLMInferenceSpec;
     type Output = LLMInferenceResult;
     const PARSE_NAME: &'static str = "llm-inference";
+    const IMAGE: &'static str = "perfsweep";
 
     fn parse(raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
         parse_unavailable(raw)

@@ -60,6 +60,7 @@ impl crate::registry::BenchmarkKind for MPIPingPong {
     type Spec = MPIPingPongSpec;
     type Output = parse::MPIPingPongResult;
     const PARSE_NAME: &'static str = "mpi-pingpong";
+    const IMAGE: &'static str = "mpi-benchmarks";
 
     fn parse(raw: &str) -> Result<parse::MPIPingPongResult, crate::parse_error::ParseError> {
         parse::parse(raw)

@@ -108,6 +108,7 @@ impl crate::registry::BenchmarkKind for OpenFOAM {
     type Spec = OpenFOAMSpec;
     type Output = parse::OpenFOAMResult;
     const PARSE_NAME: &'static str = "openfoam";
+    const IMAGE: &'static str = "openfoam";
 
     fn parse(raw: &str) -> Result<parse::OpenFOAMResult, crate::parse_error::ParseError> {
         parse::parse(raw)

@@ -87,6 +87,7 @@ impl crate::registry::BenchmarkKind for PyTorch {
     type Spec = PyTorchSpec;
     type Output = parse::PyTorchResult;
     const PARSE_NAME: &'static str = "pytorch";
+    const IMAGE: &'static str = "pytorch";
 
     fn parse(raw: &str) -> Result<parse::PyTorchResult, crate::parse_error::ParseError> {
         parse::parse(raw)

@@ -52,6 +52,7 @@ impl crate::registry::BenchmarkKind for RDMABandwidth {
     type Spec = RDMABandwidthSpec;
     type Output = RDMABandwidthResult;
     const PARSE_NAME: &'static str = "rdma-bandwidth";
+    const IMAGE: &'static str = "perftest";
 
     fn parse(raw: &str) -> Result<RDMABandwidthResult, crate::parse_error::ParseError> {
         super::parse::parse_bandwidth(raw)

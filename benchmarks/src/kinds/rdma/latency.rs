@@ -43,6 +43,7 @@ impl crate::registry::BenchmarkKind for RDMALatency {
     type Spec = RDMALatencySpec;
     type Output = RDMALatencyResult;
     const PARSE_NAME: &'static str = "rdma-latency";
+    const IMAGE: &'static str = "perftest";
 
     fn parse(raw: &str) -> Result<RDMALatencyResult, crate::parse_error::ParseError> {
         super::parse::parse_latency(raw)

@@ -1,0 +1,166 @@
+//! The contract between the backends and `perfsweep agent`: the environment an agent is
+//! started with. The Kubernetes backend sets it on pods, the local backend on processes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// The plan, as JSON.
+pub const PLAN: &str = "PERFSWEEP_PLAN";
+/// This process's role name.
+pub const ROLE: &str = "PERFSWEEP_ROLE";
+/// This process's replica index within its role.
+pub const INDEX: &str = "PERFSWEEP_INDEX";
+/// JSON map of role name → control endpoints (`host:port`) of its replicas, in order.
+pub const PEERS: &str = "PERFSWEEP_PEERS";
+/// Port this agent serves its control endpoint on.
+pub const CONTROL_PORT: &str = "PERFSWEEP_CONTROL_PORT";
+/// How this agent finds its own data-plane address; see [`AddressSource`].
+pub const ADDRESS: &str = "PERFSWEEP_ADDRESS";
+/// Working directory for files and commands.
+pub const WORKDIR: &str = "PERFSWEEP_WORKDIR";
+/// MTU to set on the interface that carries the benchmark traffic (optional).
+pub const MTU: &str = "PERFSWEEP_MTU";
+/// Name of the node or host, for the report (optional).
+pub const HOST: &str = "PERFSWEEP_HOST";
+/// Where the agent writes its short termination message (optional; Kubernetes only).
+pub const TERMINATION_LOG: &str = "PERFSWEEP_TERMINATION_LOG";
+
+/// The port agents serve their control endpoint on in pods.
+pub const DEFAULT_CONTROL_PORT: u16 = 7470;
+
+/// Control endpoints of every process, by role.
+pub type PeerEndpoints = BTreeMap<String, Vec<String>>;
+
+/// How an agent learns the address its peers should send benchmark traffic to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AddressSource {
+    /// A fixed address (`literal:127.0.0.1`), as on the local backend.
+    Literal(String),
+    /// An environment variable (`env:POD_IP`), set from the pod's status by the
+    /// downward API: the pod network, or the node's under hostNetwork.
+    Env(String),
+    /// The address Multus gave the attachment `network` (`name` or `namespace/name`),
+    /// read from the pod's `k8s.v1.cni.cncf.io/network-status` annotation, which the
+    /// downward API exposes in `annotations_file` (`multus:<network>:<file>`).
+    Multus {
+        network: String,
+        annotations_file: String,
+    },
+}
+
+impl fmt::Display for AddressSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Literal(address) => write!(f, "literal:{address}"),
+            Self::Env(name) => write!(f, "env:{name}"),
+            Self::Multus {
+                network,
+                annotations_file,
+            } => write!(f, "multus:{network}:{annotations_file}"),
+        }
+    }
+}
+
+impl FromStr for AddressSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.split_once(':') {
+            Some(("literal", address)) if !address.is_empty() => Ok(Self::Literal(address.into())),
+            Some(("env", name)) if !name.is_empty() => Ok(Self::Env(name.into())),
+            Some(("multus", rest)) => match rest.split_once(':') {
+                Some((network, file)) if !network.is_empty() && !file.is_empty() => {
+                    Ok(Self::Multus {
+                        network: network.into(),
+                        annotations_file: file.into(),
+                    })
+                }
+                _ => Err(format!(
+                    "{ADDRESS}={text:?}: expected multus:<network>:<annotations file>"
+                )),
+            },
+            _ => Err(format!(
+                "{ADDRESS}={text:?}: expected literal:<address>, env:<variable> or multus:<network>:<file>"
+            )),
+        }
+    }
+}
+
+/// The first IP Multus reports for `network` in a `network-status` annotation value
+/// (a JSON list of `{name, interface, ips, default}`), with the interface name.
+/// `network` may omit the namespace, which then matches any namespace.
+pub fn multus_address(network_status: &str, network: &str) -> Option<(String, Option<String>)> {
+    let entries: Vec<serde_json::Value> = serde_json::from_str(network_status).ok()?;
+    entries.iter().find_map(|entry| {
+        let name = entry.get("name")?.as_str()?;
+        let matches =
+            name == network || (!network.contains('/') && name.rsplit('/').next() == Some(network));
+        if !matches {
+            return None;
+        }
+        let ip = entry.get("ips")?.as_array()?.first()?.as_str()?.to_owned();
+        let interface = entry
+            .get("interface")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        Some((ip, interface))
+    })
+}
+
+/// The value of `key` in a downward-API annotations file (`key="escaped value"` lines).
+pub fn annotation_from_file(contents: &str, key: &str) -> Option<String> {
+    contents.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        if k != key {
+            return None;
+        }
+        // The downward API writes Go-quoted strings; JSON string syntax covers them.
+        serde_json::from_str::<String>(v).ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_sources_round_trip() {
+        for text in [
+            "literal:127.0.0.1",
+            "env:POD_IP",
+            "multus:default/sriov:/etc/podinfo/annotations",
+        ] {
+            let source: AddressSource = text.parse().expect("parses");
+            assert_eq!(source.to_string(), text);
+        }
+        assert!("multus:net".parse::<AddressSource>().is_err());
+        assert!("bogus".parse::<AddressSource>().is_err());
+    }
+
+    #[test]
+    fn reads_multus_network_status() {
+        let status = r#"[{"name":"cilium","interface":"eth0","ips":["10.0.0.5"],"default":true},
+            {"name":"default/sriov-net","interface":"net1","ips":["192.168.10.7"],"mac":"aa"}]"#;
+        assert_eq!(
+            multus_address(status, "default/sriov-net"),
+            Some(("192.168.10.7".into(), Some("net1".into())))
+        );
+        assert_eq!(
+            multus_address(status, "sriov-net").map(|a| a.0),
+            Some("192.168.10.7".into())
+        );
+        assert_eq!(multus_address(status, "other/sriov-net"), None);
+        assert_eq!(multus_address("not json", "x"), None);
+    }
+
+    #[test]
+    fn reads_downward_api_annotation_files() {
+        let file = "kubernetes.io/config.seen=\"2026-11-21\"\nk8s.v1.cni.cncf.io/network-status=\"[{\\\"name\\\":\\\"n\\\"}]\"\n";
+        assert_eq!(
+            annotation_from_file(file, "k8s.v1.cni.cncf.io/network-status"),
+            Some(r#"[{"name":"n"}]"#.into())
+        );
+        assert_eq!(annotation_from_file(file, "missing"), None);
+    }
+}

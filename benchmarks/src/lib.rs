@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod labels;
 pub mod parse_error;
 pub mod plan;
+pub mod record;
 pub mod registry;
 pub mod render;
 pub mod report;

@@ -167,6 +167,32 @@ impl Plan {
     }
 }
 
+impl Role {
+    /// Roles whose addresses this role's arguments and files refer to.
+    pub fn referenced_roles(&self) -> std::collections::BTreeSet<String> {
+        let mut texts: Vec<&str> = self.files.iter().map(|f| f.contents.as_str()).collect();
+        let mut roles = std::collections::BTreeSet::new();
+        for command in self.setup.iter().chain(std::iter::once(&self.command)) {
+            for arg in &command.args {
+                match arg {
+                    Arg::Literal(text) => texts.push(text),
+                    Arg::PerPeer { role, .. } => {
+                        roles.insert(role.clone());
+                    }
+                }
+            }
+        }
+        for text in texts {
+            for token in text.split('{').skip(1).filter_map(|t| t.split('}').next()) {
+                if let ["peer", role, _] | ["peers", role] = token.split(':').collect::<Vec<_>>().as_slice() {
+                    roles.insert((*role).to_owned());
+                }
+            }
+        }
+        roles
+    }
+}
+
 /// The name of a process (pod hostname): `<role>-<index>`.
 pub fn process_name(role: &str, index: u32) -> String {
     format!("{role}-{index}")
@@ -279,6 +305,30 @@ mod tests {
             fill("{peers:worker}", &peers()).unwrap(),
             "10.0.0.2\n10.0.0.3"
         );
+    }
+
+    #[test]
+    fn finds_the_roles_a_role_refers_to() {
+        let role = Role {
+            name: "launcher".into(),
+            replicas: 1,
+            setup: Vec::new(),
+            command: Command {
+                program: "mpirun".into(),
+                package: "openmpi-bin".into(),
+                args: vec![Arg::lit("-H"), Arg::lit("{peer:worker:0},{peer:worker:1}")],
+            },
+            files: vec![PlanFile { path: "hosts".into(), contents: "{peers:spare}".into() }],
+            ports: Vec::new(),
+            ready_when: Readiness::Started,
+            waits_for: Vec::new(),
+            lifetime: Lifetime::RunToCompletion,
+            uses_devices: false,
+            capabilities: Vec::new(),
+            env: BTreeMap::new(),
+        };
+        let roles: Vec<String> = role.referenced_roles().into_iter().collect();
+        assert_eq!(roles, vec!["spare", "worker"]);
     }
 
     #[test]

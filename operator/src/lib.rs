@@ -6,3 +6,5 @@ pub mod cli;
 pub mod controller;
 pub mod health;
 pub mod telemetry;
+pub mod agent;
+pub mod local;

@@ -3,7 +3,9 @@
 mod crds;
 mod files;
 mod operator;
+mod parse;
 mod render;
+mod run;
 mod validate;
 
 use std::path::PathBuf;
@@ -48,8 +50,21 @@ pub enum Command {
         #[arg(long, short = 'n')]
         namespace: Option<String>,
     },
+    /// Run benchmarks and sweeps (`--local`: on this machine, no cluster).
+    Run(run::RunArgs),
+    /// Parse raw tool output into the structured result, as JSON.
+    Parse {
+        /// iperf, fio, mpi-pingpong, openfoam, rdma-bandwidth, rdma-latency or pytorch.
+        kind: String,
+        /// The tool's output (`-` for stdin).
+        file: PathBuf,
+    },
     /// Run the operator (in the cluster, or against the current kubeconfig).
     Operator(operator::OperatorArgs),
+    /// Play one process of a benchmark plan (the entrypoint of benchmark pods and local
+    /// processes; configured through PERFSWEEP_* environment variables).
+    #[command(hide = true)]
+    Agent,
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -58,9 +73,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Crds { output_dir } => crds::run(output_dir.as_deref()),
         Command::Validate { files } => validate::run(&files),
         Command::Render { files, namespace } => render::run(&files, namespace.as_deref()),
+        Command::Run(args) => run::run(args).await,
+        Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {
             telemetry::init(cli.log_format);
             operator::run(args).await
+        }
+        Command::Agent => {
+            telemetry::init(cli.log_format);
+            crate::agent::run_from_env().await
         }
     }
 }

@@ -1,0 +1,397 @@
+//! `perfsweep agent`: plays one process of a plan. The same agent runs in every
+//! benchmark pod and every local process, so waiting for peers, readiness, running the
+//! tool and parsing its output exist once, for both backends.
+//!
+//! An agent: serves its control endpoint; resolves its data address; learns its peers'
+//! addresses and waits for the roles it depends on; writes the role's files and runs its
+//! setup; runs the measured command with its output streamed and captured; and ends with
+//! one report line (see `perfsweep_benchmarks::report`). The result process parses the
+//! output with the kind's parser, then tells the serving roles to stop.
+
+pub mod address;
+pub mod config;
+pub mod control;
+pub mod listening;
+pub mod process;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use perfsweep_benchmarks::plan::{self, Lifetime, PeerAddresses, Readiness};
+use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+pub use config::AgentConfig;
+use control::Control;
+
+/// Used when a plan sets no timeout.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How often peers are polled while waiting for them.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Why a role failed, as it appears in the report and the benchmark's conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// What the measured command produced.
+struct Played {
+    command: Vec<String>,
+    started_at: Timestamp,
+    finished_at: Timestamp,
+    stdout: Vec<u8>,
+}
+
+/// Runs the agent configured by the process environment.
+pub async fn run_from_env() -> anyhow::Result<ExitCode> {
+    let config = AgentConfig::from_lookup(|name| std::env::var(name).ok())?;
+    Ok(run(config).await)
+}
+
+/// Plays the configured role to the end and prints the report.
+pub async fn run(config: AgentConfig) -> ExitCode {
+    let started = Timestamp::now();
+    let control = Control::default();
+    let bind_host = match &config.address {
+        perfsweep_benchmarks::agent_env::AddressSource::Literal(address) => address.clone(),
+        _ => "0.0.0.0".to_owned(),
+    };
+    let report = match TcpListener::bind((bind_host.as_str(), config.control_port)).await {
+        Err(error) => failed_report(
+            &config,
+            started,
+            Failure::new(
+                "ControlPortUnavailable",
+                format!("cannot serve the control endpoint on {bind_host}:{}: {error}", config.control_port),
+            ),
+        ),
+        Ok(listener) => {
+            let server = tokio::spawn(control.clone().serve(listener));
+            let timeout = match config.plan.timeout_seconds {
+                0 => DEFAULT_TIMEOUT,
+                seconds => Duration::from_secs(seconds),
+            };
+            let deadline = Instant::now() + timeout;
+            let report = match play(&config, &control, deadline).await {
+                Ok(played) => finish(&config, played),
+                Err(failure) => failed_report(&config, started, failure),
+            };
+            control.update(|s| s.finished = true);
+            if config.is_result_process() {
+                stop_serving_peers(&config).await;
+            }
+            server.abort();
+            report
+        }
+    };
+    write_termination_log(&config, &report);
+    println!("{}", report.to_line());
+    match report.outcome {
+        Outcome::Succeeded { .. } => ExitCode::SUCCESS,
+        Outcome::Failed { .. } => ExitCode::FAILURE,
+    }
+}
+
+async fn play(config: &AgentConfig, control: &Control, deadline: Instant) -> Result<Played, Failure> {
+    let role = config.role();
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let own = address::resolve(&config.address, remaining)
+        .await
+        .map_err(|e| Failure::new("NetworkUnavailable", e.to_string()))?;
+    tracing::info!(address = %own.ip, interface = ?own.interface, "data address");
+    if let Some(mtu) = config.mtu {
+        set_mtu(own.interface.as_deref().unwrap_or("eth0"), mtu).await?;
+    }
+    control.update(|s| s.address = Some(own.ip.clone()));
+
+    let peers = peer_addresses(config, deadline).await?;
+    for dependency in &role.waits_for {
+        wait_until_ready(config, dependency, deadline).await?;
+    }
+
+    std::fs::create_dir_all(&config.workdir).map_err(|e| {
+        Failure::new("WorkdirUnavailable", format!("{}: {e}", config.workdir.display()))
+    })?;
+    for file in &role.files {
+        let contents = plan::fill(&file.contents, &peers)
+            .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        let path = config.workdir.join(&file.path);
+        std::fs::write(&path, contents)
+            .map_err(|e| Failure::new("WorkdirUnavailable", format!("{}: {e}", path.display())))?;
+    }
+    for step in &role.setup {
+        let argv = plan::resolve_args(&step.args, &peers)
+            .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        within(deadline, process::run_setup(step, &argv, &config.workdir, &role.env)).await??;
+    }
+
+    let argv = plan::resolve_args(&role.command.args, &peers)
+        .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+    let mut command = vec![role.command.program.clone()];
+    command.extend(argv.iter().cloned());
+    tracing::info!(command = %command.join(" "), "starting");
+    let started_at = Timestamp::now();
+    let mut child = process::spawn(&role.command, &argv, &config.workdir, &role.env)?;
+    let readiness = tokio::spawn(become_ready(role.ready_when.clone(), control.clone()));
+    let capture = process::tee_stdout(child.stdout.take());
+    tokio::pin!(capture);
+
+    let outcome = match role.lifetime {
+        Lifetime::RunToCompletion => {
+            tokio::select! {
+                stdout = &mut capture => Ok(stdout),
+                _ = tokio::time::sleep_until(deadline) => Err(Failure::new("Timeout", "the command did not finish before the benchmark's timeout")),
+            }
+        }
+        Lifetime::Serve => {
+            tokio::select! {
+                stdout = &mut capture => Ok(stdout),
+                _ = control.stopped() => {
+                    let _ = child.start_kill();
+                    Ok(capture.await)
+                }
+                _ = tokio::time::sleep_until(deadline) => Err(Failure::new("Timeout", "the benchmark's timeout passed while serving")),
+            }
+        }
+    };
+    readiness.abort();
+    let stdout = match outcome {
+        Ok(stdout) => stdout,
+        Err(failure) => {
+            let _ = child.start_kill();
+            return Err(failure);
+        }
+    };
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| Failure::new("ToolFailed", format!("waiting for {}: {e}", role.command.program)))?;
+    let stopped_on_request = role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
+    if !status.success() && !stopped_on_request {
+        let tail = String::from_utf8_lossy(&stdout);
+        let tail: Vec<&str> = tail.lines().rev().take(3).collect();
+        return Err(Failure::new(
+            "ToolFailed",
+            format!(
+                "{} exited with {}: {}",
+                role.command.program,
+                process::describe(status),
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            ),
+        ));
+    }
+    Ok(Played {
+        command,
+        started_at,
+        finished_at: Timestamp::now(),
+        stdout,
+    })
+}
+
+/// A serving command we killed ends by SIGKILL; that is how it is meant to end.
+fn control_stopped(status: &std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal() == Some(9)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        false
+    }
+}
+
+async fn within<T>(deadline: Instant, work: impl std::future::Future<Output = T>) -> Result<T, Failure> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .map_err(|_| Failure::new("Timeout", "the benchmark's timeout passed"))
+}
+
+/// The data addresses of the roles this role's command and files refer to, in replica
+/// order. Only those: a role that finished early has no endpoint left to ask.
+async fn peer_addresses(config: &AgentConfig, deadline: Instant) -> Result<PeerAddresses, Failure> {
+    let mut peers = PeerAddresses::new();
+    let referenced = config.role().referenced_roles();
+    for (role, endpoints) in config.peers.iter().filter(|(r, _)| referenced.contains(*r)) {
+        let mut addresses = Vec::with_capacity(endpoints.len());
+        for endpoint in endpoints {
+            let status = poll(endpoint, deadline, |s| s.address.is_some(), role).await?;
+            addresses.push(status.address.unwrap_or_default());
+        }
+        peers.insert(role.clone(), addresses);
+    }
+    Ok(peers)
+}
+
+async fn wait_until_ready(config: &AgentConfig, role: &str, deadline: Instant) -> Result<(), Failure> {
+    let endpoints = config.peers.get(role).ok_or_else(|| {
+        Failure::new("PlanInvalid", format!("this role waits for {role}, which has no peers"))
+    })?;
+    for endpoint in endpoints {
+        tracing::info!(%role, %endpoint, "waiting for peer to be ready");
+        poll(endpoint, deadline, |s| s.ready || s.finished, role).await?;
+    }
+    Ok(())
+}
+
+/// Polls a peer until `accept` holds. A peer that is not up yet is not an error: pods of
+/// a gang start within moments of each other, local processes likewise.
+async fn poll(
+    endpoint: &str,
+    deadline: Instant,
+    accept: impl Fn(&control::Status) -> bool,
+    role: &str,
+) -> Result<control::Status, Failure> {
+    loop {
+        match control::query(endpoint).await {
+            Ok(status) if accept(&status) => return Ok(status),
+            Ok(status) if status.finished => {
+                return Err(Failure::new(
+                    "PeerFailed",
+                    format!("peer {role} at {endpoint} finished before it was ready"),
+                ));
+            }
+            Ok(_) => {}
+            Err(error) if Instant::now() >= deadline => {
+                return Err(Failure::new(
+                    "PeerUnreachable",
+                    format!("peer {role} at {endpoint} could not be reached before the timeout: {error}"),
+                ));
+            }
+            Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::new(
+                "PeerUnreachable",
+                format!("peer {role} at {endpoint} did not become ready before the timeout"),
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn become_ready(readiness: Readiness, control: Control) {
+    match readiness {
+        Readiness::Started => {}
+        Readiness::Listening(port) => {
+            while !listening::is_listening(port) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    control.update(|s| s.ready = true);
+}
+
+async fn stop_serving_peers(config: &AgentConfig) {
+    for role in config.plan.roles.iter().filter(|r| r.lifetime == Lifetime::Serve) {
+        for endpoint in config.peers.get(&role.name).into_iter().flatten() {
+            if let Err(error) = control::stop(endpoint).await {
+                tracing::debug!(%endpoint, %error, "peer already gone");
+            }
+        }
+    }
+}
+
+async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
+    let status = tokio::process::Command::new("ip")
+        .args(["link", "set", "dev", interface, "mtu", &mtu.to_string()])
+        .status()
+        .await
+        .map_err(|e| Failure::new("MtuFailed", format!("cannot run ip (package iproute2): {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            "MtuFailed",
+            format!("setting MTU {mtu} on {interface} failed ({}); the pod needs NET_ADMIN", process::describe(status)),
+        ))
+    }
+}
+
+fn finish(config: &AgentConfig, played: Played) -> AgentReport {
+    let raw = String::from_utf8_lossy(&played.stdout).into_owned();
+    let outcome = if config.is_result_process() {
+        match registry::lookup(&config.plan.kind).map(|kind| kind.parse(&raw)) {
+            Some(Ok(parsed)) => Outcome::Succeeded {
+                result: Some(parsed.result),
+                summary: Some(parsed.summary),
+            },
+            Some(Err(error)) => Outcome::Failed {
+                reason: "ResultUnparseable".into(),
+                message: error.to_string(),
+            },
+            None => Outcome::Failed {
+                reason: "PlanInvalid".into(),
+                message: format!("unknown benchmark kind {}", config.plan.kind),
+            },
+        }
+    } else {
+        Outcome::Succeeded {
+            result: None,
+            summary: None,
+        }
+    };
+    let evidence = config.is_result_process().then(|| raw);
+    AgentReport {
+        kind: config.plan.kind.clone(),
+        role: config.role.clone(),
+        index: config.index,
+        outcome,
+        command: played.command,
+        started_at: played.started_at.to_string(),
+        finished_at: played.finished_at.to_string(),
+        host: config.host.clone(),
+        raw_output_sha256: evidence.as_ref().map(|raw| report::sha256_hex(raw.as_bytes())),
+        raw_output: evidence,
+    }
+}
+
+fn failed_report(config: &AgentConfig, started: Timestamp, failure: Failure) -> AgentReport {
+    tracing::error!(reason = failure.reason, message = %failure.message, "role failed");
+    AgentReport {
+        kind: config.plan.kind.clone(),
+        role: config.role.clone(),
+        index: config.index,
+        outcome: Outcome::Failed {
+            reason: failure.reason.into(),
+            message: failure.message,
+        },
+        command: Vec::new(),
+        started_at: started.to_string(),
+        finished_at: Timestamp::now().to_string(),
+        host: config.host.clone(),
+        raw_output: None,
+        raw_output_sha256: None,
+    }
+}
+
+/// The kubelet shows this file in the pod's status; keep it to a short summary (the
+/// kubelet truncates it at 4 KiB). The full report is the last line of the log.
+fn write_termination_log(config: &AgentConfig, report: &AgentReport) {
+    let Some(path) = &config.termination_log else {
+        return;
+    };
+    let text = match &report.outcome {
+        Outcome::Succeeded { summary, .. } => summary.clone().unwrap_or_else(|| "succeeded".into()),
+        Outcome::Failed { reason, message } => format!("{reason}: {message}"),
+    };
+    let text: String = text.chars().take(1024).collect();
+    if let Err(error) = std::fs::write(path, text) {
+        tracing::warn!(path = %path.display(), %error, "cannot write the termination message");
+    }
+}

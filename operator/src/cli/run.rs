@@ -1,0 +1,222 @@
+//! `perfsweep run --local`: run benchmarks and sweeps on this machine, from the same
+//! plans the operator runs in pods.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use perfsweep_benchmarks::document::{self, Checked};
+use perfsweep_benchmarks::record::{
+    self, BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord,
+};
+use perfsweep_benchmarks::registry::KindInfo;
+use serde_json::{Map, Value, json};
+
+use super::files;
+use crate::local::{self, LocalOptions, LocalOutcome, LocalRun, table};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Benchmark or BenchmarkSet files (`-` for stdin).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Run on this machine as local processes over loopback (no cluster).
+    #[arg(long)]
+    pub local: bool,
+    /// Write one JSON result record per run, and the raw evidence, into this directory.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+}
+
+/// One benchmark to run, from a set or on its own.
+struct Job {
+    kind: &'static KindInfo,
+    name: String,
+    spec: Value,
+    set: Option<String>,
+    case_id: Option<String>,
+    repetition: Option<u32>,
+    permutation: Map<String, Value>,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if !args.local {
+        anyhow::bail!(
+            "running against a cluster is not available in this version; use --local to run on this machine"
+        );
+    }
+    let jobs = load_jobs(&args.files)?;
+    let options = LocalOptions::from_current_exe()?;
+    run_jobs(&jobs, &options, args.output.as_deref()).await
+}
+
+fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for (count, inputs) in files::read_all(paths)? {
+        for input in inputs {
+            let location = input.location(count);
+            let what = document::describe(&input.document);
+            let checked = document::check(input.document).map_err(|error| {
+                anyhow::anyhow!("{location}: {what}:\n  - {}", error.messages().join("\n  - "))
+            })?;
+            match checked.checked {
+                Checked::Set { name, expansion, .. } => {
+                    for child in &expansion.children {
+                        jobs.push(Job {
+                            kind: expansion.kind,
+                            name: child.name.clone(),
+                            spec: Value::Object((*child.spec).clone()),
+                            set: Some(name.clone()),
+                            case_id: Some(child.case_id.clone()),
+                            repetition: Some(child.repetition),
+                            permutation: (*child.permutation).clone(),
+                        });
+                    }
+                }
+                Checked::Benchmark { name, kind, object } => jobs.push(Job {
+                    kind,
+                    name,
+                    spec: object.get("spec").cloned().unwrap_or_else(|| json!({})),
+                    set: None,
+                    case_id: None,
+                    repetition: None,
+                    permutation: Map::new(),
+                }),
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+async fn run_jobs(jobs: &[Job], options: &LocalOptions, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let run_id = run_id();
+    if let Some(dir) = output {
+        std::fs::create_dir_all(dir.join("evidence"))
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    eprintln!(
+        "run {run_id}: {} benchmark(s), one at a time on this machine (the local backend never runs benchmarks concurrently)",
+        jobs.len()
+    );
+    let mut rows = Vec::with_capacity(jobs.len());
+    let mut failures = 0;
+    for (position, job) in jobs.iter().enumerate() {
+        let ignored = local::ignored_settings(&job.spec);
+        if !ignored.is_empty() {
+            eprintln!("  note: {} ignored locally (loopback, one machine): {}", job.name, ignored.join(", "));
+        }
+        eprint!("[{}/{}] {} {} ... ", position + 1, jobs.len(), job.kind.kind, describe(job));
+        let run = local::run(job.kind, &job.name, &job.spec, options).await;
+        let shown = match &run.outcome {
+            LocalOutcome::Succeeded { summary, .. } => summary.clone(),
+            LocalOutcome::Failed { reason, message } => {
+                failures += 1;
+                format!("FAILED {reason}: {message}")
+            }
+        };
+        eprintln!("{shown} ({:.1}s)", run.elapsed.as_secs_f64());
+        if let Some(dir) = output {
+            write_record(dir, &run_id, job, &run)?;
+        }
+        rows.push(table::Row {
+            name: job.name.clone(),
+            permutation: describe_permutation(&job.permutation),
+            repetition: job.repetition.map_or_else(|| "-".into(), |r| r.to_string()),
+            result: match &run.outcome {
+                LocalOutcome::Succeeded { summary, .. } => summary.clone(),
+                LocalOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
+            },
+            seconds: run.elapsed.as_secs_f64(),
+        });
+    }
+    print!("{}", table::render(&rows));
+    if let Some(dir) = output {
+        eprintln!("records and evidence written to {}", dir.display());
+    }
+    eprintln!("{} succeeded, {failures} failed", jobs.len() - failures);
+    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn describe(job: &Job) -> String {
+    match (&job.set, job.repetition) {
+        (Some(_), Some(rep)) => format!("{} ({}, repetition {rep})", job.name, describe_permutation(&job.permutation)),
+        _ => job.name.clone(),
+    }
+}
+
+fn describe_permutation(permutation: &Map<String, Value>) -> String {
+    if permutation.is_empty() {
+        return "-".into();
+    }
+    permutation
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::Result<()> {
+    let report = run.report.as_ref();
+    let evidence = report.and_then(|r| Some((r.raw_output.as_ref()?, r.raw_output_sha256.as_ref()?)));
+    let evidence = match evidence {
+        Some((raw, sha256)) => {
+            let path = record::evidence_path(sha256);
+            std::fs::write(dir.join(&path), raw)
+                .with_context(|| format!("cannot write evidence {}", dir.join(&path).display()))?;
+            Some(Evidence {
+                sha256: sha256.clone(),
+                bytes: raw.len() as u64,
+                path,
+            })
+        }
+        None => None,
+    };
+    let canonical = json!({"apiVersion": perfsweep_benchmarks::API_VERSION, "kind": job.kind.kind, "spec": job.spec});
+    let record = ResultRecord {
+        schema_version: record::SCHEMA_VERSION.into(),
+        run_id: run_id.into(),
+        benchmark: BenchmarkIdentity {
+            kind: job.kind.kind.into(),
+            name: job.name.clone(),
+            set: job.set.clone(),
+            benchmark_case_id: job.case_id.clone(),
+            repetition: job.repetition,
+            permutation: job.permutation.clone(),
+        },
+        workload_spec_digest: perfsweep_benchmarks::digest::sha256_hex(&canonical),
+        spec: job.spec.clone(),
+        backend: "local".into(),
+        environment: Environment {
+            hosts: report.and_then(|r| r.host.clone()).into_iter().collect(),
+            perfsweep_version: env!("CARGO_PKG_VERSION").into(),
+            command: report.map(|r| r.command.clone()).unwrap_or_default(),
+        },
+        started_at: run.started_at.to_string(),
+        finished_at: run.finished_at.to_string(),
+        outcome: match &run.outcome {
+            LocalOutcome::Succeeded { summary, result } => RecordOutcome::Succeeded {
+                summary: summary.clone(),
+                result: result.clone(),
+            },
+            LocalOutcome::Failed { reason, message } => RecordOutcome::Failed {
+                reason: reason.clone(),
+                message: message.clone(),
+            },
+        },
+        evidence,
+    };
+    let path = dir.join(format!("{}.json", job.name));
+    let text = serde_json::to_string_pretty(&record)?;
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A run id that sorts by time: `20261121T234501Z-1a2b3c`.
+fn run_id() -> String {
+    let now = jiff::Timestamp::now();
+    let stamp = now.strftime("%Y%m%dT%H%M%SZ").to_string();
+    let entropy = (now.subsec_nanosecond() as u64) ^ u64::from(std::process::id());
+    format!("{stamp}-{:06x}", entropy & 0xff_ffff)
+}

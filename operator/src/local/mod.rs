@@ -1,0 +1,290 @@
+//! The local backend: runs a benchmark's plan as local processes, one `perfsweep agent`
+//! per process of the plan, talking over loopback instead of a pod network. The agents
+//! are the same as in pods; only where they run differs.
+
+pub mod table;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use perfsweep_benchmarks::agent_env::{self, AddressSource};
+use perfsweep_benchmarks::plan::{Plan, process_name};
+use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+
+/// How local runs are made.
+#[derive(Clone, Debug)]
+pub struct LocalOptions {
+    /// The `perfsweep` binary the agents run as.
+    pub agent_program: PathBuf,
+    /// Where working directories go.
+    pub scratch: PathBuf,
+}
+
+impl LocalOptions {
+    /// Agents run as this very binary; scratch space under the system temp directory.
+    pub fn from_current_exe() -> anyhow::Result<Self> {
+        Ok(Self {
+            agent_program: std::env::current_exe()?,
+            scratch: std::env::temp_dir(),
+        })
+    }
+}
+
+/// How one local run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LocalOutcome {
+    Succeeded { summary: String, result: Value },
+    Failed { reason: String, message: String },
+}
+
+/// One benchmark run on this machine.
+#[derive(Clone, Debug)]
+pub struct LocalRun {
+    pub outcome: LocalOutcome,
+    /// The result process's report, when it got that far.
+    pub report: Option<AgentReport>,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    pub elapsed: Duration,
+}
+
+/// Settings a pod would honour but loopback cannot, named so users are not misled.
+pub fn ignored_settings(spec: &Value) -> Vec<&'static str> {
+    let set = |field: &str| spec.get(field).is_some_and(|v| !v.is_null() && v != &Value::Bool(false));
+    [
+        "hostNetwork",
+        "networkName",
+        "mtu",
+        "resources",
+        "placement",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "queue",
+        "priorityClassName",
+    ]
+    .into_iter()
+    .filter(|field| set(field))
+    .collect()
+}
+
+/// Runs the benchmark of `kind` with `spec` (validated) on this machine.
+pub async fn run(kind: &KindInfo, name: &str, spec: &Value, options: &LocalOptions) -> LocalRun {
+    let started_at = Timestamp::now();
+    let clock = Instant::now();
+    let outcome = match kind.plan(spec) {
+        Err(error) => Err(("Unsupported".to_owned(), error.to_string())),
+        Ok(plan) => match missing_tools(&plan) {
+            Some(message) => Err(("ToolMissing".to_owned(), message)),
+            None => run_plan(&plan, name, options).await,
+        },
+    };
+    let (outcome, report) = match outcome {
+        Ok(report) => {
+            let outcome = match &report.outcome {
+                Outcome::Succeeded { result, summary } => LocalOutcome::Succeeded {
+                    summary: summary.clone().unwrap_or_default(),
+                    result: result.clone().unwrap_or(Value::Null),
+                },
+                Outcome::Failed { reason, message } => LocalOutcome::Failed {
+                    reason: reason.clone(),
+                    message: message.clone(),
+                },
+            };
+            (outcome, Some(report))
+        }
+        Err((reason, message)) => (LocalOutcome::Failed { reason, message }, None),
+    };
+    LocalRun {
+        outcome,
+        report,
+        started_at,
+        finished_at: Timestamp::now(),
+        elapsed: clock.elapsed(),
+    }
+}
+
+/// A message naming every missing program and the Debian package that provides it.
+pub fn missing_tools(plan: &Plan) -> Option<String> {
+    let mut missing: BTreeMap<&str, &str> = BTreeMap::new();
+    for role in &plan.roles {
+        for command in role.setup.iter().chain(std::iter::once(&role.command)) {
+            if find_on_path(&command.program).is_none() {
+                missing.insert(&command.program, &command.package);
+            }
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let programs: Vec<&str> = missing.keys().copied().collect();
+    let mut packages: Vec<&str> = missing.values().copied().collect();
+    packages.dedup();
+    Some(format!(
+        "{} not found on PATH: install the Debian package{} {} (apt-get install {})",
+        programs.join(", "),
+        if packages.len() > 1 { "s" } else { "" },
+        packages.join(", "),
+        packages.join(" ")
+    ))
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Path::new(program).is_file().then(|| PathBuf::from(program));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+type RunError = (String, String);
+
+async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<AgentReport, RunError> {
+    let scratch = options.scratch.join(format!("perfsweep-{}-{name}", std::process::id()));
+    let io_error = |what: &str, e: std::io::Error| ("LocalSetupFailed".to_owned(), format!("{what}: {e}"));
+    std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
+
+    let mut ports = BTreeMap::new();
+    let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (role, index) in plan.processes() {
+        let port = free_port().map_err(|e| io_error("allocating a control port", e))?;
+        ports.insert((role.name.clone(), index), port);
+        peers.entry(role.name.clone()).or_default().push(format!("127.0.0.1:{port}"));
+    }
+    let plan_json = serde_json::to_string(plan).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
+    let peers_json = serde_json::to_string(&peers).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
+    let host = hostname();
+
+    let mut result_process = None;
+    let mut others = Vec::new();
+    for (role, index) in plan.processes() {
+        let workdir = scratch.join(process_name(&role.name, index));
+        let port = ports.get(&(role.name.clone(), index)).copied().unwrap_or_default();
+        let mut command = Command::new(&options.agent_program);
+        command
+            .arg("agent")
+            .env(agent_env::PLAN, &plan_json)
+            .env(agent_env::ROLE, &role.name)
+            .env(agent_env::INDEX, index.to_string())
+            .env(agent_env::PEERS, &peers_json)
+            .env(agent_env::CONTROL_PORT, port.to_string())
+            .env(agent_env::ADDRESS, AddressSource::Literal("127.0.0.1".into()).to_string())
+            .env(agent_env::WORKDIR, &workdir)
+            .env(agent_env::HOST, &host)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let child = command.spawn().map_err(|e| {
+            io_error(&format!("starting the agent {}", options.agent_program.display()), e)
+        })?;
+        let process = AgentProcess {
+            label: process_name(&role.name, index),
+            child,
+        };
+        if role.name == plan.result_role && index == 0 {
+            result_process = Some(process);
+        } else {
+            others.push(process);
+        }
+    }
+    let Some(mut result_process) = result_process else {
+        return Err(("PlanInvalid".into(), format!("the plan has no {}-0 process", plan.result_role)));
+    };
+
+    // The agents enforce the plan's timeout themselves; this is the backstop.
+    let backstop = Duration::from_secs(plan.timeout_seconds.max(60) + 30);
+    let collected = tokio::time::timeout(backstop, result_process.collect()).await;
+    let mut stragglers = Vec::new();
+    for mut other in others {
+        match tokio::time::timeout(Duration::from_secs(10), other.collect()).await {
+            Ok(output) if output.success => {}
+            Ok(output) => stragglers.push(format!("{}: {}", other.label, output.stderr_tail())),
+            Err(_) => {
+                let _ = other.child.start_kill();
+                stragglers.push(format!("{} did not stop and was killed", other.label));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let output = collected.map_err(|_| {
+        let _ = result_process.child.start_kill();
+        ("Timeout".to_owned(), format!("no result within {backstop:?}"))
+    })?;
+    match report::find(&output.stdout) {
+        Ok(mut report) => {
+            if let (Outcome::Succeeded { .. }, false) = (&report.outcome, stragglers.is_empty()) {
+                report.outcome = Outcome::Failed {
+                    reason: "PeerFailed".into(),
+                    message: stragglers.join("; "),
+                };
+            }
+            Ok(report)
+        }
+        Err(error) => Err(("AgentFailed".into(), format!("{error}; agent log: {}", output.stderr_tail()))),
+    }
+}
+
+struct AgentProcess {
+    label: String,
+    child: Child,
+}
+
+struct AgentOutput {
+    stdout: String,
+    stderr: String,
+    success: bool,
+}
+
+impl AgentOutput {
+    fn stderr_tail(&self) -> String {
+        let lines: Vec<&str> = self.stderr.lines().rev().take(5).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    }
+}
+
+impl AgentProcess {
+    async fn collect(&mut self) -> AgentOutput {
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        let out = self.child.stdout.take();
+        let err = self.child.stderr.take();
+        let read_out = async {
+            if let Some(mut out) = out {
+                let _ = out.read_to_string(&mut stdout).await;
+            }
+        };
+        let read_err = async {
+            if let Some(mut err) = err {
+                let _ = err.read_to_string(&mut stderr).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let success = self.child.wait().await.is_ok_and(|s| s.success());
+        AgentOutput { stdout, stderr, success }
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    // Another process could take the port before the agent binds it; agents fail with
+    // ControlPortUnavailable then, which names the port.
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

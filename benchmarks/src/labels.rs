@@ -21,3 +21,13 @@ pub const PERMUTATION: &str = "perfsweep.io/permutation";
 pub const PERMUTATION_INDEX: &str = "perfsweep.io/permutation-index";
 /// Annotation: SHA-256 of the child's canonical spec (the workload spec digest).
 pub const SPEC_DIGEST: &str = "perfsweep.io/spec-digest";
+
+/// The key of the agent report (with the raw evidence) in a benchmark's evidence
+/// ConfigMap.
+pub const EVIDENCE_REPORT_KEY: &str = "report.json";
+
+/// The ConfigMap the operator keeps a finished benchmark's agent report in, so the raw
+/// evidence outlives the pods.
+pub fn evidence_config_map(benchmark: &str) -> String {
+    format!("{benchmark}-evidence")
+}

@@ -2,9 +2,10 @@
 //! `perfsweep-benchmarks`; this crate adds the parts that touch the cluster, files and
 //! processes.
 
+pub mod agent;
 pub mod cli;
+pub mod cluster;
 pub mod controller;
 pub mod health;
-pub mod telemetry;
-pub mod agent;
 pub mod local;
+pub mod telemetry;

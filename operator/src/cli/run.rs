@@ -23,9 +23,22 @@ pub struct RunArgs {
     /// Run on this machine as local processes over loopback (no cluster).
     #[arg(long)]
     pub local: bool,
-    /// Write one JSON result record per run, and the raw evidence, into this directory.
+    /// Write one JSON result record per run, and the raw evidence, into this directory
+    /// (default for cluster runs: `perfsweep-results/<run id>`).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Namespace to run in; created (and removed afterwards) when it does not exist.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Keep the benchmarks (and a created namespace) in the cluster afterwards.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// One benchmark to run, from a set or on its own.
@@ -40,14 +53,56 @@ struct Job {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    if !args.local {
-        anyhow::bail!(
-            "running against a cluster is not available in this version; use --local to run on this machine"
-        );
+    if args.local {
+        let jobs = load_jobs(&args.files)?;
+        let options = LocalOptions::from_current_exe()?;
+        return run_jobs(&jobs, &options, args.output.as_deref()).await;
     }
-    let jobs = load_jobs(&args.files)?;
-    let options = LocalOptions::from_current_exe()?;
-    run_jobs(&jobs, &options, args.output.as_deref()).await
+    let documents = checked_documents(&args.files)?;
+    let run_id = run_id();
+    let artifacts = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("perfsweep-results").join(&run_id));
+    let target = crate::cluster::Target {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        namespace: args.namespace.clone(),
+        keep: args.keep,
+        poll: std::time::Duration::from_secs(2),
+    };
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let succeeded = crate::cluster::run(documents, &target, &artifacts, &run_id, interrupt).await?;
+    Ok(if succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn checked_documents(paths: &[PathBuf]) -> anyhow::Result<Vec<Checked>> {
+    let mut documents = Vec::new();
+    for (count, inputs) in files::read_all(paths)? {
+        for input in inputs {
+            let location = input.location(count);
+            let what = document::describe(&input.document);
+            let checked = document::check(input.document).map_err(|error| {
+                anyhow::anyhow!(
+                    "{location}: {what}:\n  - {}",
+                    error.messages().join("\n  - ")
+                )
+            })?;
+            if checked.converted_group {
+                eprintln!(
+                    "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
+                );
+            }
+            documents.push(checked.checked);
+        }
+    }
+    Ok(documents)
 }
 
 fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
@@ -57,10 +112,15 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
             let location = input.location(count);
             let what = document::describe(&input.document);
             let checked = document::check(input.document).map_err(|error| {
-                anyhow::anyhow!("{location}: {what}:\n  - {}", error.messages().join("\n  - "))
+                anyhow::anyhow!(
+                    "{location}: {what}:\n  - {}",
+                    error.messages().join("\n  - ")
+                )
             })?;
             match checked.checked {
-                Checked::Set { name, expansion, .. } => {
+                Checked::Set {
+                    name, expansion, ..
+                } => {
                     for child in &expansion.children {
                         jobs.push(Job {
                             kind: expansion.kind,
@@ -88,7 +148,11 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
     Ok(jobs)
 }
 
-async fn run_jobs(jobs: &[Job], options: &LocalOptions, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+async fn run_jobs(
+    jobs: &[Job],
+    options: &LocalOptions,
+    output: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let run_id = run_id();
     if let Some(dir) = output {
         std::fs::create_dir_all(dir.join("evidence"))
@@ -103,9 +167,19 @@ async fn run_jobs(jobs: &[Job], options: &LocalOptions, output: Option<&Path>) -
     for (position, job) in jobs.iter().enumerate() {
         let ignored = local::ignored_settings(&job.spec);
         if !ignored.is_empty() {
-            eprintln!("  note: {} ignored locally (loopback, one machine): {}", job.name, ignored.join(", "));
+            eprintln!(
+                "  note: {} ignored locally (loopback, one machine): {}",
+                job.name,
+                ignored.join(", ")
+            );
         }
-        eprint!("[{}/{}] {} {} ... ", position + 1, jobs.len(), job.kind.kind, describe(job));
+        eprint!(
+            "[{}/{}] {} {} ... ",
+            position + 1,
+            jobs.len(),
+            job.kind.kind,
+            describe(job)
+        );
         let run = local::run(job.kind, &job.name, &job.spec, options).await;
         let shown = match &run.outcome {
             LocalOutcome::Succeeded { summary, .. } => summary.clone(),
@@ -134,12 +208,20 @@ async fn run_jobs(jobs: &[Job], options: &LocalOptions, output: Option<&Path>) -
         eprintln!("records and evidence written to {}", dir.display());
     }
     eprintln!("{} succeeded, {failures} failed", jobs.len() - failures);
-    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn describe(job: &Job) -> String {
     match (&job.set, job.repetition) {
-        (Some(_), Some(rep)) => format!("{} ({}, repetition {rep})", job.name, describe_permutation(&job.permutation)),
+        (Some(_), Some(rep)) => format!(
+            "{} ({}, repetition {rep})",
+            job.name,
+            describe_permutation(&job.permutation)
+        ),
         _ => job.name.clone(),
     }
 }
@@ -160,7 +242,8 @@ fn describe_permutation(permutation: &Map<String, Value>) -> String {
 
 fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::Result<()> {
     let report = run.report.as_ref();
-    let evidence = report.and_then(|r| Some((r.raw_output.as_ref()?, r.raw_output_sha256.as_ref()?)));
+    let evidence =
+        report.and_then(|r| Some((r.raw_output.as_ref()?, r.raw_output_sha256.as_ref()?)));
     let evidence = match evidence {
         Some((raw, sha256)) => {
             let path = record::evidence_path(sha256);

@@ -1,0 +1,478 @@
+//! `perfsweep run FILE` against a cluster: apply, follow, download results and evidence,
+//! print the table, clean up (also on Ctrl-C).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use perfsweep_benchmarks::document::Checked;
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::record::{
+    self, BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord,
+};
+use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::report::AgentReport;
+use perfsweep_benchmarks::set::BenchmarkSet;
+use perfsweep_benchmarks::status::Phase;
+use serde_json::{Map, Value, json};
+
+use crate::controller::benchmarkset::api_resource;
+use crate::local::table;
+
+/// Where the cluster is and how to use it.
+#[derive(Clone, Debug, Default)]
+pub struct Target {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    /// Keep what was created instead of deleting it at the end.
+    pub keep: bool,
+    /// How often progress is polled.
+    pub poll: Duration,
+}
+
+/// Builds a client for `target`: its kubeconfig and context, or the defaults kubectl uses.
+pub async fn client(target: &Target) -> anyhow::Result<(Client, String)> {
+    let options = KubeConfigOptions {
+        context: target.context.clone(),
+        ..Default::default()
+    };
+    let config = match &target.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None if target.context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("loading the kubeconfig")?,
+        None => Config::infer()
+            .await
+            .context("no kubeconfig or in-cluster configuration found")?,
+    };
+    let namespace = target
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = Client::try_from(config).context("cannot build a Kubernetes client")?;
+    Ok((client, namespace))
+}
+
+/// What was applied, to follow and clean up.
+enum Applied {
+    Set {
+        name: String,
+        kind: &'static KindInfo,
+    },
+    Benchmark {
+        name: String,
+        kind: &'static KindInfo,
+    },
+}
+
+/// Runs the checked documents on the cluster and writes results under `artifacts`.
+pub async fn run(
+    documents: Vec<Checked>,
+    target: &Target,
+    artifacts: &Path,
+    run_id: &str,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<bool> {
+    let (client, namespace) = client(target).await?;
+    let created_namespace = ensure_namespace(&client, &namespace).await?;
+    let mut applied = Vec::new();
+    let outcome = async {
+        for document in documents {
+            applied.push(apply(&client, &namespace, document).await?);
+        }
+        let interrupted = tokio::select! {
+            result = follow(&client, &namespace, &applied, target.poll) => { result?; false }
+            () = interrupt => true,
+        };
+        if interrupted {
+            eprintln!("interrupted: cleaning up");
+            return Ok(false);
+        }
+        download(&client, &namespace, &applied, artifacts, run_id).await
+    }
+    .await;
+    if target.keep {
+        eprintln!("keeping the benchmarks in namespace {namespace} (--keep)");
+    } else {
+        cleanup(&client, &namespace, &applied, created_namespace).await;
+    }
+    outcome
+}
+
+async fn ensure_namespace(client: &Client, namespace: &str) -> anyhow::Result<bool> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces
+        .get_opt(namespace)
+        .await
+        .context("checking the namespace")?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([(
+                labels::MANAGED_BY.to_owned(),
+                labels::MANAGER.to_owned(),
+            )])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &object)
+        .await
+        .with_context(|| format!("creating namespace {namespace}"))?;
+    eprintln!("created namespace {namespace}; it is removed when the run ends");
+    Ok(true)
+}
+
+async fn apply(client: &Client, namespace: &str, document: Checked) -> anyhow::Result<Applied> {
+    match document {
+        Checked::Set {
+            name,
+            set,
+            expansion,
+            ..
+        } => {
+            let sets: Api<BenchmarkSet> = Api::namespaced(client.clone(), namespace);
+            let mut object = *set;
+            object.metadata.namespace = Some(namespace.to_owned());
+            object.metadata.resource_version = None;
+            sets.create(&PostParams::default(), &object)
+                .await
+                .with_context(|| format!("creating BenchmarkSet {namespace}/{name}"))?;
+            eprintln!(
+                "created BenchmarkSet {name}: {} {} benchmarks",
+                expansion.children.len(),
+                expansion.kind.kind
+            );
+            Ok(Applied::Set {
+                name,
+                kind: expansion.kind,
+            })
+        }
+        Checked::Benchmark {
+            name,
+            kind,
+            mut object,
+        } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+            object["metadata"]["namespace"] = json!(namespace);
+            let object: DynamicObject = serde_json::from_value(object)?;
+            api.create(&PostParams::default(), &object)
+                .await
+                .with_context(|| format!("creating {} {namespace}/{name}", kind.kind))?;
+            eprintln!("created {} {name}", kind.kind);
+            Ok(Applied::Benchmark { name, kind })
+        }
+    }
+}
+
+/// Polls until everything applied has finished, printing progress as it changes.
+async fn follow(
+    client: &Client,
+    namespace: &str,
+    applied: &[Applied],
+    poll: Duration,
+) -> anyhow::Result<()> {
+    let mut last = String::new();
+    loop {
+        let mut done = true;
+        let mut lines = Vec::new();
+        for item in applied {
+            let (line, finished) = progress(client, namespace, item).await?;
+            done &= finished;
+            lines.push(line);
+        }
+        let now = lines.join("; ");
+        if now != last {
+            eprintln!("{now}");
+            last = now;
+        }
+        if done {
+            return Ok(());
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+async fn progress(
+    client: &Client,
+    namespace: &str,
+    item: &Applied,
+) -> anyhow::Result<(String, bool)> {
+    match item {
+        Applied::Set { name, .. } => {
+            let sets: Api<BenchmarkSet> = Api::namespaced(client.clone(), namespace);
+            let set = sets
+                .get(name)
+                .await
+                .with_context(|| format!("reading BenchmarkSet {name}"))?;
+            let status = set.status.unwrap_or_default();
+            let phase = status
+                .phase
+                .map(|p| format!("{p:?}"))
+                .unwrap_or_else(|| "Pending".into());
+            let finished = matches!(phase.as_str(), "Succeeded" | "Failed" | "Invalid");
+            let mut line = format!(
+                "{name}: {phase}, {}/{} finished ({} succeeded, {} failed, {} running)",
+                status.succeeded + status.failed,
+                status.total,
+                status.succeeded,
+                status.failed,
+                status.running
+            );
+            if phase == "Invalid" {
+                let reason = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Valid")
+                    .map(|c| c.message.clone());
+                line.push_str(&format!(": {}", reason.unwrap_or_default()));
+            }
+            Ok((line, finished))
+        }
+        Applied::Benchmark { name, kind } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+            let object = api
+                .get(name)
+                .await
+                .with_context(|| format!("reading {} {name}", kind.kind))?;
+            let phase = phase_of(&object);
+            let finished = phase.is_some_and(Phase::is_finished);
+            let phase = phase.map_or("Pending", Phase::as_str);
+            Ok((format!("{name}: {phase}"), finished))
+        }
+    }
+}
+
+fn phase_of(object: &DynamicObject) -> Option<Phase> {
+    object
+        .data
+        .pointer("/status/phase")
+        .cloned()
+        .and_then(|p| serde_json::from_value(p).ok())
+}
+
+/// Writes one record per finished benchmark (and its evidence) and prints the table.
+/// Returns whether every benchmark succeeded.
+async fn download(
+    client: &Client,
+    namespace: &str,
+    applied: &[Applied],
+    artifacts: &Path,
+    run_id: &str,
+) -> anyhow::Result<bool> {
+    std::fs::create_dir_all(artifacts.join("evidence"))
+        .with_context(|| format!("cannot create {}", artifacts.display()))?;
+    let mut rows = Vec::new();
+    let mut all_succeeded = true;
+    for item in applied {
+        let (kind, objects, set) = match item {
+            Applied::Set { name, kind } => {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+                let children = api
+                    .list(&ListParams::default().labels(&format!("{}={name}", labels::SET)))
+                    .await
+                    .with_context(|| format!("listing the children of {name}"))?;
+                (*kind, children.items, Some(name.clone()))
+            }
+            Applied::Benchmark { name, kind } => {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+                (*kind, vec![api.get(name).await?], None)
+            }
+        };
+        for object in objects {
+            let report = evidence_report(client, namespace, &object.name_any()).await;
+            let record = to_record(kind, &object, set.clone(), report.as_ref(), run_id);
+            if let (Some(report), Some(evidence)) = (&report, &record.evidence) {
+                if let Some(raw) = &report.raw_output {
+                    std::fs::write(artifacts.join(&evidence.path), raw)?;
+                }
+            }
+            let (result, succeeded) = match &record.outcome {
+                RecordOutcome::Succeeded { summary, .. } => (summary.clone(), true),
+                RecordOutcome::Failed { reason, .. } => (format!("FAILED ({reason})"), false),
+            };
+            all_succeeded &= succeeded;
+            rows.push(table::Row {
+                name: record.benchmark.name.clone(),
+                permutation: describe(&record.benchmark.permutation),
+                repetition: record
+                    .benchmark
+                    .repetition
+                    .map_or_else(|| "-".into(), |r| r.to_string()),
+                result,
+                seconds: seconds_between(&record.started_at, &record.finished_at),
+            });
+            let path = artifacts.join(format!("{}.json", record.benchmark.name));
+            std::fs::write(&path, serde_json::to_string_pretty(&record)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    print!("{}", table::render(&rows));
+    eprintln!("results and evidence written to {}", artifacts.display());
+    Ok(all_succeeded)
+}
+
+/// The agent report the operator kept for a benchmark, with the raw evidence.
+async fn evidence_report(client: &Client, namespace: &str, benchmark: &str) -> Option<AgentReport> {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let map = maps
+        .get_opt(&labels::evidence_config_map(benchmark))
+        .await
+        .ok()??;
+    let text = map.data?.remove(labels::EVIDENCE_REPORT_KEY)?;
+    serde_json::from_str(&text).ok()
+}
+
+fn to_record(
+    kind: &KindInfo,
+    object: &DynamicObject,
+    set: Option<String>,
+    report: Option<&AgentReport>,
+    run_id: &str,
+) -> ResultRecord {
+    let spec = object
+        .data
+        .get("spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let status = object
+        .data
+        .get("status")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let annotations = object.annotations();
+    let labels_map = object.labels();
+    let permutation: Map<String, Value> = annotations
+        .get(labels::PERMUTATION)
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_default();
+    let outcome = match phase_of(object) {
+        Some(Phase::Succeeded) => RecordOutcome::Succeeded {
+            summary: status["summary"].as_str().unwrap_or_default().to_owned(),
+            result: status.get("result").cloned().unwrap_or(Value::Null),
+        },
+        _ => {
+            let failed = status["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
+                .cloned()
+                .unwrap_or_default();
+            RecordOutcome::Failed {
+                reason: failed["reason"].as_str().unwrap_or("Unknown").to_owned(),
+                message: failed["message"].as_str().unwrap_or_default().to_owned(),
+            }
+        }
+    };
+    let evidence = report.and_then(|r| {
+        let sha = r.raw_output_sha256.clone()?;
+        Some(Evidence {
+            path: record::evidence_path(&sha),
+            bytes: r.raw_output.as_ref().map_or(0, |raw| raw.len() as u64),
+            sha256: sha,
+        })
+    });
+    let canonical =
+        json!({"apiVersion": perfsweep_benchmarks::API_VERSION, "kind": kind.kind, "spec": spec});
+    let hosts = report.and_then(|r| r.host.clone()).into_iter().collect();
+    ResultRecord {
+        schema_version: record::SCHEMA_VERSION.into(),
+        run_id: run_id.into(),
+        benchmark: BenchmarkIdentity {
+            kind: kind.kind.into(),
+            name: object.name_any(),
+            set,
+            benchmark_case_id: labels_map.get(labels::CASE).cloned(),
+            repetition: labels_map
+                .get(labels::REPETITION)
+                .and_then(|r| r.parse().ok()),
+            permutation,
+        },
+        workload_spec_digest: perfsweep_benchmarks::digest::sha256_hex(&canonical),
+        spec,
+        backend: "kubernetes".into(),
+        environment: Environment {
+            hosts,
+            perfsweep_version: env!("CARGO_PKG_VERSION").into(),
+            command: report.map(|r| r.command.clone()).unwrap_or_default(),
+        },
+        started_at: status["startedAt"].as_str().unwrap_or_default().to_owned(),
+        finished_at: status["finishedAt"].as_str().unwrap_or_default().to_owned(),
+        outcome,
+        evidence,
+    }
+}
+
+fn describe(permutation: &Map<String, Value>) -> String {
+    if permutation.is_empty() {
+        return "-".into();
+    }
+    permutation
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn seconds_between(start: &str, end: &str) -> f64 {
+    match (
+        start.parse::<jiff::Timestamp>(),
+        end.parse::<jiff::Timestamp>(),
+    ) {
+        (Ok(start), Ok(end)) => end.duration_since(start).as_secs_f64().max(0.0),
+        _ => 0.0,
+    }
+}
+
+/// Deletes what the run created; failures are reported, not fatal.
+async fn cleanup(client: &Client, namespace: &str, applied: &[Applied], created_namespace: bool) {
+    for item in applied {
+        let (name, resource) = match item {
+            Applied::Set { name, .. } => (name, kube::api::ApiResource::erase::<BenchmarkSet>(&())),
+            Applied::Benchmark { name, kind } => (name, api_resource(kind)),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => eprintln!("deleted {} {name}", resource.kind),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => eprintln!(
+                "warning: could not delete {} {name}: {error}",
+                resource.kind
+            ),
+        }
+    }
+    if created_namespace {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        match namespaces
+            .delete(namespace, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => eprintln!("deleted namespace {namespace}"),
+            Err(error) => eprintln!("warning: could not delete namespace {namespace}: {error}"),
+        }
+    }
+}

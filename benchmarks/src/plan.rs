@@ -184,7 +184,9 @@ impl Role {
         }
         for text in texts {
             for token in text.split('{').skip(1).filter_map(|t| t.split('}').next()) {
-                if let ["peer", role, _] | ["peers", role] = token.split(':').collect::<Vec<_>>().as_slice() {
+                if let ["peer", role, _] | ["peers", role] =
+                    token.split(':').collect::<Vec<_>>().as_slice()
+                {
                     roles.insert((*role).to_owned());
                 }
             }
@@ -318,7 +320,10 @@ mod tests {
                 package: "openmpi-bin".into(),
                 args: vec![Arg::lit("-H"), Arg::lit("{peer:worker:0},{peer:worker:1}")],
             },
-            files: vec![PlanFile { path: "hosts".into(), contents: "{peers:spare}".into() }],
+            files: vec![PlanFile {
+                path: "hosts".into(),
+                contents: "{peers:spare}".into(),
+            }],
             ports: Vec::new(),
             ready_when: Readiness::Started,
             waits_for: Vec::new(),

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
     plural = "podgroups",
     namespaced,
     status = "PodGroupStatus",
+    derive = "PartialEq",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -77,3 +78,8 @@ pub struct PodGroupCondition {
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 /// The scheduler name of Volcano.
 pub const SCHEDULER_NAME: &str = "volcano";
+/// The pod annotation that names a pod's task (role) within its PodGroup. Volcano counts
+/// pods per task by it (annotation, then label) when it checks `minTaskMember`: a
+/// PodGroup with `minTaskMember` whose pods lack it is never valid, so never scheduled
+/// (`getTaskRole` and `CheckTaskValid` in `pkg/scheduler/api/job_info.go`).
+pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";

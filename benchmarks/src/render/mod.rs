@@ -1,12 +1,29 @@
 //! The Kubernetes objects a benchmark runs as: a Volcano PodGroup, a headless Service for
 //! peer discovery, and one pod per process of the plan. Pure: no cluster access.
 //!
-//! (Interface fixed by the lead; implementation in progress.)
+//! Everything here is generic over kinds: it reads only the [`Plan`] and the fields every
+//! kind shares ([`CommonSpec`]). Each pod runs `perfsweep agent`, configured through the
+//! environment described in [`crate::agent_env`].
+
+pub mod network;
+pub mod placement;
+pub mod pod;
+pub mod pod_group;
+pub mod ports;
+pub mod resources;
+pub mod security;
+pub mod service;
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
-use crate::plan::Plan;
+use crate::common::{CommonSpec, Scheduler};
+use crate::labels;
+use crate::plan::{Plan, process_name};
+use crate::registry::{self, KindInfo};
 
 /// The benchmark object the rendered objects belong to (and are owned by).
 #[derive(Clone, Debug)]
@@ -29,13 +46,34 @@ pub struct Rendered {
 /// Renders the objects of a benchmark of kind `benchmark.kind` with `spec` (its full
 /// spec JSON, already validated) and `plan`.
 pub fn render(
-    _benchmark: &BenchmarkRef,
-    _spec: &Value,
-    _plan: &Plan,
+    benchmark: &BenchmarkRef,
+    spec: &Value,
+    plan: &Plan,
 ) -> Result<Rendered, RenderError> {
-    Err(RenderError::Unsupported(
-        "rendering is being implemented".into(),
-    ))
+    // Every kind flattens CommonSpec into its spec, so the shared fields deserialize from
+    // the whole spec; the kind's own fields are already in the plan.
+    let common: CommonSpec =
+        serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e))?;
+    let kind = registry::lookup(&benchmark.kind).ok_or_else(|| {
+        RenderError::Unsupported(format!(
+            "unknown benchmark kind {:?}: known kinds are {}",
+            benchmark.kind,
+            registry::kind_names().join(", ")
+        ))
+    })?;
+    let context = Context::new(benchmark, &common, plan, kind)?;
+    let pods = plan
+        .processes()
+        .map(|(role, index)| pod::render(&context, role, index))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Rendered {
+        pod_group: match context.scheduler {
+            Scheduler::Volcano => Some(pod_group::render(&context)?),
+            Scheduler::Default => None,
+        },
+        service: service::render(&context),
+        pods,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,4 +82,166 @@ pub enum RenderError {
     Unsupported(String),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+}
+
+pub(crate) fn invalid(path: impl Into<String>, message: impl ToString) -> RenderError {
+    RenderError::Invalid {
+        path: path.into(),
+        message: message.to_string(),
+    }
+}
+
+/// What every part of the rendering reads, checked once.
+pub(crate) struct Context<'a> {
+    pub benchmark: &'a BenchmarkRef,
+    pub common: &'a CommonSpec,
+    pub plan: &'a Plan,
+    pub kind: &'static KindInfo,
+    pub scheduler: Scheduler,
+    pub network: network::NetworkPlan,
+    pub ports: ports::PortNames,
+}
+
+impl<'a> Context<'a> {
+    fn new(
+        benchmark: &'a BenchmarkRef,
+        common: &'a CommonSpec,
+        plan: &'a Plan,
+        kind: &'static KindInfo,
+    ) -> Result<Self, RenderError> {
+        check_names(benchmark, plan)?;
+        if plan.kind != kind.kind {
+            return Err(invalid(
+                "plan.kind",
+                format!(
+                    "the plan is for {}, the benchmark is {}",
+                    plan.kind, kind.kind
+                ),
+            ));
+        }
+        Ok(Self {
+            benchmark,
+            common,
+            plan,
+            kind,
+            scheduler: common.scheduler.unwrap_or_default(),
+            network: network::plan(common)?,
+            ports: ports::PortNames::for_plan(plan)?,
+        })
+    }
+
+    /// Labels on every object of the benchmark.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
+            (NAME_LABEL.to_owned(), self.kind.kind.to_lowercase()),
+            (labels::BENCHMARK.to_owned(), self.benchmark.name.clone()),
+        ])
+    }
+
+    /// Metadata of an object named `name` in the benchmark's namespace, labelled and owned
+    /// by the benchmark (so deleting the benchmark deletes it).
+    pub fn metadata(&self, name: String) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.benchmark.namespace.clone()),
+            labels: Some(self.labels()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: crate::API_VERSION.to_owned(),
+                kind: self.benchmark.kind.clone(),
+                name: self.benchmark.name.clone(),
+                uid: self.benchmark.uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// `app.kubernetes.io/name`: the benchmark kind, lowercase (`iperf`).
+pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+
+/// The names rendering derives from the benchmark and role names must be valid where
+/// they are used; the CRD enforces this for benchmarks, but render is also called with
+/// names from elsewhere (the CLI, tests), and an API server error at create time would
+/// be far from the cause.
+fn check_names(benchmark: &BenchmarkRef, plan: &Plan) -> Result<(), RenderError> {
+    // The Service name must be a DNS-1035 label; it is also the pods' DNS subdomain and a
+    // label value, both at most 63 characters.
+    if !is_dns1035_label(&benchmark.name) {
+        return Err(invalid(
+            "metadata.name",
+            format!(
+                "{:?} must be a DNS label starting with a letter (at most 63 characters): it names the benchmark's Service",
+                benchmark.name
+            ),
+        ));
+    }
+    if plan.roles.is_empty() {
+        return Err(invalid("plan.roles", "the plan has no roles"));
+    }
+    let mut seen = Vec::new();
+    for role in &plan.roles {
+        if seen.contains(&role.name.as_str()) {
+            return Err(invalid(
+                "plan.roles",
+                format!("duplicate role {:?}", role.name),
+            ));
+        }
+        seen.push(&role.name);
+        // Hostnames are `<role>-<index>`: DNS-1123 labels of at most 63 characters.
+        let last = process_name(&role.name, role.replicas.saturating_sub(1));
+        if !is_dns1123_label(&role.name) || !is_dns1123_label(&last) {
+            return Err(invalid(
+                "plan.roles",
+                format!(
+                    "role {:?}: pod hostnames such as {last:?} must be DNS labels of at most 63 characters",
+                    role.name
+                ),
+            ));
+        }
+        // Pod names are `<benchmark>-<role>-<index>`, DNS subdomains of at most 253.
+        let pod_name = format!("{}-{last}", benchmark.name);
+        if pod_name.len() > 253 {
+            return Err(invalid(
+                "metadata.name",
+                format!("pod name {pod_name:?} is longer than 253 characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters (Kubernetes' DNS-1123 label).
+pub(crate) fn is_dns1123_label(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.first() != Some(&b'-')
+        && bytes.last() != Some(&b'-')
+}
+
+/// A DNS-1123 label that starts with a letter (Kubernetes' DNS-1035 label).
+pub(crate) fn is_dns1035_label(text: &str) -> bool {
+    is_dns1123_label(text) && text.as_bytes()[0].is_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        for good in ["a", "iperf-1", "a1", &"a".repeat(63)] {
+            assert!(is_dns1035_label(good), "{good}");
+        }
+        for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
+            assert!(!is_dns1123_label(bad), "{bad}");
+        }
+        assert!(is_dns1123_label("1a") && !is_dns1035_label("1a"));
+    }
 }

@@ -24,3 +24,48 @@ fn every_example_validates() {
     }
     assert!(checked >= 5, "only {checked} example documents found");
 }
+
+#[test]
+fn example_network_attachments_match_the_multus_crd() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crd_text =
+        std::fs::read_to_string(root.join(
+            "testdata/third-party/multus/network-attachment-definitions.k8s.cni.cncf.io.yaml",
+        ))
+        .expect("the Multus CRD is in testdata");
+    let crd = yaml::documents(&crd_text).expect("valid YAML").remove(0);
+    let schema = perfsweep_benchmarks::schema::Node::compile(
+        &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+    )
+    .expect("the Multus schema compiles");
+    let dir = root.join("../examples/networks");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/networks exists") {
+        let path = entry.expect("readable entry").path();
+        let text = std::fs::read_to_string(&path).expect("readable example");
+        for doc in yaml::documents(&text).expect("valid YAML") {
+            assert_eq!(
+                doc["kind"],
+                "NetworkAttachmentDefinition",
+                "{}",
+                path.display()
+            );
+            let errors = schema.check_object_root(&doc);
+            assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+            let config: serde_json::Value =
+                serde_json::from_str(doc["spec"]["config"].as_str().expect("config string"))
+                    .unwrap_or_else(|e| panic!("{}: spec.config is not JSON: {e}", path.display()));
+            assert!(
+                config["type"].is_string(),
+                "{}: the CNI config names a plugin type",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1);
+    // The check can fail: a config of the wrong type is rejected.
+    let bad = serde_json::json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "x"}, "spec": {"config": 5}});
+    assert!(!schema.check_object_root(&bad).is_empty());
+}

@@ -44,8 +44,14 @@ fn main() {
     let (db, tb) = (median(&mut direct_bw), median(&mut through_bw));
     let (dw, tw) = (median(&mut direct_wall), median(&mut through_wall));
     println!("iperf3 over loopback, {SECONDS}s per run, {ROUNDS} alternating rounds (medians):");
-    println!("  iperf3 directly:            {:.2} Gbit/s, {dw:.2}s wall", db / 1e9);
-    println!("  perfsweep run --local:      {:.2} Gbit/s, {tw:.2}s wall", tb / 1e9);
+    println!(
+        "  iperf3 directly:            {:.2} Gbit/s, {dw:.2}s wall",
+        db / 1e9
+    );
+    println!(
+        "  perfsweep run --local:      {:.2} Gbit/s, {tw:.2}s wall",
+        tb / 1e9
+    );
     println!("  bandwidth ratio (perfsweep / direct): {:.3}", tb / db);
     println!("  wall-time overhead per benchmark:     {:.2}s", tw - dw);
     let _ = std::fs::remove_dir_all(&scratch);
@@ -61,7 +67,15 @@ fn direct_run(port: u16) -> (f64, Duration) {
     // Without an agent there is no readiness signal; retry the client until it connects.
     let output = loop {
         let output = Command::new("iperf3")
-            .args(["--client", "127.0.0.1", "--port", &port.to_string(), "--time", &SECONDS.to_string(), "--json"])
+            .args([
+                "--client",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--time",
+                &SECONDS.to_string(),
+                "--json",
+            ])
             .output()
             .expect("iperf3 client runs");
         if output.status.success() {
@@ -75,7 +89,12 @@ fn direct_run(port: u16) -> (f64, Duration) {
         .expect("IPerf kind")
         .parse(&String::from_utf8_lossy(&output.stdout))
         .expect("iperf3 output parses");
-    (parsed.result["receivedBitsPerSecond"].as_f64().unwrap_or(0.0), elapsed)
+    (
+        parsed.result["receivedBitsPerSecond"]
+            .as_f64()
+            .unwrap_or(0.0),
+        elapsed,
+    )
 }
 
 fn perfsweep_run(scratch: &std::path::Path, port: u16) -> (f64, Duration) {
@@ -99,8 +118,14 @@ fn perfsweep_run(scratch: &std::path::Path, port: u16) -> (f64, Duration) {
         .expect("perfsweep runs");
     let elapsed = start.elapsed();
     assert!(status.success(), "perfsweep run --local failed");
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("overhead.json")).expect("record written"))
-            .expect("record is JSON");
-    (record["outcome"]["result"]["receivedBitsPerSecond"].as_f64().unwrap_or(0.0), elapsed)
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("overhead.json")).expect("record written"),
+    )
+    .expect("record is JSON");
+    (
+        record["outcome"]["result"]["receivedBitsPerSecond"]
+            .as_f64()
+            .unwrap_or(0.0),
+        elapsed,
+    )
 }

@@ -11,7 +11,10 @@ fn perfsweep() -> Command {
 }
 
 fn iperf3_available() -> bool {
-    Command::new("iperf3").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("iperf3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -45,9 +48,17 @@ fn records(dir: &Path) -> Vec<Value> {
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .map(|p| serde_json::from_str(&std::fs::read_to_string(&p).expect("readable record")).expect("JSON record"))
+        .map(|p| {
+            serde_json::from_str(&std::fs::read_to_string(&p).expect("readable record"))
+                .expect("JSON record")
+        })
         .collect();
-    records.sort_by_key(|r| r["benchmark"]["name"].as_str().unwrap_or_default().to_owned());
+    records.sort_by_key(|r| {
+        r["benchmark"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
     records
 }
 
@@ -70,7 +81,10 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("BENCHMARK") && stdout.contains("Gbit/s"), "results table:\n{stdout}");
+    assert!(
+        stdout.contains("BENCHMARK") && stdout.contains("Gbit/s"),
+        "results table:\n{stdout}"
+    );
 
     let records = records(&out);
     assert_eq!(records.len(), 4, "2 permutations × 2 repetitions");
@@ -98,8 +112,14 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
             .expect("recorded received bits/s");
         assert_eq!(recorded, measured, "the record holds iperf3's own number");
         assert!(measured > 0.0);
-        let iperf_streams = iperf.pointer("/start/test_start/num_streams").and_then(Value::as_u64);
-        assert_eq!(iperf_streams, Some(streams), "iperf3 ran with the permutation's streams");
+        let iperf_streams = iperf
+            .pointer("/start/test_start/num_streams")
+            .and_then(Value::as_u64);
+        assert_eq!(
+            iperf_streams,
+            Some(streams),
+            "iperf3 ran with the permutation's streams"
+        );
     }
     streams_seen.sort();
     assert_eq!(streams_seen, vec![1, 1, 2, 2]);
@@ -123,7 +143,10 @@ fn a_missing_tool_names_its_debian_package() {
         .expect("perfsweep runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(stderr.contains("install the Debian package iperf3"), "{stderr}");
+    assert!(
+        stderr.contains("install the Debian package iperf3"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -134,20 +157,38 @@ fn parse_prints_the_structured_result_and_rejects_garbage() {
         .expect("iperf fixtures")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains("tcp")) && p.extension().is_some_and(|e| e == "json"))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("tcp"))
+                && p.extension().is_some_and(|e| e == "json")
+        })
         .expect("a TCP iperf3 fixture");
-    let output = perfsweep().args(["parse", "iperf"]).arg(&file).output().expect("runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = perfsweep()
+        .args(["parse", "iperf"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let parsed: Value = serde_json::from_slice(&output.stdout).expect("JSON output");
-    let raw: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("fixture")).expect("JSON");
+    let raw: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("fixture")).expect("JSON");
     assert_eq!(
         parsed["result"]["receivedBitsPerSecond"].as_f64(),
-        raw.pointer("/end/sum_received/bits_per_second").and_then(Value::as_f64)
+        raw.pointer("/end/sum_received/bits_per_second")
+            .and_then(Value::as_f64)
     );
 
     let garbage = scratch("garbage").join("garbage.txt");
     std::fs::write(&garbage, "{\"start\": {\"truncated").expect("written");
-    let output = perfsweep().args(["parse", "iperf"]).arg(&garbage).output().expect("runs");
+    let output = perfsweep()
+        .args(["parse", "iperf"])
+        .arg(&garbage)
+        .output()
+        .expect("runs");
     assert!(!output.status.success());
     assert!(!String::from_utf8_lossy(&output.stderr).contains("panicked"));
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::discovery;
 use crate::error::ApiError;
+use crate::logs::{LogQuery, PodLogs};
 use crate::meta;
 use crate::patch::PatchKind;
 use crate::path::{self, ResourcePath, Route};
@@ -32,6 +33,8 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) struct Shared {
     pub store: Store,
     pub log: RequestLog,
+    /// Container logs served at `pods/{name}/log`.
+    pub pod_logs: PodLogs,
     /// `host:port`, advertised in `/api`.
     pub address: String,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -208,9 +211,11 @@ async fn dispatch(
     } else {
         target.namespace.is_none()
     };
+    let is_pod_log = rt.group.is_empty() && rt.plural == "pods";
     let subresource_ok = match target.subresource.as_deref() {
         None => true,
         Some("status") => rt.status_subresource,
+        Some("log") => is_pod_log,
         Some(_) => false,
     };
     if !scope_ok || !subresource_ok {
@@ -219,6 +224,17 @@ async fn dispatch(
     let ns = target.namespace.as_deref();
     let name = target.name.as_deref().unwrap_or_default();
     let store = &shared.store;
+    if target.subresource.as_deref() == Some("log") {
+        if verb != "get" {
+            return Err(ApiError::method_not_allowed());
+        }
+        let ns = ns.unwrap_or_default();
+        let pod = store.get(&rt, ns, name)?;
+        let text = shared
+            .pod_logs
+            .read(ns, &pod, &LogQuery::parse(&request.query)?)?;
+        return Ok(text_response(StatusCode::OK, text));
+    }
     match verb {
         "get" => {
             let obj = store.get(&rt, ns.unwrap_or_default(), name)?;
@@ -388,6 +404,16 @@ fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn text_response(code: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
     );
     response
 }

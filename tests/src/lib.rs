@@ -17,7 +17,8 @@
 //!   (no kubelet grace period). Deleting a CRD removes its objects immediately.
 //! - `limit`/`continue` are ignored (lists are complete); `resourceVersion` on get and
 //!   list is ignored (always the latest state); `dryRun` is not supported.
-//! - No aggregated discovery, protobuf, table output, or subresources besides `status`.
+//! - No aggregated discovery, protobuf, table output, or subresources besides `status` and
+//!   pods' `log` (text set by the test; no `follow`, `previous`, `since*` or timestamps).
 
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ mod error;
 mod gvr;
 mod handler;
 mod ids;
+mod logs;
 mod meta;
 mod patch;
 mod path;

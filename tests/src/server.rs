@@ -45,6 +45,7 @@ impl ApiDouble {
         let shared = Arc::new(Shared {
             store: Store::new(),
             log: RequestLog::default(),
+            pod_logs: Default::default(),
             address: address.clone(),
             shutdown: stopped.clone(),
         });
@@ -137,6 +138,13 @@ preferences: {{}}
             }
             other => other.map(drop),
         }
+    }
+
+    /// Sets the log `GET .../pods/{pod}/log?container={container}` answers with (recorded
+    /// as verb `get` on `pods/log`). `tailLines` and `limitBytes` are honoured; a pod
+    /// that does not exist is a 404, a container without a log has an empty one.
+    pub fn set_pod_log(&self, ns: &str, pod: &str, container: &str, text: &str) {
+        self.shared.pod_logs.set(ns, pod, container, text);
     }
 
     /// Every request answered so far, oldest first.

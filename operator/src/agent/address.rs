@@ -39,7 +39,10 @@ pub async fn resolve(source: &AddressSource, wait: Duration) -> Result<DataAddre
         AddressSource::Env(variable) => std::env::var(variable)
             .ok()
             .filter(|v| !v.is_empty())
-            .map(|ip| DataAddress { ip, interface: None })
+            .map(|ip| DataAddress {
+                ip,
+                interface: None,
+            })
             .ok_or_else(|| AddressError::MissingVariable {
                 variable: variable.clone(),
             }),
@@ -90,8 +93,12 @@ mod tests {
             let file = file.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                let status = r#"[{"name":"default/sriov","interface":"net1","ips":["192.168.1.9"]}]"#;
-                let line = format!("{NETWORK_STATUS}={}\n", serde_json::to_string(status).unwrap());
+                let status =
+                    r#"[{"name":"default/sriov","interface":"net1","ips":["192.168.1.9"]}]"#;
+                let line = format!(
+                    "{NETWORK_STATUS}={}\n",
+                    serde_json::to_string(status).unwrap()
+                );
                 std::fs::write(&file, line).unwrap();
             })
         };
@@ -108,7 +115,9 @@ mod tests {
             network: "nope".into(),
             annotations_file: "/nonexistent/annotations".into(),
         };
-        let error = resolve(&source, Duration::from_millis(100)).await.unwrap_err();
+        let error = resolve(&source, Duration::from_millis(100))
+            .await
+            .unwrap_err();
         assert!(error.to_string().contains("network nope"), "{error}");
     }
 }

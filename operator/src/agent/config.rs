@@ -35,7 +35,8 @@ impl AgentConfig {
         let required = |variable: &'static str| {
             lookup(variable).ok_or_else(|| ConfigError {
                 variable,
-                message: "not set (the agent is started by perfsweep's backends, which set it)".into(),
+                message: "not set (the agent is started by perfsweep's backends, which set it)"
+                    .into(),
             })
         };
         let invalid = |variable: &'static str| {
@@ -59,7 +60,9 @@ impl AgentConfig {
         let peers: PeerEndpoints = serde_json::from_str(&required(agent_env::PEERS)?)
             .map_err(|e| invalid(agent_env::PEERS)(&e))?;
         let control_port = match lookup(agent_env::CONTROL_PORT) {
-            Some(port) => port.parse().map_err(|e| invalid(agent_env::CONTROL_PORT)(&e))?,
+            Some(port) => port
+                .parse()
+                .map_err(|e| invalid(agent_env::CONTROL_PORT)(&e))?,
             None => agent_env::DEFAULT_CONTROL_PORT,
         };
         let address = required(agent_env::ADDRESS)?

@@ -36,7 +36,10 @@ impl Control {
     }
 
     pub fn status(&self) -> Status {
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Completes when a peer sends `STOP`.
@@ -80,7 +83,8 @@ impl Control {
 /// Asks the agent at `endpoint` (`host:port`) for its status.
 pub async fn query(endpoint: &str) -> std::io::Result<Status> {
     let reply = request(endpoint, "STATUS").await?;
-    serde_json::from_str(&reply).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    serde_json::from_str(&reply)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Tells the agent at `endpoint` to stop its command.
@@ -98,7 +102,9 @@ async fn request(endpoint: &str, command: &str) -> std::io::Result<String> {
     };
     tokio::time::timeout(Duration::from_secs(5), exchange)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "control request timed out"))?
+        .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "control request timed out")
+        })?
 }
 
 #[cfg(test)]

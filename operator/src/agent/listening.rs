@@ -35,8 +35,14 @@ mod tests {
 
     #[test]
     fn finds_listeners_by_port_and_state() {
-        assert!(table_has_listener(TABLE, 5201), "0x1451 = 5201 is listening");
-        assert!(!table_has_listener(TABLE, 8080), "0x1F90 = 8080 is an established connection");
+        assert!(
+            table_has_listener(TABLE, 5201),
+            "0x1451 = 5201 is listening"
+        );
+        assert!(
+            !table_has_listener(TABLE, 8080),
+            "0x1F90 = 8080 is an established connection"
+        );
         assert!(!table_has_listener("garbage", 5201));
     }
 

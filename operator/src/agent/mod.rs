@@ -76,7 +76,10 @@ pub async fn run(config: AgentConfig) -> ExitCode {
             started,
             Failure::new(
                 "ControlPortUnavailable",
-                format!("cannot serve the control endpoint on {bind_host}:{}: {error}", config.control_port),
+                format!(
+                    "cannot serve the control endpoint on {bind_host}:{}: {error}",
+                    config.control_port
+                ),
             ),
         ),
         Ok(listener) => {
@@ -106,7 +109,11 @@ pub async fn run(config: AgentConfig) -> ExitCode {
     }
 }
 
-async fn play(config: &AgentConfig, control: &Control, deadline: Instant) -> Result<Played, Failure> {
+async fn play(
+    config: &AgentConfig,
+    control: &Control,
+    deadline: Instant,
+) -> Result<Played, Failure> {
     let role = config.role();
     let remaining = deadline.saturating_duration_since(Instant::now());
     let own = address::resolve(&config.address, remaining)
@@ -124,7 +131,10 @@ async fn play(config: &AgentConfig, control: &Control, deadline: Instant) -> Res
     }
 
     std::fs::create_dir_all(&config.workdir).map_err(|e| {
-        Failure::new("WorkdirUnavailable", format!("{}: {e}", config.workdir.display()))
+        Failure::new(
+            "WorkdirUnavailable",
+            format!("{}: {e}", config.workdir.display()),
+        )
     })?;
     for file in &role.files {
         let contents = plan::fill(&file.contents, &peers)
@@ -136,7 +146,11 @@ async fn play(config: &AgentConfig, control: &Control, deadline: Instant) -> Res
     for step in &role.setup {
         let argv = plan::resolve_args(&step.args, &peers)
             .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
-        within(deadline, process::run_setup(step, &argv, &config.workdir, &role.env)).await??;
+        within(
+            deadline,
+            process::run_setup(step, &argv, &config.workdir, &role.env),
+        )
+        .await??;
     }
 
     let argv = plan::resolve_args(&role.command.args, &peers)
@@ -176,11 +190,14 @@ async fn play(config: &AgentConfig, control: &Control, deadline: Instant) -> Res
             return Err(failure);
         }
     };
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| Failure::new("ToolFailed", format!("waiting for {}: {e}", role.command.program)))?;
-    let stopped_on_request = role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
+    let status = child.wait().await.map_err(|e| {
+        Failure::new(
+            "ToolFailed",
+            format!("waiting for {}: {e}", role.command.program),
+        )
+    })?;
+    let stopped_on_request =
+        role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
     if !status.success() && !stopped_on_request {
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
@@ -216,7 +233,10 @@ fn control_stopped(status: &std::process::ExitStatus) -> bool {
     }
 }
 
-async fn within<T>(deadline: Instant, work: impl std::future::Future<Output = T>) -> Result<T, Failure> {
+async fn within<T>(
+    deadline: Instant,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Failure> {
     tokio::time::timeout_at(deadline, work)
         .await
         .map_err(|_| Failure::new("Timeout", "the benchmark's timeout passed"))
@@ -238,9 +258,16 @@ async fn peer_addresses(config: &AgentConfig, deadline: Instant) -> Result<PeerA
     Ok(peers)
 }
 
-async fn wait_until_ready(config: &AgentConfig, role: &str, deadline: Instant) -> Result<(), Failure> {
+async fn wait_until_ready(
+    config: &AgentConfig,
+    role: &str,
+    deadline: Instant,
+) -> Result<(), Failure> {
     let endpoints = config.peers.get(role).ok_or_else(|| {
-        Failure::new("PlanInvalid", format!("this role waits for {role}, which has no peers"))
+        Failure::new(
+            "PlanInvalid",
+            format!("this role waits for {role}, which has no peers"),
+        )
     })?;
     for endpoint in endpoints {
         tracing::info!(%role, %endpoint, "waiting for peer to be ready");
@@ -270,7 +297,9 @@ async fn poll(
             Err(error) if Instant::now() >= deadline => {
                 return Err(Failure::new(
                     "PeerUnreachable",
-                    format!("peer {role} at {endpoint} could not be reached before the timeout: {error}"),
+                    format!(
+                        "peer {role} at {endpoint} could not be reached before the timeout: {error}"
+                    ),
                 ));
             }
             Err(_) => {}
@@ -298,7 +327,12 @@ async fn become_ready(readiness: Readiness, control: Control) {
 }
 
 async fn stop_serving_peers(config: &AgentConfig) {
-    for role in config.plan.roles.iter().filter(|r| r.lifetime == Lifetime::Serve) {
+    for role in config
+        .plan
+        .roles
+        .iter()
+        .filter(|r| r.lifetime == Lifetime::Serve)
+    {
         for endpoint in config.peers.get(&role.name).into_iter().flatten() {
             if let Err(error) = control::stop(endpoint).await {
                 tracing::debug!(%endpoint, %error, "peer already gone");
@@ -312,13 +346,21 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
         .args(["link", "set", "dev", interface, "mtu", &mtu.to_string()])
         .status()
         .await
-        .map_err(|e| Failure::new("MtuFailed", format!("cannot run ip (package iproute2): {e}")))?;
+        .map_err(|e| {
+            Failure::new(
+                "MtuFailed",
+                format!("cannot run ip (package iproute2): {e}"),
+            )
+        })?;
     if status.success() {
         Ok(())
     } else {
         Err(Failure::new(
             "MtuFailed",
-            format!("setting MTU {mtu} on {interface} failed ({}); the pod needs NET_ADMIN", process::describe(status)),
+            format!(
+                "setting MTU {mtu} on {interface} failed ({}); the pod needs NET_ADMIN",
+                process::describe(status)
+            ),
         ))
     }
 }
@@ -346,7 +388,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
             summary: None,
         }
     };
-    let evidence = config.is_result_process().then(|| raw);
+    let evidence = config.is_result_process().then_some(raw);
     AgentReport {
         kind: config.plan.kind.clone(),
         role: config.role.clone(),
@@ -356,7 +398,9 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
         started_at: played.started_at.to_string(),
         finished_at: played.finished_at.to_string(),
         host: config.host.clone(),
-        raw_output_sha256: evidence.as_ref().map(|raw| report::sha256_hex(raw.as_bytes())),
+        raw_output_sha256: evidence
+            .as_ref()
+            .map(|raw| report::sha256_hex(raw.as_bytes())),
         raw_output: evidence,
     }
 }

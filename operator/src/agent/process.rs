@@ -37,7 +37,10 @@ pub fn spawn(
                 ),
             )
         } else {
-            Failure::new("ToolFailed", format!("cannot start {}: {error}", command.program))
+            Failure::new(
+                "ToolFailed",
+                format!("cannot start {}: {error}", command.program),
+            )
         }
     })
 }
@@ -73,10 +76,12 @@ pub async fn run_setup(
 ) -> Result<(), Failure> {
     let mut child = spawn(command, argv, workdir, env)?;
     let output = tee_stdout(child.stdout.take()).await;
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| Failure::new("ToolFailed", format!("waiting for {}: {e}", command.program)))?;
+    let status = child.wait().await.map_err(|e| {
+        Failure::new(
+            "ToolFailed",
+            format!("waiting for {}: {e}", command.program),
+        )
+    })?;
     if status.success() {
         Ok(())
     } else {
@@ -84,7 +89,11 @@ pub async fn run_setup(
         let tail: String = tail.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
         Err(Failure::new(
             "SetupFailed",
-            format!("{} exited with {}: {tail}", command.program, describe(status)),
+            format!(
+                "{} exited with {}: {tail}",
+                command.program,
+                describe(status)
+            ),
         ))
     }
 }

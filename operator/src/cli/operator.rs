@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::controller::leader::{self, LeaderElection};
 use crate::controller::{self, Settings};
 
 #[derive(Debug, clap::Args)]
@@ -19,23 +20,57 @@ pub struct OperatorArgs {
     /// Merge reconcile requests for one object within this many milliseconds.
     #[arg(long, default_value_t = 500)]
     pub debounce_ms: u64,
-    /// This replica's name, for events (the pod name in a cluster).
+    /// This replica's name, for events and as the leader election identity (the pod
+    /// name in a cluster).
     #[arg(long, env = "POD_NAME")]
     pub instance: Option<String>,
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that several replicas
+    /// can run and exactly one acts (the Helm chart turns this on).
+    #[arg(long, env = "PERFSWEEP_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "perfsweep-operator")]
+    pub leader_election_lease: String,
+    /// Namespace of the leader election Lease (default: the operator's own namespace,
+    /// from POD_NAMESPACE, else the kubeconfig's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
 }
 
 pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the Kubernetes API (in-cluster config or kubeconfig)")?;
+    let identity = args.instance.clone().unwrap_or_else(fallback_identity);
     let settings = Settings {
         namespace: args.namespace,
         health_addr: args.health_addr,
         debounce: Duration::from_millis(args.debounce_ms),
-        instance: args.instance,
+        instance: Some(identity.clone()),
     };
-    controller::run(client, settings, shutdown_signal()).await?;
+    if args.leader_election {
+        let namespace = args
+            .leader_election_namespace
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let election = LeaderElection::new(&args.leader_election_lease, &namespace, &identity);
+        tracing::info!(lease = %format!("{namespace}/{}", args.leader_election_lease), %identity, "leader election on");
+        leader::run_with_leader_election(client, settings, election, shutdown_signal()).await?;
+    } else {
+        controller::run(client, settings, shutdown_signal()).await?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An identity for a replica started without POD_NAME (outside a pod): host and process,
+/// unique among replicas that can run at the same time.
+fn fallback_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "perfsweep".to_owned());
+    format!("{host}-{}", std::process::id())
 }
 
 /// SIGTERM (the kubelet stopping the pod) or Ctrl-C.

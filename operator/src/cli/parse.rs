@@ -19,7 +19,8 @@ pub fn run(kind: &str, file: &Path) -> anyhow::Result<ExitCode> {
     };
     match info.parse(&raw) {
         Ok(parsed) => {
-            let output = json!({"kind": info.kind, "summary": parsed.summary, "result": parsed.result});
+            let output =
+                json!({"kind": info.kind, "summary": parsed.summary, "result": parsed.result});
             println!("{}", serde_json::to_string_pretty(&output)?);
             Ok(ExitCode::SUCCESS)
         }

@@ -303,10 +303,11 @@ async fn download(
         for object in objects {
             let report = evidence_report(client, namespace, &object.name_any()).await;
             let record = to_record(kind, &object, set.clone(), report.as_ref(), run_id);
-            if let (Some(report), Some(evidence)) = (&report, &record.evidence) {
-                if let Some(raw) = &report.raw_output {
-                    std::fs::write(artifacts.join(&evidence.path), raw)?;
-                }
+            if let (Some(raw), Some(evidence)) = (
+                report.as_ref().and_then(|r| r.raw_output.as_ref()),
+                &record.evidence,
+            ) {
+                std::fs::write(artifacts.join(&evidence.path), raw)?;
             }
             let (result, succeeded) = match &record.outcome {
                 RecordOutcome::Succeeded { summary, .. } => (summary.clone(), true),

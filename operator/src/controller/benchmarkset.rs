@@ -373,7 +373,24 @@ async fn patch_status(
     status: &BenchmarkSetStatus,
 ) -> Result<(), Error> {
     let sets: Api<BenchmarkSet> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch = json!({ "status": status });
+    let serialize = |status: &BenchmarkSetStatus| {
+        serde_json::to_value(status).map_err(|source| Error::Serialize {
+            what: "a BenchmarkSet status",
+            source,
+        })
+    };
+    // A merge patch keeps every field it leaves out, and empty fields are not serialized:
+    // clear what the old status had and the new one does not (failures of deleted
+    // children, finishedAt of a set that runs again, the summary of an invalid set).
+    let mut body = serialize(status)?;
+    if let (Some(old), Value::Object(new)) = (&set.status, &mut body)
+        && let Value::Object(old) = serialize(old)?
+    {
+        for field in old.keys() {
+            new.entry(field.clone()).or_insert(Value::Null);
+        }
+    }
+    let patch = json!({ "status": body });
     sets.patch_status(
         &set.name_any(),
         &PatchParams::default(),

@@ -1,7 +1,9 @@
 //! The operator: controllers on kube-runtime, their shared context and error type.
 
 pub mod backoff;
+pub mod benchmark;
 pub mod benchmarkset;
+pub mod leader;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -95,6 +97,7 @@ pub async fn run(
     let health_task = tokio::spawn(health_server);
 
     let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
+    let benchmarks = benchmark::run(ctx.clone(), settings.clone(), stopped.clone());
     let sets = benchmarkset::controller(&client, &settings)
         .with_config(controller::Config::default().debounce(settings.debounce))
         .graceful_shutdown_on(stopped())
@@ -111,7 +114,7 @@ pub async fn run(
         tracing::info!("shutting down: finishing in-flight reconciles");
         let _ = stop_tx.send(true);
     });
-    sets.await;
+    futures::join!(sets, benchmarks);
     readiness.set_ready(false);
     let _ = health_task.await;
     Ok(())

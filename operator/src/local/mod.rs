@@ -57,7 +57,10 @@ pub struct LocalRun {
 
 /// Settings a pod would honour but loopback cannot, named so users are not misled.
 pub fn ignored_settings(spec: &Value) -> Vec<&'static str> {
-    let set = |field: &str| spec.get(field).is_some_and(|v| !v.is_null() && v != &Value::Bool(false));
+    let set = |field: &str| {
+        spec.get(field)
+            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
+    };
     [
         "hostNetwork",
         "networkName",
@@ -149,9 +152,16 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 
 type RunError = (String, String);
 
-async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<AgentReport, RunError> {
-    let scratch = options.scratch.join(format!("perfsweep-{}-{name}", std::process::id()));
-    let io_error = |what: &str, e: std::io::Error| ("LocalSetupFailed".to_owned(), format!("{what}: {e}"));
+async fn run_plan(
+    plan: &Plan,
+    name: &str,
+    options: &LocalOptions,
+) -> Result<AgentReport, RunError> {
+    let scratch = options
+        .scratch
+        .join(format!("perfsweep-{}-{name}", std::process::id()));
+    let io_error =
+        |what: &str, e: std::io::Error| ("LocalSetupFailed".to_owned(), format!("{what}: {e}"));
     std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
 
     let mut ports = BTreeMap::new();
@@ -159,17 +169,25 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
     for (role, index) in plan.processes() {
         let port = free_port().map_err(|e| io_error("allocating a control port", e))?;
         ports.insert((role.name.clone(), index), port);
-        peers.entry(role.name.clone()).or_default().push(format!("127.0.0.1:{port}"));
+        peers
+            .entry(role.name.clone())
+            .or_default()
+            .push(format!("127.0.0.1:{port}"));
     }
-    let plan_json = serde_json::to_string(plan).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
-    let peers_json = serde_json::to_string(&peers).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
+    let plan_json =
+        serde_json::to_string(plan).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
+    let peers_json =
+        serde_json::to_string(&peers).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
     let host = hostname();
 
     let mut result_process = None;
     let mut others = Vec::new();
     for (role, index) in plan.processes() {
         let workdir = scratch.join(process_name(&role.name, index));
-        let port = ports.get(&(role.name.clone(), index)).copied().unwrap_or_default();
+        let port = ports
+            .get(&(role.name.clone(), index))
+            .copied()
+            .unwrap_or_default();
         let mut command = Command::new(&options.agent_program);
         command
             .arg("agent")
@@ -178,7 +196,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
             .env(agent_env::INDEX, index.to_string())
             .env(agent_env::PEERS, &peers_json)
             .env(agent_env::CONTROL_PORT, port.to_string())
-            .env(agent_env::ADDRESS, AddressSource::Literal("127.0.0.1".into()).to_string())
+            .env(
+                agent_env::ADDRESS,
+                AddressSource::Literal("127.0.0.1".into()).to_string(),
+            )
             .env(agent_env::WORKDIR, &workdir)
             .env(agent_env::HOST, &host)
             .stdin(Stdio::null())
@@ -186,7 +207,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let child = command.spawn().map_err(|e| {
-            io_error(&format!("starting the agent {}", options.agent_program.display()), e)
+            io_error(
+                &format!("starting the agent {}", options.agent_program.display()),
+                e,
+            )
         })?;
         let process = AgentProcess {
             label: process_name(&role.name, index),
@@ -199,7 +223,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
         }
     }
     let Some(mut result_process) = result_process else {
-        return Err(("PlanInvalid".into(), format!("the plan has no {}-0 process", plan.result_role)));
+        return Err((
+            "PlanInvalid".into(),
+            format!("the plan has no {}-0 process", plan.result_role),
+        ));
     };
 
     // The agents enforce the plan's timeout themselves; this is the backstop.
@@ -219,7 +246,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
     let _ = std::fs::remove_dir_all(&scratch);
     let output = collected.map_err(|_| {
         let _ = result_process.child.start_kill();
-        ("Timeout".to_owned(), format!("no result within {backstop:?}"))
+        (
+            "Timeout".to_owned(),
+            format!("no result within {backstop:?}"),
+        )
     })?;
     match report::find(&output.stdout) {
         Ok(mut report) => {
@@ -231,7 +261,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Age
             }
             Ok(report)
         }
-        Err(error) => Err(("AgentFailed".into(), format!("{error}; agent log: {}", output.stderr_tail()))),
+        Err(error) => Err((
+            "AgentFailed".into(),
+            format!("{error}; agent log: {}", output.stderr_tail()),
+        )),
     }
 }
 
@@ -271,14 +304,20 @@ impl AgentProcess {
         };
         tokio::join!(read_out, read_err);
         let success = self.child.wait().await.is_ok_and(|s| s.success());
-        AgentOutput { stdout, stderr, success }
+        AgentOutput {
+            stdout,
+            stderr,
+            success,
+        }
     }
 }
 
 fn free_port() -> std::io::Result<u16> {
     // Another process could take the port before the agent binds it; agents fail with
     // ControlPortUnavailable then, which names the port.
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn hostname() -> String {

@@ -55,8 +55,20 @@ mod tests {
     #[test]
     fn columns_align() {
         let rows = vec![
-            Row { name: "a".into(), permutation: "streams=1".into(), repetition: "0".into(), result: "9.41 Gbit/s".into(), seconds: 10.04 },
-            Row { name: "longer-name".into(), permutation: "streams=16".into(), repetition: "1".into(), result: "FAILED".into(), seconds: 1.0 },
+            Row {
+                name: "a".into(),
+                permutation: "streams=1".into(),
+                repetition: "0".into(),
+                result: "9.41 Gbit/s".into(),
+                seconds: 10.04,
+            },
+            Row {
+                name: "longer-name".into(),
+                permutation: "streams=16".into(),
+                repetition: "1".into(),
+                result: "FAILED".into(),
+                seconds: 1.0,
+            },
         ];
         let text = render(&rows);
         let lines: Vec<&str> = text.lines().collect();

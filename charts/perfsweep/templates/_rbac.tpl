@@ -1,0 +1,114 @@
+{{/*
+What the operator does to the cluster, exactly: derived from operator/src/controller/
+(the CLI's own calls do not count) and checked by operator/tests/rbac_completeness.rs,
+which runs the operator against an API double and fails on a request these rules do not
+allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
+per-namespace Roles (watch.namespaces). No Secrets, no cluster-scoped objects.
+Discovery of Volcano's API group is a non-resource URL every authenticated user may read
+(system:discovery), so it needs no rule here.
+*/}}
+{{- define "perfsweep.rules" -}}
+# BenchmarkSet controller: watches sets (list, watch; never reads one by name) and
+# records expansion and progress in their status subresource (merge patch).
+- apiGroups: ["perfsweep.io"]
+  resources: ["benchmarksets"]
+  verbs: ["list", "watch"]
+- apiGroups: ["perfsweep.io"]
+  resources: ["benchmarksets/status"]
+  verbs: ["patch"]
+# Benchmarks of every kind:
+# - list, watch: the set controller follows its children, each kind's controller its
+#   benchmarks;
+# - create: the set controller creates children; delete: it deletes children that a
+#   spec edit removed from the sweep;
+# - get: the benchmark controller re-reads a benchmark before creating its pods, so a
+#   stale cache never starts a finished benchmark again;
+# - patch: the evidence digest annotation (perfsweep.io/evidence-sha256) on a finished
+#   benchmark.
+- apiGroups: ["perfsweep.io"]
+  resources:
+{{- range include "perfsweep.benchmarkResources" . | fromJsonArray }}
+    - {{ . | quote }}
+{{- end }}
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# Benchmark status (phase, conditions, result): merge patch on the resourceVersion the
+# decision was made on.
+- apiGroups: ["perfsweep.io"]
+  resources:
+{{- range include "perfsweep.benchmarkResources" . | fromJsonArray }}
+    - {{ printf "%s/status" . | quote }}
+{{- end }}
+  verbs: ["patch"]
+# The evidence ConfigMap (<benchmark>-evidence): the agent's report with the raw tool
+# output, kept when a benchmark succeeds so it outlives the pods (owned by the
+# benchmark, so it goes with it; an existing one is left as it is).
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
+# Everything the operator creates carries an owner reference with blockOwnerDeletion
+# (children → their BenchmarkSet; pods, Service, PodGroup, ConfigMap → their
+# benchmark). Where the OwnerReferencesPermissionEnforcement admission plugin is on,
+# that needs update on the owner's finalizers subresource.
+- apiGroups: ["perfsweep.io"]
+  resources:
+    - "benchmarksets/finalizers"
+{{- range include "perfsweep.benchmarkResources" . | fromJsonArray }}
+    - {{ printf "%s/finalizers" . | quote }}
+{{- end }}
+  verbs: ["update"]
+# Benchmark pods: the benchmark controllers watch the pods they own (list, watch), list
+# a benchmark's pods by label, create one per process of the plan and delete them when
+# the benchmark ends.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# The result pod's agent log carries the structured result and the raw evidence.
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+# The headless Service that gives a benchmark's pods peer DNS names: created with the
+# pods, listed and deleted when the benchmark ends.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "create", "delete"]
+# Volcano PodGroups gang-schedule a benchmark's pods: watched (list, watch), read by name
+# before creating one, created, and deleted when the benchmark ends.
+- apiGroups: ["scheduling.volcano.sh"]
+  resources: ["podgroups"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Events on sets and benchmarks (kube-runtime's Recorder): create, and patch to count a
+# repeat of the same event.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* Plural names of the benchmark kinds, from the CRDs the chart ships. */}}
+{{- define "perfsweep.benchmarkResources" -}}
+{{- $plurals := list -}}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
+{{- $crd := $.Files.Get $path | fromYaml -}}
+{{- if ne $crd.spec.names.kind "BenchmarkSet" -}}
+{{- $plurals = append $plurals $crd.spec.names.plural -}}
+{{- end -}}
+{{- end -}}
+{{- $plurals | sortAlpha | toJson -}}
+{{- end -}}
+
+{{/*
+Leader election: the Lease the operator takes and renews (get, update) is named, so
+those verbs are limited to it; create cannot be limited by name (RBAC cannot know the
+name of an object that does not exist yet). Only in the release namespace.
+*/}}
+{{- define "perfsweep.leaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames:
+{{- range (include "perfsweep.instances" . | fromJson).items }}
+    - {{ .lease | quote }}
+{{- end }}
+  verbs: ["get", "update"]
+{{- end -}}

@@ -1,0 +1,1167 @@
+//! The benchmark controllers: one small kube-runtime controller per kind, all driven by
+//! the same engine. A controller runs a benchmark once: it creates the rendered objects
+//! (PodGroup, Service, pods), follows the pods to a result or a failure, records that in
+//! status, and deletes what it created. A finished benchmark is never run again.
+//!
+//! Reconcile runs as dereference → validate → build → apply → update status; only the
+//! ends touch the cluster. What the pods mean is decided by pure functions ([`assess`],
+//! [`outcome`]). Failures the benchmark cannot recover from (a bad spec, an image that
+//! cannot be pulled, a failed pod, pods the scheduler cannot place within the timeout,
+//! a result that cannot be read) end it as Failed with a reason; only failures to talk
+//! to the API server are retried.
+//!
+//! Status writes carry the `resourceVersion` the decision was made on, and objects are
+//! only created after re-reading the benchmark: a reconcile working from a stale cache
+//! can neither overwrite a newer status nor bring back pods of a finished benchmark.
+
+mod assess;
+mod outcome;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::core::NamespaceResourceScope;
+use kube::core::object::HasStatus;
+use kube::runtime::Controller;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use perfsweep_benchmarks::common::CommonSpec;
+use perfsweep_benchmarks::kinds;
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::plan::{PlanError, process_name};
+use perfsweep_benchmarks::registry::{self, BenchmarkKind, KindInfo};
+use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
+use perfsweep_benchmarks::status::{
+    BenchmarkStatus, Phase, condition, condition_status, set_condition,
+};
+use perfsweep_benchmarks::volcano::PodGroup;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use self::assess::{Failure, Observed, Verdict};
+use self::outcome::Success;
+use super::{Context, Error, Settings, default_watcher, scoped_api};
+
+/// The container that runs `perfsweep agent` in every benchmark pod; its log ends with
+/// the agent's report.
+pub const AGENT_CONTAINER: &str = render::pod::CONTAINER_NAME;
+
+/// Annotation on a finished benchmark: SHA-256 of the tool's raw output its result was
+/// parsed from (the output itself is in the result pod's log and the agent's report).
+pub const EVIDENCE_ANNOTATION: &str = "perfsweep.io/evidence-sha256";
+
+/// How often a running benchmark is looked at even without a change.
+const RESYNC: Duration = Duration::from_secs(60);
+/// How soon to look again after acting on a stale copy of a benchmark.
+const STALE_RETRY: Duration = Duration::from_secs(1);
+
+/// What the engine needs of a kind's Rust type; every benchmark kind has it.
+pub trait Benchmark:
+    BenchmarkKind + Resource<DynamicType = (), Scope = NamespaceResourceScope> + Send + Sync + 'static
+{
+    /// The kind's structured result (its `BenchmarkKind::Output`).
+    type Result: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + Sync + 'static;
+
+    fn benchmark_status(&self) -> Option<&BenchmarkStatus<Self::Result>>;
+}
+
+impl<K, R> Benchmark for K
+where
+    K: BenchmarkKind<Output = R>
+        + HasStatus<Status = BenchmarkStatus<R>>
+        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Send
+        + Sync
+        + 'static,
+    R: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    type Result = R;
+
+    fn benchmark_status(&self) -> Option<&BenchmarkStatus<R>> {
+        self.status()
+    }
+}
+
+/// A controller's way to stop: resolves when the operator shuts down.
+type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// One kind's controller.
+struct Registration {
+    kind: fn() -> String,
+    start: fn(Arc<Engine>, &Settings, Shutdown) -> BoxFuture<'static, ()>,
+}
+
+impl Registration {
+    fn of<K: Benchmark>() -> Self {
+        Self {
+            kind: || K::kind(&()).into_owned(),
+            start: start::<K>,
+        }
+    }
+}
+
+/// Every kind's controller; a new kind is one line here (a test checks that every kind
+/// in the registry has one).
+fn registrations() -> Vec<Registration> {
+    vec![
+        Registration::of::<kinds::iperf::IPerf>(),
+        Registration::of::<kinds::rdma::bandwidth::RDMABandwidth>(),
+        Registration::of::<kinds::rdma::latency::RDMALatency>(),
+        Registration::of::<kinds::mpi_pingpong::MPIPingPong>(),
+        Registration::of::<kinds::fio::Fio>(),
+        Registration::of::<kinds::pytorch::PyTorch>(),
+        Registration::of::<kinds::openfoam::OpenFOAM>(),
+        Registration::of::<kinds::llm::LLMInference>(),
+    ]
+}
+
+/// State shared by the benchmark controllers.
+pub struct Engine {
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    /// Whether the cluster serves Volcano's PodGroups (checked once at start).
+    volcano: bool,
+}
+
+/// Runs the controller of every benchmark kind until the futures `shutdown` makes
+/// resolve, letting in-flight reconciles finish.
+pub async fn run<S, F>(ctx: Arc<Context>, settings: Settings, shutdown: S)
+where
+    S: Fn() -> F,
+    F: Future<Output = ()> + Send + Sync + 'static,
+{
+    let volcano = pod_groups_served(&ctx.client).await;
+    if !volcano {
+        tracing::info!(
+            "Volcano's PodGroups are not served: benchmarks with scheduler: volcano will fail until Volcano is installed and the operator restarted"
+        );
+    }
+    let engine = Arc::new(Engine {
+        ctx,
+        namespace: settings.namespace.clone(),
+        volcano,
+    });
+    let controllers = registrations().into_iter().map(|registration| {
+        tracing::debug!(
+            kind = (registration.kind)(),
+            "starting the benchmark controller"
+        );
+        (registration.start)(engine.clone(), &settings, Box::pin(shutdown()))
+    });
+    futures::future::join_all(controllers).await;
+}
+
+async fn pod_groups_served(client: &Client) -> bool {
+    let api_version = PodGroup::api_version(&());
+    match client.list_api_group_resources(&api_version).await {
+        Ok(list) => list
+            .resources
+            .iter()
+            .any(|r| r.name == PodGroup::plural(&())),
+        Err(error) => {
+            tracing::debug!(%error, "discovering {api_version}");
+            false
+        }
+    }
+}
+
+fn start<K: Benchmark>(
+    engine: Arc<Engine>,
+    settings: &Settings,
+    shutdown: Shutdown,
+) -> BoxFuture<'static, ()> {
+    controller::<K>(&engine)
+        .with_config(controller::Config::default().debounce(settings.debounce))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<K>, error_policy::<K>, engine)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+                Err(error) => tracing::warn!(%error, "reconcile failed"),
+            }
+        })
+        .boxed()
+}
+
+/// The controller of kind `K`: its benchmarks, and the pods and PodGroups they own.
+pub fn controller<K: Benchmark>(engine: &Engine) -> Controller<K> {
+    let client = &engine.ctx.client;
+    let namespace = engine.namespace.as_deref();
+    let managed = default_watcher().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
+    let benchmarks: Api<K> = scoped_api(client, namespace);
+    let pods: Api<Pod> = scoped_api(client, namespace);
+    let controller = Controller::new(benchmarks, default_watcher()).owns(pods, managed.clone());
+    if engine.volcano {
+        let groups: Api<PodGroup> = scoped_api(client, namespace);
+        controller.owns(groups, managed)
+    } else {
+        controller
+    }
+}
+
+/// The benchmark being reconciled, dereferenced once.
+struct Target {
+    info: &'static KindInfo,
+    name: String,
+    namespace: String,
+    uid: String,
+    generation: Option<i64>,
+    resource_version: Option<String>,
+    created: Timestamp,
+}
+
+impl Target {
+    fn of<K: Benchmark>(benchmark: &K, info: &'static KindInfo) -> Result<Self, Error> {
+        let name = benchmark.name_any();
+        let namespace = benchmark
+            .namespace()
+            .ok_or_else(|| Error::MissingNamespace {
+                kind: info.kind,
+                name: name.clone(),
+            })?;
+        let meta = benchmark.meta();
+        Ok(Self {
+            info,
+            uid: meta.uid.clone().unwrap_or_default(),
+            generation: meta.generation,
+            resource_version: meta.resource_version.clone(),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map_or_else(Timestamp::now, |time| time.0),
+            name,
+            namespace,
+        })
+    }
+
+    /// `Kind ns/name`, for messages and backoff keys.
+    fn describe(&self) -> String {
+        format!("{} {}/{}", self.info.kind, self.namespace, self.name)
+    }
+
+    fn api<T>(&self, ctx: &Context) -> Api<T>
+    where
+        T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+    {
+        Api::namespaced(ctx.client.clone(), &self.namespace)
+    }
+
+    fn owns(&self, object: &impl Resource) -> bool {
+        object
+            .owner_references()
+            .iter()
+            .any(|owner| owner.uid == self.uid)
+    }
+
+    fn selector(&self) -> ListParams {
+        ListParams::default().labels(&format!("{}={}", labels::BENCHMARK, self.name))
+    }
+}
+
+pub async fn reconcile<K: Benchmark>(
+    benchmark: Arc<K>,
+    engine: Arc<Engine>,
+) -> Result<Action, Error> {
+    let kind = K::kind(&());
+    let Some(info) = registry::lookup(&kind) else {
+        tracing::error!(%kind, "no such benchmark kind in the registry");
+        return Ok(Action::await_change());
+    };
+    let target = Target::of(&*benchmark, info)?;
+    if benchmark.meta().deletion_timestamp.is_some() {
+        // What it created goes with it through owner references.
+        return Ok(Action::await_change());
+    }
+    let old = benchmark.benchmark_status().cloned().unwrap_or_default();
+    let action = if old.phase.is_some_and(Phase::is_finished) {
+        release(&engine, &target).await?;
+        Action::await_change()
+    } else {
+        advance(&*benchmark, &target, old, &engine).await?
+    };
+    engine.ctx.backoff.reset(&target.describe());
+    Ok(action)
+}
+
+pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<Engine>) -> Action {
+    let key = format!(
+        "{} {}/{}",
+        K::kind(&()),
+        benchmark.namespace().unwrap_or_default(),
+        benchmark.name_any()
+    );
+    let delay = engine.ctx.backoff.next_delay(&key);
+    tracing::warn!(benchmark = %key, %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// What a benchmark of this spec runs as.
+struct Prepared {
+    rendered: Rendered,
+    /// Names of the pods, in plan order.
+    pods: Vec<String>,
+    result_role: String,
+    result_pod: String,
+    timeout: Duration,
+}
+
+/// Validate and build: the spec checked as admission would, its plan, its objects.
+fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Failure> {
+    let object = serde_json::to_value(benchmark)
+        .map_err(|e| Failure::new("InvalidSpec", format!("the object cannot be read: {e}")))?;
+    let errors = target.info.validate(&object);
+    if !errors.is_empty() {
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(Failure::new("InvalidSpec", message));
+    }
+    let spec = object.get("spec").cloned().unwrap_or(Value::Null);
+    let timeout = serde_json::from_value::<CommonSpec>(spec.clone())
+        .map_err(|e| Failure::new("InvalidSpec", format!("spec: {e}")))?
+        .timeout()
+        .map_err(|e| Failure::new("InvalidSpec", format!("spec.timeout: {e}")))?;
+    let plan = target.info.plan(&spec).map_err(|error| match error {
+        PlanError::NotImplemented { .. } => Failure::new("Unsupported", error.to_string()),
+        PlanError::Invalid { .. } => Failure::new("InvalidSpec", error.to_string()),
+    })?;
+    let reference = BenchmarkRef {
+        kind: target.info.kind.to_owned(),
+        name: target.name.clone(),
+        namespace: target.namespace.clone(),
+        uid: target.uid.clone(),
+    };
+    let rendered = render::render(&reference, &spec, &plan).map_err(|error| match error {
+        RenderError::Unsupported(_) => Failure::new("Unsupported", error.to_string()),
+        RenderError::Invalid { .. } => Failure::new("InvalidSpec", error.to_string()),
+    })?;
+    let pods: Vec<String> = rendered.pods.iter().map(ResourceExt::name_any).collect();
+    let result_pod = format!("{}-{}", target.name, process_name(&plan.result_role, 0));
+    if !pods.contains(&result_pod) {
+        return Err(Failure::new(
+            "Unsupported",
+            format!(
+                "the rendered pods ({}) lack the result pod {result_pod}",
+                pods.join(", ")
+            ),
+        ));
+    }
+    Ok(Prepared {
+        rendered,
+        pods,
+        result_role: plan.result_role,
+        result_pod,
+        timeout,
+    })
+}
+
+/// The benchmark's objects as they are.
+struct Observation {
+    pods: Vec<Pod>,
+    pod_group: Option<PodGroup>,
+}
+
+async fn observe(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Result<Observation, Error> {
+    let ctx = &engine.ctx;
+    let pods = target
+        .api::<Pod>(ctx)
+        .list(&target.selector())
+        .await
+        .map_err(Error::kube(format!(
+            "listing the pods of {}",
+            target.describe()
+        )))?
+        .items
+        .into_iter()
+        .filter(|pod| target.owns(pod))
+        .collect();
+    let pod_group = match &prepared.rendered.pod_group {
+        Some(group) if engine.volcano => {
+            let name = group.name_any();
+            target
+                .api::<PodGroup>(ctx)
+                .get_opt(&name)
+                .await
+                .map_err(Error::kube(format!(
+                    "reading PodGroup {}/{name} of {}",
+                    target.namespace,
+                    target.describe()
+                )))?
+                .filter(|group| target.owns(group))
+        }
+        _ => None,
+    };
+    Ok(Observation { pods, pod_group })
+}
+
+/// Apply, step one: the rendered objects that are missing. Returns what was created, or
+/// the failure that keeps them from being created.
+async fn create_missing(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+    observation: &Observation,
+) -> Result<Result<Vec<String>, Failure>, Error> {
+    let ctx = &engine.ctx;
+    let mut created = Vec::new();
+    if let Some(group) = &prepared.rendered.pod_group
+        && observation.pod_group.is_none()
+    {
+        if !engine.volcano {
+            return Ok(Err(volcano_missing()));
+        }
+        match create(&target.api::<PodGroup>(ctx), group, target).await? {
+            Created::Yes => created.push(format!("PodGroup {}", group.name_any())),
+            Created::Existed => {}
+            Created::Rejected(failure) => return Ok(Err(failure)),
+        }
+    }
+    let missing: Vec<&Pod> = prepared
+        .rendered
+        .pods
+        .iter()
+        .filter(|pod| {
+            !observation
+                .pods
+                .iter()
+                .any(|p| p.name_any() == pod.name_any())
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(Ok(created));
+    }
+    let service = &prepared.rendered.service;
+    match create(&target.api::<Service>(ctx), service, target).await? {
+        Created::Yes => created.push(format!("Service {}", service.name_any())),
+        Created::Existed => {}
+        Created::Rejected(failure) => return Ok(Err(failure)),
+    }
+    let pods = target.api::<Pod>(ctx);
+    let mut pod_count = 0;
+    for pod in missing {
+        match create(&pods, pod, target).await? {
+            Created::Yes => pod_count += 1,
+            Created::Existed => {}
+            Created::Rejected(failure) => return Ok(Err(failure)),
+        }
+    }
+    if pod_count > 0 {
+        created.push(format!(
+            "{pod_count} pod{}",
+            if pod_count == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(Ok(created))
+}
+
+fn volcano_missing() -> Failure {
+    Failure::new(
+        "VolcanoNotInstalled",
+        format!(
+            "scheduler: volcano needs Volcano's PodGroup ({}), which this cluster does not serve: install Volcano (then restart the operator) or set scheduler: default",
+            PodGroup::api_version(&())
+        ),
+    )
+}
+
+enum Created {
+    Yes,
+    Existed,
+    /// The API server refused the object for good (admission, quota, validation).
+    Rejected(Failure),
+}
+
+async fn create<T>(api: &Api<T>, object: &T, target: &Target) -> Result<Created, Error>
+where
+    T: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let kind = T::kind(&());
+    let name = object.name_any();
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(Created::Yes),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            // Created by an earlier reconcile that the list did not show yet, or someone
+            // else's object of the same name, which the benchmark must not adopt.
+            let existing = api.get_opt(&name).await.map_err(Error::kube(format!(
+                "reading {kind} {}/{name} of {}",
+                target.namespace,
+                target.describe()
+            )))?;
+            match existing {
+                Some(existing) if !target.owns(&existing) => Ok(Created::Rejected(Failure::new(
+                    "NameConflict",
+                    format!(
+                        "{kind} {name} already exists and does not belong to this benchmark: delete it or rename the benchmark"
+                    ),
+                ))),
+                _ => Ok(Created::Existed),
+            }
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 && kind == PodGroup::kind(&()) => {
+            Ok(Created::Rejected(volcano_missing()))
+        }
+        Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
+            Ok(Created::Rejected(Failure::new(
+                "CreateRejected",
+                format!("the API server rejected {kind} {name}: {}", status.message),
+            )))
+        }
+        Err(source) => Err(Error::Kube {
+            action: format!(
+                "creating {kind} {}/{name} of {}",
+                target.namespace,
+                target.describe()
+            ),
+            source,
+        }),
+    }
+}
+
+/// Whether the cached benchmark is still the stored one: objects are only created from
+/// the latest state, so a stale copy never revives a finished benchmark.
+async fn still_current<K: Benchmark>(engine: &Engine, target: &Target) -> Result<bool, Error> {
+    let fresh = target
+        .api::<K>(&engine.ctx)
+        .get_opt(&target.name)
+        .await
+        .map_err(Error::kube(format!("reading {}", target.describe())))?;
+    Ok(fresh.is_some_and(|fresh| fresh.meta().resource_version == target.resource_version))
+}
+
+/// An unfinished benchmark: create what is missing, look at the pods, read the result.
+async fn advance<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    old: BenchmarkStatus<K::Result>,
+    engine: &Engine,
+) -> Result<Action, Error> {
+    let prepared = match prepare(benchmark, target) {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            let status = finished(&old, target, Err(failure.clone()), Timestamp::now());
+            return conclude(
+                benchmark,
+                target,
+                &old,
+                &status,
+                Some(&failure),
+                None,
+                engine,
+            )
+            .await;
+        }
+    };
+
+    let observation = observe(engine, target, &prepared).await?;
+    let now = Timestamp::now();
+    let phase = old.phase.unwrap_or_default();
+    let gang = prepared.rendered.pod_group.is_some();
+    let observed = Observed {
+        expected: &prepared.pods,
+        result_pod: &prepared.result_pod,
+        pods: &observation.pods,
+        gang,
+        pod_group: observation.pod_group.as_ref(),
+        ran: old.started_at.is_some(),
+        created: target.created,
+        timeout: prepared.timeout,
+        now,
+    };
+    let (mut verdict, progress) = assess::assess(&observed);
+
+    let mut created = Vec::new();
+    // Objects are created until every pod has been seen running, never after.
+    if matches!(verdict, Verdict::Waiting { .. }) && old.started_at.is_none() {
+        let incomplete = !progress.missing.is_empty()
+            || (gang && engine.volcano && observation.pod_group.is_none());
+        if incomplete || (gang && !engine.volcano) {
+            if !still_current::<K>(engine, target).await? {
+                return Ok(Action::requeue(STALE_RETRY));
+            }
+            match create_missing(engine, target, &prepared, &observation).await? {
+                Ok(what) => created = what,
+                Err(failure) => verdict = Verdict::Failed { failure, pod: None },
+            }
+        }
+    }
+
+    let mut status = old.clone();
+    status.observed_generation = target.generation;
+    for condition in assess::progress_conditions(
+        &progress,
+        gang,
+        observation.pod_group.as_ref(),
+        target.generation,
+        now,
+    ) {
+        set_condition(&mut status.conditions, condition);
+    }
+    let (failure, evidence) = match verdict {
+        Verdict::Waiting { recheck_in } | Verdict::Running { recheck_in } => {
+            if matches!(verdict, Verdict::Running { .. }) {
+                status.phase = Some(Phase::Running);
+                status.started_at.get_or_insert(Time(now));
+            } else if phase != Phase::Running {
+                // A benchmark that ran never goes back to Pending.
+                status.phase = Some(Phase::Pending);
+            }
+            if !write_status(benchmark, engine, target, &old, &status).await? {
+                return Ok(Action::requeue(STALE_RETRY));
+            }
+            if !created.is_empty() {
+                let note = format!("Created {}", created.join(", "));
+                publish(
+                    engine,
+                    benchmark,
+                    EventType::Normal,
+                    "Created",
+                    "Create",
+                    &note,
+                )
+                .await;
+            }
+            if old.phase != Some(Phase::Running) && status.phase == Some(Phase::Running) {
+                let note = format!("All {} pods are running", prepared.pods.len());
+                publish(
+                    engine,
+                    benchmark,
+                    EventType::Normal,
+                    "Running",
+                    "Run",
+                    &note,
+                )
+                .await;
+            }
+            return Ok(Action::requeue(recheck_in.min(RESYNC)));
+        }
+        Verdict::ReadResult => match read_result::<K::Result>(engine, target, &prepared).await? {
+            Ok(success) => {
+                keep_evidence(engine, target, &success.report).await?;
+                let evidence = success.evidence_sha256.clone();
+                status = finished(&status, target, Ok(success), now);
+                (None, evidence)
+            }
+            Err(failure) => (Some(failure), None),
+        },
+        Verdict::Failed { failure, pod } => {
+            if pod.as_deref() == Some(prepared.result_pod.as_str()) {
+                let reported = reported_failure(engine, target, &prepared).await;
+                (Some(reported.unwrap_or(failure)), None)
+            } else {
+                (Some(failure), None)
+            }
+        }
+    };
+    if let Some(failure) = &failure {
+        status = finished(&status, target, Err(failure.clone()), now);
+    }
+    conclude(
+        benchmark,
+        target,
+        &old,
+        &status,
+        failure.as_ref(),
+        evidence.as_deref(),
+        engine,
+    )
+    .await
+}
+
+/// Reads the result pod's log and what the agent reported in it.
+async fn read_result<R: DeserializeOwned>(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Result<Result<Success<R>, Failure>, Error> {
+    let pod = &prepared.result_pod;
+    let log = match read_log(engine, target, pod).await? {
+        Ok(log) => log,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    Ok(outcome::evaluate(
+        &log,
+        target.info.kind,
+        &prepared.result_role,
+        pod,
+    ))
+}
+
+/// What the agent of a failed result pod reported, if it got to report a failure.
+async fn reported_failure(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Option<Failure> {
+    let pod = &prepared.result_pod;
+    let log = read_log(engine, target, pod).await.ok()?.ok()?;
+    match outcome::evaluate::<Value>(&log, target.info.kind, &prepared.result_role, pod) {
+        Err(failure) if failure.reason != outcome::UNPARSEABLE => Some(failure),
+        _ => None,
+    }
+}
+
+/// The agent container's log; a log the API server will not give (the pod or its node
+/// is gone) is a failure, other errors are retried.
+async fn read_log(
+    engine: &Engine,
+    target: &Target,
+    pod: &str,
+) -> Result<Result<String, Failure>, Error> {
+    let params = LogParams {
+        container: Some(AGENT_CONTAINER.to_owned()),
+        ..LogParams::default()
+    };
+    match target.api::<Pod>(&engine.ctx).logs(pod, &params).await {
+        Ok(log) => Ok(Ok(log)),
+        Err(kube::Error::Api(status))
+            if (400..500).contains(&status.code) && status.code != 429 =>
+        {
+            Ok(Err(Failure::new(
+                outcome::UNPARSEABLE,
+                format!("pod {pod}: the log cannot be read: {}", status.message),
+            )))
+        }
+        Err(source) => Err(Error::Kube {
+            action: format!(
+                "reading the log of pod {}/{pod} of {}",
+                target.namespace,
+                target.describe()
+            ),
+            source,
+        }),
+    }
+}
+
+/// The status of a benchmark that ended with `outcome`.
+fn finished<R: Clone>(
+    status: &BenchmarkStatus<R>,
+    target: &Target,
+    outcome: Result<Success<R>, Failure>,
+    now: Timestamp,
+) -> BenchmarkStatus<R> {
+    let mut status = status.clone();
+    status.observed_generation = target.generation;
+    status.finished_at = Some(Time(now));
+    let generation = target.generation;
+    match outcome {
+        Ok(success) => {
+            status.phase = Some(Phase::Succeeded);
+            status.started_at.get_or_insert(Time(now));
+            status.result = Some(success.result);
+            status.summary = success.summary;
+            let evidence = success
+                .evidence_sha256
+                .map(|digest| format!(" (raw output SHA-256 {digest})"))
+                .unwrap_or_default();
+            set_condition(
+                &mut status.conditions,
+                condition(
+                    "Completed",
+                    condition_status::TRUE,
+                    "ResultParsed",
+                    format!("the result was read from the tool's output{evidence}"),
+                    generation,
+                    now,
+                ),
+            );
+        }
+        Err(failure) => {
+            status.phase = Some(Phase::Failed);
+            for type_ in ["Failed", "Completed"] {
+                let value = if type_ == "Failed" {
+                    condition_status::TRUE
+                } else {
+                    condition_status::FALSE
+                };
+                set_condition(
+                    &mut status.conditions,
+                    condition(
+                        type_,
+                        value,
+                        &failure.reason,
+                        bounded(&failure.message),
+                        generation,
+                        now,
+                    ),
+                );
+            }
+        }
+    }
+    status
+}
+
+/// Condition messages are limited (32 KiB); failure messages come from tools and pods.
+const MAX_MESSAGE_CHARS: usize = 4096;
+
+fn bounded(message: &str) -> String {
+    if message.chars().count() <= MAX_MESSAGE_CHARS {
+        return message.to_owned();
+    }
+    let mut out: String = message.chars().take(MAX_MESSAGE_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+/// A finished benchmark: record the outcome, announce it, delete what it created.
+async fn conclude<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    old: &BenchmarkStatus<K::Result>,
+    status: &BenchmarkStatus<K::Result>,
+    failure: Option<&Failure>,
+    evidence: Option<&str>,
+    engine: &Engine,
+) -> Result<Action, Error> {
+    if !write_status(benchmark, engine, target, old, status).await? {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
+    match failure {
+        Some(failure) => {
+            publish(
+                engine,
+                benchmark,
+                EventType::Warning,
+                &failure.reason,
+                "Run",
+                &failure.message,
+            )
+            .await;
+        }
+        None => {
+            let note = match &status.summary {
+                Some(summary) => format!("Succeeded: {summary}"),
+                None => "Succeeded".to_owned(),
+            };
+            publish(
+                engine,
+                benchmark,
+                EventType::Normal,
+                "Succeeded",
+                "Run",
+                &note,
+            )
+            .await;
+        }
+    }
+    if let Some(digest) = evidence {
+        let patch = json!({"metadata": {"annotations": {EVIDENCE_ANNOTATION: digest}}});
+        target
+            .api::<K>(&engine.ctx)
+            .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::kube(format!(
+                "annotating {} with its evidence digest",
+                target.describe()
+            )))?;
+    }
+    release(engine, target).await?;
+    Ok(Action::await_change())
+}
+
+/// Writes `status` unless it equals `old` (condition timestamps aside), on the
+/// resourceVersion it was decided on. `false`: the benchmark changed meanwhile.
+async fn write_status<K: Benchmark>(
+    _benchmark: &K,
+    engine: &Engine,
+    target: &Target,
+    old: &BenchmarkStatus<K::Result>,
+    status: &BenchmarkStatus<K::Result>,
+) -> Result<bool, Error> {
+    if !status_differs(old, status) {
+        return Ok(true);
+    }
+    let serialize = |status: &BenchmarkStatus<K::Result>| {
+        serde_json::to_value(status).map_err(|source| Error::Serialize {
+            what: "a benchmark status",
+            source,
+        })
+    };
+    // A merge patch keeps what it leaves out: clear what the old status had and the
+    // new one does not.
+    let mut body = serialize(status)?;
+    if let (Value::Object(old), Value::Object(new)) = (serialize(old)?, &mut body) {
+        for field in old.keys() {
+            new.entry(field.clone()).or_insert(Value::Null);
+        }
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": target.resource_version},
+        "status": body,
+    });
+    match target
+        .api::<K>(&engine.ctx)
+        .patch_status(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::debug!(benchmark = %target.describe(), "status decided on a stale copy; looking again");
+            Ok(false)
+        }
+        Err(source) => Err(Error::Kube {
+            action: format!("updating the status of {}", target.describe()),
+            source,
+        }),
+    }
+}
+
+fn status_differs<R: Clone + PartialEq>(
+    old: &BenchmarkStatus<R>,
+    new: &BenchmarkStatus<R>,
+) -> bool {
+    let strip = |status: &BenchmarkStatus<R>| {
+        let mut status = status.clone();
+        for condition in &mut status.conditions {
+            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        status
+    };
+    strip(old) != strip(new)
+}
+
+/// Deletes the pods, Service and PodGroup the benchmark created. Idempotent: what is
+/// already gone is skipped.
+/// Largest report kept whole in the evidence ConfigMap; ConfigMaps hold at most 1 MiB.
+const EVIDENCE_LIMIT: usize = 900 * 1024;
+
+/// Keeps the agent's report, raw output included, in a ConfigMap owned by the
+/// benchmark, so the evidence behind the result outlives the pods. A raw output too big
+/// for a ConfigMap is left out (its digest stays, and the log had it).
+async fn keep_evidence(
+    engine: &Engine,
+    target: &Target,
+    report: &perfsweep_benchmarks::report::AgentReport,
+) -> Result<(), Error> {
+    let mut report = report.clone();
+    let mut text = serde_json::to_string(&report).map_err(|source| Error::Serialize {
+        what: "the agent report",
+        source,
+    })?;
+    if text.len() > EVIDENCE_LIMIT {
+        report.raw_output = None;
+        text = serde_json::to_string(&report).map_err(|source| Error::Serialize {
+            what: "the agent report",
+            source,
+        })?;
+    }
+    let name = labels::evidence_config_map(&target.name);
+    let map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(target.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
+                (labels::BENCHMARK.to_owned(), target.name.clone()),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: perfsweep_benchmarks::API_VERSION.to_owned(),
+                kind: target.info.kind.to_owned(),
+                name: target.name.clone(),
+                uid: target.uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            labels::EVIDENCE_REPORT_KEY.to_owned(),
+            text,
+        )])),
+        ..ConfigMap::default()
+    };
+    match target
+        .api::<ConfigMap>(&engine.ctx)
+        .create(&PostParams::default(), &map)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Kept by an earlier reconcile whose status write lost a race.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!(
+                "keeping the evidence of {} in ConfigMap {name}",
+                target.describe()
+            ),
+            source,
+        }),
+    }
+}
+
+async fn release(engine: &Engine, target: &Target) -> Result<(), Error> {
+    let ctx = &engine.ctx;
+    delete_owned(&target.api::<Pod>(ctx), target).await?;
+    delete_owned(&target.api::<Service>(ctx), target).await?;
+    if engine.volcano {
+        delete_owned(&target.api::<PodGroup>(ctx), target).await?;
+    }
+    Ok(())
+}
+
+async fn delete_owned<T>(api: &Api<T>, target: &Target) -> Result<(), Error>
+where
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let kind = T::kind(&());
+    let objects = api
+        .list(&target.selector())
+        .await
+        .map_err(Error::kube(format!(
+            "listing the {kind}s of {}",
+            target.describe()
+        )))?;
+    for object in objects.items.iter().filter(|o| target.owns(*o)) {
+        let name = object.name_any();
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!(
+                        "deleting {kind} {}/{name} of {}",
+                        target.namespace,
+                        target.describe()
+                    ),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Events are best effort: a failure to record one is logged, never fails a reconcile.
+async fn publish<K: Benchmark>(
+    engine: &Engine,
+    benchmark: &K,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1024).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    let reference = benchmark.object_ref(&());
+    if let Err(error) = engine.ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(benchmark = %ObjectRef::from(benchmark), %error, "cannot record event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_controller() {
+        let registered: Vec<String> = registrations().iter().map(|r| (r.kind)()).collect();
+        let kinds: Vec<String> = registry::kind_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(registered, kinds);
+    }
+
+    fn target(name: &str) -> Target {
+        Target {
+            info: registry::lookup("IPerf").expect("IPerf is registered"),
+            name: name.into(),
+            namespace: "ns".into(),
+            uid: "u-1".into(),
+            generation: Some(1),
+            resource_version: Some("7".into()),
+            created: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    fn iperf(name: &str, spec: Value) -> kinds::iperf::IPerf {
+        serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1",
+            "kind": "IPerf",
+            "metadata": {"name": name, "namespace": "ns", "uid": "u-1"},
+            "spec": spec,
+        }))
+        .expect("a valid IPerf")
+    }
+
+    #[test]
+    fn prepares_an_iperf_as_a_server_and_a_client() {
+        let prepared = prepare(&iperf("b", json!({"timeout": "90s"})), &target("b"))
+            .unwrap_or_else(|f| panic!("{f:?}"));
+        assert_eq!(prepared.pods, ["b-server-0", "b-client-0"]);
+        assert_eq!(prepared.result_pod, "b-client-0");
+        assert_eq!(prepared.timeout, Duration::from_secs(90));
+        assert!(prepared.rendered.pod_group.is_some(), "Volcano by default");
+        for pod in &prepared.rendered.pods {
+            let owner = &pod.owner_references()[0];
+            assert_eq!((owner.uid.as_str(), owner.controller), ("u-1", Some(true)));
+        }
+    }
+
+    #[test]
+    fn an_invalid_spec_is_refused_with_its_path() {
+        // Deserializing skips validation: the schema's minimum is checked by prepare.
+        let failure = prepare(&iperf("b", json!({"streams": 0})), &target("b"))
+            .err()
+            .expect("streams 0 is invalid");
+        assert_eq!(failure.reason, "InvalidSpec");
+        assert!(
+            failure.message.contains("spec.streams"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[test]
+    fn long_messages_are_bounded() {
+        assert_eq!(bounded("short"), "short");
+        let long = bounded(&"x".repeat(10_000));
+        assert_eq!(long.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(long.ends_with('…'));
+    }
+
+    #[test]
+    fn a_status_differs_only_in_substance() {
+        let now = Timestamp::now();
+        let mut old = BenchmarkStatus::<Value>::default();
+        set_condition(
+            &mut old.conditions,
+            condition(
+                "Ready",
+                "False",
+                "PodsNotRunning",
+                "0 of 2",
+                None,
+                Timestamp::UNIX_EPOCH,
+            ),
+        );
+        let mut new = old.clone();
+        new.conditions[0].last_transition_time = Time(now);
+        assert!(!status_differs(&old, &new));
+        new.phase = Some(Phase::Pending);
+        assert!(status_differs(&old, &new));
+    }
+}

@@ -1,0 +1,742 @@
+//! What a benchmark's pods (and PodGroup) say about it: pure functions from observed
+//! objects and the clock to a [`Verdict`], and from a verdict to status conditions.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use perfsweep_benchmarks::status::{condition, condition_status};
+use perfsweep_benchmarks::volcano::PodGroup;
+
+/// Waiting reasons that mean the image will not arrive by waiting longer.
+const IMAGE_PULL_FAILURES: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];
+
+/// Why a benchmark failed: a CamelCase reason for conditions and a sentence for people.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: String,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Everything the assessment looks at.
+pub struct Observed<'a> {
+    /// The pods the benchmark should have, by name, in plan order.
+    pub expected: &'a [String],
+    /// The pod whose log carries the result.
+    pub result_pod: &'a str,
+    /// The benchmark's pods as they are (any order; extra pods are ignored).
+    pub pods: &'a [Pod],
+    /// Whether the benchmark is gang-scheduled through a PodGroup.
+    pub gang: bool,
+    pub pod_group: Option<&'a PodGroup>,
+    /// Whether every pod was seen running before (`status.startedAt` is set): from then
+    /// on, a missing pod was deleted, not yet to be created.
+    pub ran: bool,
+    pub created: Timestamp,
+    pub timeout: Duration,
+    pub now: Timestamp,
+}
+
+/// Where the pods stand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub total: usize,
+    pub scheduled: usize,
+    /// Pods that run or ran (phase Running or Succeeded).
+    pub started: usize,
+    /// Expected pods that do not exist.
+    pub missing: Vec<String>,
+    /// The earliest time a pod or the PodGroup was reported unschedulable, and why.
+    pub unschedulable: Option<(Timestamp, String)>,
+}
+
+impl Progress {
+    pub fn all_started(&self) -> bool {
+        self.total > 0 && self.started == self.total
+    }
+
+    pub fn all_scheduled(&self) -> bool {
+        self.total > 0 && self.scheduled == self.total
+    }
+}
+
+/// What to do about a benchmark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not all pods run yet; look again by `recheck_in` at the latest (a deadline).
+    Waiting { recheck_in: Duration },
+    /// Every pod runs or ran; the result is not in yet.
+    Running { recheck_in: Duration },
+    /// The result pod finished successfully: read its log.
+    ReadResult,
+    /// The benchmark failed; `pod` is the pod that failed, if one did.
+    Failed {
+        failure: Failure,
+        pod: Option<String>,
+    },
+}
+
+/// Looks at the pods and the clock.
+pub fn assess(observed: &Observed<'_>) -> (Verdict, Progress) {
+    let progress = progress(observed);
+    (verdict(observed, &progress), progress)
+}
+
+fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
+    let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
+    if pod(observed.result_pod).is_some_and(|p| phase_of(p) == "Succeeded") {
+        return Verdict::ReadResult;
+    }
+    for name in observed.expected {
+        let Some(pod) = pod(name) else { continue };
+        if phase_of(pod) == "Failed" {
+            return Verdict::Failed {
+                failure: Failure::new("PodFailed", pod_failure_message(pod)),
+                pod: Some(name.clone()),
+            };
+        }
+        if let Some(message) = image_pull_failure(pod) {
+            return Verdict::Failed {
+                failure: Failure::new("ImagePullFailure", message),
+                pod: Some(name.clone()),
+            };
+        }
+    }
+    if observed.ran
+        && let Some(name) = progress.missing.first()
+    {
+        return Verdict::Failed {
+            failure: Failure::new(
+                "PodDeleted",
+                format!("pod {name} was deleted while the benchmark ran"),
+            ),
+            pod: Some(name.clone()),
+        };
+    }
+    let timeout = observed.timeout;
+    let deadline = later(observed.created, timeout);
+    let unschedulable_deadline = progress
+        .unschedulable
+        .as_ref()
+        .map(|(since, _)| later(*since, timeout));
+    let passed = |at: Timestamp| at <= observed.now;
+    if let Some((_, why)) = &progress.unschedulable
+        && (passed(deadline) || unschedulable_deadline.is_some_and(passed))
+    {
+        return Verdict::Failed {
+            failure: Failure::new(
+                "Unschedulable",
+                format!(
+                    "pods could not be scheduled within the timeout of {}: {why}",
+                    human(timeout)
+                ),
+            ),
+            pod: None,
+        };
+    }
+    if passed(deadline) {
+        let waiting_for = if progress.all_started() {
+            format!("the result of pod {}", observed.result_pod)
+        } else {
+            format!(
+                "its pods: {} of {} running",
+                progress.started, progress.total
+            )
+        };
+        return Verdict::Failed {
+            failure: Failure::new(
+                "TimedOut",
+                format!(
+                    "the benchmark did not finish within its timeout of {} (waiting for {waiting_for})",
+                    human(timeout)
+                ),
+            ),
+            pod: None,
+        };
+    }
+    let next = [Some(deadline), unschedulable_deadline]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(deadline);
+    let recheck_in = observed
+        .now
+        .duration_until(next)
+        .unsigned_abs()
+        // Just past the deadline, so that the next look sees it passed.
+        .saturating_add(Duration::from_millis(50));
+    if progress.all_started() {
+        Verdict::Running { recheck_in }
+    } else {
+        Verdict::Waiting { recheck_in }
+    }
+}
+
+fn progress(observed: &Observed<'_>) -> Progress {
+    let mut progress = Progress {
+        total: observed.expected.len(),
+        scheduled: 0,
+        started: 0,
+        missing: Vec::new(),
+        unschedulable: None,
+    };
+    let mut unschedulable: Vec<(Timestamp, String)> = Vec::new();
+    for name in observed.expected {
+        let Some(pod) = observed.pods.iter().find(|p| p.name_any() == *name) else {
+            progress.missing.push(name.clone());
+            continue;
+        };
+        if is_scheduled(pod) {
+            progress.scheduled += 1;
+        }
+        if matches!(phase_of(pod), "Running" | "Succeeded") {
+            progress.started += 1;
+        }
+        if let Some((since, message)) = pod_unschedulable(pod, observed.now) {
+            unschedulable.push((since, format!("pod {name}: {message}")));
+        }
+    }
+    if observed.gang
+        && let Some((since, message)) = observed
+            .pod_group
+            .and_then(|group| pod_group_unschedulable(group, observed.now))
+    {
+        unschedulable.push((since, format!("PodGroup: {message}")));
+    }
+    progress.unschedulable = unschedulable.into_iter().min_by_key(|(since, _)| *since);
+    progress
+}
+
+/// `time` plus `duration`, or the end of time for durations beyond it.
+fn later(time: Timestamp, duration: Duration) -> Timestamp {
+    time.checked_add(duration).unwrap_or(Timestamp::MAX)
+}
+
+fn phase_of(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn is_scheduled(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+        || pod_conditions(pod).any(|c| c.type_ == "PodScheduled" && c.status == "True")
+}
+
+fn pod_conditions(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+}
+
+/// Since when and why the scheduler cannot place the pod.
+fn pod_unschedulable(pod: &Pod, now: Timestamp) -> Option<(Timestamp, String)> {
+    let condition = pod_conditions(pod).find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    })?;
+    let since = condition
+        .last_transition_time
+        .as_ref()
+        .map_or(now, |time| time.0);
+    let message = condition
+        .message
+        .clone()
+        .unwrap_or_else(|| "no node fits".into());
+    Some((since, message))
+}
+
+/// Since when and why Volcano cannot place the gang.
+fn pod_group_unschedulable(group: &PodGroup, now: Timestamp) -> Option<(Timestamp, String)> {
+    let condition = group.status.as_ref()?.conditions.iter().find(|c| {
+        c.type_.as_deref() == Some("Unschedulable") && c.status.as_deref() == Some("True")
+    })?;
+    let since = condition
+        .last_transition_time
+        .as_ref()
+        .map_or(now, |time| time.0);
+    let message = condition
+        .message
+        .clone()
+        .or_else(|| condition.reason.clone())
+        .unwrap_or_else(|| "Volcano cannot schedule the gang".into());
+    Some((since, message))
+}
+
+fn container_statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
+    pod.status.as_ref().into_iter().flat_map(|s| {
+        s.init_container_statuses
+            .iter()
+            .flatten()
+            .chain(s.container_statuses.iter().flatten())
+    })
+}
+
+/// Why a pod's image cannot be pulled, if that is what it waits for.
+fn image_pull_failure(pod: &Pod) -> Option<String> {
+    container_statuses(pod).find_map(|status| {
+        let waiting = status.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        if !IMAGE_PULL_FAILURES.contains(&reason) {
+            return None;
+        }
+        let image = if status.image.is_empty() {
+            image_in_spec(pod, &status.name).unwrap_or_default()
+        } else {
+            status.image.clone()
+        };
+        let detail = waiting.message.as_deref().unwrap_or(reason);
+        Some(format!(
+            "pod {}: container {} cannot pull image {image:?} ({reason}): {detail}",
+            pod.name_any(),
+            status.name
+        ))
+    })
+}
+
+fn image_in_spec(pod: &Pod, container: &str) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .find(|c| c.name == container)
+        .and_then(|c| c.image.clone())
+}
+
+/// What a failed pod says about its failure: the failing container's termination message
+/// (what the agent writes), its exit code and reason, or the pod's own reason (eviction).
+fn pod_failure_message(pod: &Pod) -> String {
+    let name = pod.name_any();
+    let terminated = container_statuses(pod)
+        .filter_map(|s| Some((s, s.state.as_ref()?.terminated.as_ref()?)))
+        .min_by_key(|(_, t)| t.exit_code == 0);
+    if let Some((status, terminated)) = terminated {
+        let mut message = format!(
+            "pod {name} failed: container {} exited with code {}",
+            status.name, terminated.exit_code
+        );
+        if let Some(reason) = terminated.reason.as_deref().filter(|r| !r.is_empty()) {
+            message.push_str(&format!(" ({reason})"));
+        }
+        if let Some(text) = terminated
+            .message
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+        {
+            message.push_str(": ");
+            message.push_str(text);
+        }
+        return message;
+    }
+    let status = pod.status.as_ref();
+    let reason = status.and_then(|s| s.reason.as_deref());
+    let detail = status.and_then(|s| s.message.as_deref());
+    match (reason, detail) {
+        (Some(reason), Some(detail)) => format!("pod {name} failed ({reason}): {detail}"),
+        (Some(text), None) | (None, Some(text)) => format!("pod {name} failed: {text}"),
+        (None, None) => format!("pod {name} failed without a reason"),
+    }
+}
+
+/// A duration as people write it in specs (`2s`, `30m0s` → `30m`).
+pub fn human(duration: Duration) -> String {
+    let total = duration.as_secs();
+    let millis = duration.subsec_millis();
+    if total == 0 {
+        return format!("{millis}ms");
+    }
+    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
+    let mut out = String::new();
+    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    out
+}
+
+/// The `Scheduled`, `Ready` and `GangScheduled` conditions for the pods' progress.
+pub fn progress_conditions(
+    progress: &Progress,
+    gang: bool,
+    pod_group: Option<&PodGroup>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let (total, scheduled, started) = (progress.total, progress.scheduled, progress.started);
+    let scheduled_condition = if progress.all_scheduled() {
+        condition(
+            "Scheduled",
+            condition_status::TRUE,
+            "AllPodsScheduled",
+            format!("{scheduled} of {total} pods are scheduled"),
+            generation,
+            now,
+        )
+    } else if let Some((_, why)) = &progress.unschedulable {
+        condition(
+            "Scheduled",
+            condition_status::FALSE,
+            "Unschedulable",
+            why.clone(),
+            generation,
+            now,
+        )
+    } else {
+        condition(
+            "Scheduled",
+            condition_status::FALSE,
+            "Waiting",
+            format!("{scheduled} of {total} pods are scheduled"),
+            generation,
+            now,
+        )
+    };
+    let ready = if progress.all_started() {
+        condition(
+            "Ready",
+            condition_status::TRUE,
+            "AllPodsRunning",
+            format!("{started} of {total} pods are running"),
+            generation,
+            now,
+        )
+    } else {
+        condition(
+            "Ready",
+            condition_status::FALSE,
+            "PodsNotRunning",
+            format!("{started} of {total} pods are running"),
+            generation,
+            now,
+        )
+    };
+    vec![
+        scheduled_condition,
+        ready,
+        gang_condition(progress, gang, pod_group, generation, now),
+    ]
+}
+
+fn gang_condition(
+    progress: &Progress,
+    gang: bool,
+    pod_group: Option<&PodGroup>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    if !gang {
+        return condition(
+            "GangScheduled",
+            condition_status::FALSE,
+            "DefaultScheduler",
+            "scheduler: default places each pod on its own, without a gang guarantee: the \
+             benchmark's pods may start at different times",
+            generation,
+            now,
+        );
+    }
+    let group_phase = pod_group
+        .and_then(|g| g.status.as_ref())
+        .and_then(|s| s.phase.as_deref());
+    if progress.all_scheduled() || matches!(group_phase, Some("Running" | "Completed")) {
+        return condition(
+            "GangScheduled",
+            condition_status::TRUE,
+            "PodGroupScheduled",
+            format!(
+                "Volcano placed all {} pods of the PodGroup together",
+                progress.total
+            ),
+            generation,
+            now,
+        );
+    }
+    if let Some((_, why)) = progress
+        .unschedulable
+        .as_ref()
+        .filter(|(_, why)| why.starts_with("PodGroup:"))
+    {
+        return condition(
+            "GangScheduled",
+            condition_status::FALSE,
+            "Unschedulable",
+            why.clone(),
+            generation,
+            now,
+        );
+    }
+    condition(
+        "GangScheduled",
+        condition_status::UNKNOWN,
+        "Waiting",
+        format!(
+            "waiting for Volcano to schedule the PodGroup (phase {})",
+            group_phase.unwrap_or("unknown")
+        ),
+        generation,
+        now,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn pod(name: &str, status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "agent", "image": "ghcr.io/perfsweep/iperf:1"}]},
+            "status": status,
+        }))
+        .expect("a valid pod")
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("a valid timestamp")
+    }
+
+    struct Case {
+        expected: Vec<String>,
+        pods: Vec<Pod>,
+        ran: bool,
+        pod_group: Option<PodGroup>,
+        now: Timestamp,
+    }
+
+    impl Case {
+        fn new(pods: Vec<Pod>) -> Self {
+            Self {
+                expected: vec!["b-server-0".into(), "b-client-0".into()],
+                pods,
+                ran: false,
+                pod_group: None,
+                now: at(10),
+            }
+        }
+
+        fn assess(&self) -> (Verdict, Progress) {
+            assess(&Observed {
+                expected: &self.expected,
+                result_pod: "b-client-0",
+                pods: &self.pods,
+                gang: true,
+                pod_group: self.pod_group.as_ref(),
+                ran: self.ran,
+                created: at(0),
+                timeout: Duration::from_secs(60),
+                now: self.now,
+            })
+        }
+    }
+
+    fn running() -> Value {
+        json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]})
+    }
+
+    #[test]
+    fn waits_until_every_pod_runs_then_reads_the_result() {
+        let case = Case::new(vec![pod("b-server-0", running())]);
+        let (verdict, progress) = case.assess();
+        assert_eq!(
+            verdict,
+            Verdict::Waiting {
+                recheck_in: Duration::from_millis(50_050)
+            }
+        );
+        assert_eq!(progress.missing, ["b-client-0"]);
+        assert_eq!((progress.scheduled, progress.started), (1, 1));
+
+        let case = Case::new(vec![
+            pod("b-server-0", running()),
+            pod("b-client-0", running()),
+        ]);
+        assert!(matches!(case.assess().0, Verdict::Running { .. }));
+
+        let case = Case::new(vec![
+            pod("b-server-0", running()),
+            pod("b-client-0", json!({"phase": "Succeeded"})),
+        ]);
+        assert_eq!(case.assess().0, Verdict::ReadResult);
+    }
+
+    #[test]
+    fn image_pull_failures_fail_at_once() {
+        for reason in IMAGE_PULL_FAILURES {
+            let status = json!({"phase": "Pending", "containerStatuses": [{
+                "name": "agent", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": "not found"}},
+            }]});
+            let (verdict, _) = Case::new(vec![pod("b-client-0", status)]).assess();
+            let Verdict::Failed { failure, pod } = verdict else {
+                panic!("{reason}: {verdict:?}")
+            };
+            assert_eq!(failure.reason, "ImagePullFailure");
+            assert!(
+                failure.message.contains("ghcr.io/perfsweep/iperf:1")
+                    && failure.message.contains("not found"),
+                "{}",
+                failure.message
+            );
+            assert_eq!(pod.as_deref(), Some("b-client-0"));
+        }
+    }
+
+    #[test]
+    fn a_failed_pod_fails_with_its_termination_message() {
+        let status = json!({"phase": "Failed", "containerStatuses": [{
+            "name": "agent", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "connection refused\n"}},
+        }]});
+        let (verdict, _) = Case::new(vec![pod("b-client-0", status)]).assess();
+        let Verdict::Failed { failure, .. } = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(failure.reason, "PodFailed");
+        assert_eq!(
+            failure.message,
+            "pod b-client-0 failed: container agent exited with code 1 (Error): connection refused"
+        );
+
+        let evicted = json!({"phase": "Failed", "reason": "Evicted", "message": "low on memory"});
+        let (verdict, _) = Case::new(vec![pod("b-server-0", evicted)]).assess();
+        let Verdict::Failed { failure, .. } = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(
+            failure.message,
+            "pod b-server-0 failed (Evicted): low on memory"
+        );
+    }
+
+    #[test]
+    fn unschedulable_fails_only_after_the_timeout() {
+        let status = json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available", "lastTransitionTime": at(5).to_string(),
+        }]});
+        let mut case = Case::new(vec![
+            pod("b-server-0", status.clone()),
+            pod("b-client-0", status),
+        ]);
+        let (verdict, progress) = case.assess();
+        assert!(matches!(verdict, Verdict::Waiting { .. }), "{verdict:?}");
+        assert_eq!(progress.unschedulable.map(|u| u.0), Some(at(5)));
+
+        case.now = at(60);
+        let (verdict, _) = case.assess();
+        let Verdict::Failed { failure, .. } = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(failure.reason, "Unschedulable");
+        assert!(
+            failure.message.contains("0/3 nodes are available"),
+            "{}",
+            failure.message
+        );
+        assert!(failure.message.contains("1m"), "{}", failure.message);
+    }
+
+    #[test]
+    fn pod_group_unschedulable_counts_too() {
+        let group: PodGroup = serde_json::from_value(json!({
+            "metadata": {"name": "b"},
+            "spec": {"minMember": 2},
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                "message": "2/2 tasks in gang unschedulable", "lastTransitionTime": at(1).to_string(),
+            }]},
+        }))
+        .expect("a valid PodGroup");
+        let mut case = Case::new(Vec::new());
+        case.pod_group = Some(group);
+        let (verdict, progress) = case.assess();
+        assert!(matches!(verdict, Verdict::Waiting { .. }));
+        let conditions =
+            progress_conditions(&progress, true, case.pod_group.as_ref(), None, at(10));
+        let gang = conditions
+            .iter()
+            .find(|c| c.type_ == "GangScheduled")
+            .expect("gang");
+        assert_eq!(
+            (gang.status.as_str(), gang.reason.as_str()),
+            ("False", "Unschedulable")
+        );
+        case.now = at(61);
+        let Verdict::Failed { failure, .. } = case.assess().0 else {
+            panic!("expected a failure")
+        };
+        assert_eq!(failure.reason, "Unschedulable");
+    }
+
+    #[test]
+    fn the_overall_timeout_fails_a_benchmark_that_waits_for_anything() {
+        let mut case = Case::new(vec![
+            pod("b-server-0", running()),
+            pod("b-client-0", running()),
+        ]);
+        case.ran = true;
+        case.now = at(60);
+        let Verdict::Failed { failure, .. } = case.assess().0 else {
+            panic!("expected a failure")
+        };
+        assert_eq!(failure.reason, "TimedOut");
+        assert!(
+            failure.message.contains("the result of pod b-client-0"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[test]
+    fn a_pod_deleted_while_running_fails_the_benchmark() {
+        let mut case = Case::new(vec![pod("b-server-0", running())]);
+        case.ran = true;
+        let Verdict::Failed { failure, .. } = case.assess().0 else {
+            panic!("expected a failure")
+        };
+        assert_eq!(failure.reason, "PodDeleted");
+    }
+
+    #[test]
+    fn the_default_scheduler_gives_no_gang_guarantee() {
+        let progress = Case::new(Vec::new()).assess().1;
+        let conditions = progress_conditions(&progress, false, None, Some(3), at(0));
+        let gang = conditions
+            .iter()
+            .find(|c| c.type_ == "GangScheduled")
+            .expect("gang");
+        assert_eq!(
+            (gang.status.as_str(), gang.reason.as_str()),
+            ("False", "DefaultScheduler")
+        );
+        assert!(gang.message.contains("different times"));
+        assert_eq!(gang.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(2)), "2s");
+        assert_eq!(human(Duration::from_secs(1800)), "30m");
+        assert_eq!(human(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(human(Duration::from_millis(500)), "500ms");
+    }
+}

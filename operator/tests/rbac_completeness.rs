@@ -1,0 +1,532 @@
+//! The Helm chart's RBAC is exactly what the operator uses.
+//!
+//! The chart is rendered with Helm's own Go SDK (`charts/tests/render.py`, PyPI
+//! `helm-python-sdk`); its ClusterRole and leader election Role are read; then the
+//! operator runs, with leader election, against the API double through a BenchmarkSet
+//! whose children run to completion (the test plays the kubelet), and every request it
+//! made is checked against those rules:
+//!
+//! - every request is allowed (a missing permission would fail in a real cluster);
+//! - every permission is used by some request (an excess permission fails too), except
+//!   for the few in [`NOT_EXERCISED`], each with the reason the run cannot produce it.
+//!
+//! The test creates and edits objects through the double's store directly (not recorded),
+//! so every recorded request is the operator's.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use perfsweep::controller::Settings;
+use perfsweep::controller::leader::{LeaderElection, run_with_leader_election};
+use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
+use serde_json::{Value, json};
+use support::{IPERFS, NS, SETS, WAIT, children, iperf_set, name_of, wait_for_status, wait_until};
+use tokio::sync::oneshot;
+
+/// The release namespace the chart is rendered for: where the test's Lease lives.
+const RELEASE_NAMESPACE: &str = NS;
+/// The chart's default Lease name.
+const LEASE: &str = "perfsweep-operator";
+const AGENT: &str = "agent";
+
+/// Permissions the chart grants that this run cannot exercise: (API group, resource,
+/// verb, why it is needed all the same). Each must be granted and really not exercised,
+/// so the list cannot go stale.
+const NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
+    (
+        "perfsweep.io",
+        "benchmarksets/finalizers",
+        "update",
+        "children carry an owner reference to their set with blockOwnerDeletion, which the \
+         OwnerReferencesPermissionEnforcement admission plugin allows only with update on \
+         the owner's finalizers; the API double has no admission plugins",
+    ),
+    (
+        "perfsweep.io",
+        "<benchmark kind>/finalizers",
+        "update",
+        "pods, Services, PodGroups and evidence ConfigMaps carry an owner reference to \
+         their benchmark with blockOwnerDeletion (see benchmarksets/finalizers)",
+    ),
+    (
+    "events.k8s.io",
+    "events",
+    "patch",
+    "kube-runtime's Recorder patches an event only to count a repeat of an identical event \
+     (same object, reason and note) within its cache TTL; the controllers' notes differ \
+     each time in this run",
+    ),
+];
+
+/// Benchmark resources stand for all benchmark kinds in the comparison: one generic
+/// engine serves every kind (`Registration::of::<K>` in the benchmark controller, the
+/// set controller's dynamic API), so what an IPerf sweep does, every kind does; the
+/// chart is required to grant every kind the same verbs.
+const ANY_BENCHMARK: &str = "<benchmark kind>";
+
+/// One RBAC rule, expanded from the chart; `namespace` is `None` for a ClusterRole.
+#[derive(Debug)]
+struct Rule {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    verbs: Vec<String>,
+    names: Vec<String>,
+    namespace: Option<String>,
+    source: String,
+}
+
+impl Rule {
+    fn allows(&self, request: &RecordedRequest) -> bool {
+        self.groups.contains(&request.group)
+            && self.resources.contains(&request.rbac_resource())
+            && self.verbs.contains(&request.verb)
+            && (self.names.is_empty()
+                || request
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| self.names.contains(n)))
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| request.namespace.as_ref() == Some(ns))
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the operator crate is in the workspace")
+        .to_path_buf()
+}
+
+/// The chart rendered with default values, or `None` (after saying why) when the Helm
+/// SDK is not installed outside CI.
+fn render_chart() -> Option<Vec<Value>> {
+    let script = repo_root().join("charts/tests/render.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .args(["--namespace", RELEASE_NAMESPACE])
+        .output();
+    let skip = |reason: String| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{reason}, and CI must run this check"
+        );
+        // Straight to stderr: the harness captures `eprintln!` of passing tests.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIPPED RBAC completeness: {reason}");
+        None
+    };
+    let output = match output {
+        Ok(output) => output,
+        Err(error) => return skip(format!("python3 cannot run: {error}")),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(0) => {}
+        Some(3) => return skip(stderr.trim().to_owned()),
+        _ => panic!("rendering the chart failed ({}): {stderr}", output.status),
+    }
+    let text = String::from_utf8(output.stdout).expect("the rendered chart is UTF-8");
+    Some(perfsweep_benchmarks::yaml::documents(&text).expect("the rendered chart is YAML"))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().expect("RBAC lists hold strings").to_owned())
+        .collect()
+}
+
+/// The rules of the chart's ClusterRole and of its Roles in the release namespace.
+fn chart_rules(objects: &[Value]) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for object in objects {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let namespace = match kind {
+            "ClusterRole" => None,
+            "Role" => Some(object["metadata"]["namespace"].as_str().unwrap_or_default()),
+            _ => continue,
+        };
+        assert!(
+            namespace.is_none_or(|ns| ns == RELEASE_NAMESPACE),
+            "in cluster-wide mode the only Roles are in the release namespace: {object}"
+        );
+        let source = format!("{kind} {}", object["metadata"]["name"]);
+        for rule in object["rules"].as_array().expect("a role has rules") {
+            let rule = Rule {
+                groups: strings(&rule["apiGroups"]),
+                resources: strings(&rule["resources"]),
+                verbs: strings(&rule["verbs"]),
+                names: strings(&rule["resourceNames"]),
+                namespace: namespace.map(str::to_owned),
+                source: source.clone(),
+            };
+            for list in [&rule.groups, &rule.resources, &rule.verbs] {
+                assert!(
+                    !list.iter().any(|s| s.contains('*')),
+                    "no wildcards in least-privilege rules: {rule:?}"
+                );
+            }
+            assert!(
+                !rule.resources.iter().any(|r| r == "secrets"),
+                "the operator never needs Secrets: {rule:?}"
+            );
+            rules.push(rule);
+        }
+    }
+    assert!(
+        rules.iter().any(|r| r.namespace.is_none()),
+        "the chart renders a ClusterRole by default"
+    );
+    rules
+}
+
+/// Benchmark resources as [`ANY_BENCHMARK`]; the chart must grant every kind alike.
+fn normalize(rules: &mut [Rule]) {
+    let plurals: BTreeSet<String> = registry::kinds()
+        .iter()
+        .map(|kind| kind.plural().to_owned())
+        .collect();
+    for rule in rules.iter_mut() {
+        if rule.groups != ["perfsweep.io"] {
+            continue;
+        }
+        for suffix in ["", "/status", "/finalizers"] {
+            let named: BTreeSet<String> = rule
+                .resources
+                .iter()
+                .filter_map(|r| {
+                    if suffix.is_empty() {
+                        (!r.contains('/')).then_some(r.as_str())
+                    } else {
+                        r.strip_suffix(suffix)
+                    }
+                })
+                .filter(|r| *r != "benchmarksets")
+                .map(str::to_owned)
+                .collect();
+            if named.is_empty() {
+                continue;
+            }
+            assert_eq!(
+                named, plurals,
+                "a rule on benchmark resources{suffix} must name every kind (same verbs for all): {rule:?}"
+            );
+            rule.resources
+                .retain(|r| !named.iter().any(|p| *r == format!("{p}{suffix}")));
+            rule.resources.push(format!("{ANY_BENCHMARK}{suffix}"));
+        }
+    }
+}
+
+fn normalize_request(mut request: RecordedRequest) -> RecordedRequest {
+    if request.group == "perfsweep.io"
+        && registry::kinds()
+            .iter()
+            .any(|k| k.plural() == request.resource)
+    {
+        request.resource = ANY_BENCHMARK.to_owned();
+    }
+    request
+}
+
+fn describe(request: &RecordedRequest) -> String {
+    format!(
+        "{} {}/{} ({} {})",
+        request.verb,
+        if request.group.is_empty() {
+            "core"
+        } else {
+            &request.group
+        },
+        request.rbac_resource(),
+        request.path,
+        request.status_code
+    )
+}
+
+/// The operator, with leader election (short timings), until the sender fires.
+fn start_operator(
+    double: &ApiDouble,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let settings = Settings {
+        namespace: None,
+        health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
+        debounce: Duration::from_millis(50),
+        instance: Some("rbac".into()),
+    };
+    let election = LeaderElection {
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(700),
+        renew_interval: Duration::from_millis(200),
+        retry_interval: Duration::from_millis(100),
+        ..LeaderElection::new(LEASE, RELEASE_NAMESPACE, "rbac")
+    };
+    let task = tokio::spawn(run_with_leader_election(
+        double.client(),
+        settings,
+        election,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, task)
+}
+
+fn patch_pod_status(double: &ApiDouble, pod: &str, status: Value) {
+    double
+        .patch_status(&Gvr::PODS, Some(NS), pod, json!({ "status": status }))
+        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
+}
+
+/// The kubelet: the pod runs (`None`) or ends with this exit code.
+fn kubelet(double: &ApiDouble, pod: &str, exit: Option<i32>) {
+    let now = jiff::Timestamp::now().to_string();
+    let (phase, state) = match exit {
+        None => ("Running", json!({"running": {"startedAt": now}})),
+        Some(code) => (
+            if code == 0 { "Succeeded" } else { "Failed" },
+            json!({"terminated": {"exitCode": code, "reason": "Completed", "startedAt": now, "finishedAt": now}}),
+        ),
+    };
+    patch_pod_status(
+        double,
+        pod,
+        json!({
+            "phase": phase,
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+            "containerStatuses": [{
+                "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
+                "ready": exit.is_none(), "restartCount": 0, "state": state,
+            }],
+        }),
+    );
+}
+
+/// The client agent's log: a report of real iperf3 output.
+fn agent_log() -> String {
+    let path = repo_root().join("benchmarks/testdata/iperf/tcp-4streams.json");
+    let raw = std::fs::read_to_string(&path).expect("the iperf3 fixture");
+    let parsed = registry::lookup("IPerf")
+        .expect("IPerf is registered")
+        .parse(&raw)
+        .expect("the fixture parses");
+    let report = AgentReport {
+        kind: "IPerf".into(),
+        role: "client".into(),
+        index: 0,
+        outcome: Outcome::Succeeded {
+            result: Some(parsed.result),
+            summary: Some(parsed.summary),
+        },
+        command: vec!["iperf3".into(), "--client".into(), "10.0.0.7".into()],
+        started_at: "2026-11-21T10:00:00Z".into(),
+        finished_at: "2026-11-21T10:00:10Z".into(),
+        host: Some("node-b".into()),
+        raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
+        raw_output: Some(raw),
+    };
+    format!("perfsweep agent: running iperf3\n{}\n", report.to_line())
+}
+
+/// Runs a sweep through everything the operator does: leader election, set expansion,
+/// pruning after a spec edit, a benchmark's pods, PodGroup and Service, its result from
+/// the log, cleanup, graceful shutdown. Returns the operator's requests.
+async fn exercise_the_operator() -> Vec<RecordedRequest> {
+    let double = support::double_with_crds().await;
+    let (stop, task) = start_operator(&double);
+
+    // Two children at once; then a spec edit drops one of them (it is deleted).
+    double
+        .create(
+            &SETS,
+            iperf_set("rbac", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+        )
+        .expect("creating the set");
+    wait_until(WAIT, "two children", || {
+        match children(&double, "rbac").len() {
+            2 => Ok(()),
+            n => Err(format!("{n} children")),
+        }
+    })
+    .await;
+    double
+        .patch(
+            &SETS,
+            Some(NS),
+            "rbac",
+            json!({"spec": {"permutations": {"product": {"streams": [1]}}}}),
+        )
+        .expect("editing the set");
+    let child = wait_until(WAIT, "the obsolete child to be deleted", || match children(
+        &double, "rbac",
+    )
+    .as_slice()
+    {
+        [only] => Ok(name_of(only).to_owned()),
+        other => Err(format!("{} children", other.len())),
+    })
+    .await;
+
+    // The remaining child runs to a result.
+    let server = format!("{child}-server-0");
+    let client = format!("{child}-client-0");
+    wait_until(WAIT, "the benchmark's pods", || {
+        let pods = double.list(&Gvr::PODS, Some(NS));
+        let names: Vec<&str> = pods.iter().map(name_of).collect();
+        if names.contains(&server.as_str()) && names.contains(&client.as_str()) {
+            Ok(())
+        } else {
+            Err(format!("pods {names:?}"))
+        }
+    })
+    .await;
+    kubelet(&double, &server, None);
+    kubelet(&double, &client, None);
+    wait_until(WAIT, "the benchmark to run", || {
+        let phase = double
+            .get(&IPERFS, Some(NS), &child)
+            .map(|c| c["status"]["phase"].clone());
+        match phase {
+            Some(Value::String(p)) if p == "Running" => Ok(()),
+            other => Err(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    double.set_pod_log(NS, &client, AGENT, &agent_log());
+    kubelet(&double, &client, Some(0));
+    wait_for_status(&double, "rbac", "phase Succeeded", |s| {
+        s["phase"] == "Succeeded"
+    })
+    .await;
+    wait_until(WAIT, "the benchmark's pods to be deleted", || {
+        let left: Vec<String> = double
+            .list(&Gvr::PODS, Some(NS))
+            .iter()
+            .map(|pod| name_of(pod).to_owned())
+            .filter(|pod| *pod == server || *pod == client)
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("pods {left:?}"))
+        }
+    })
+    .await;
+
+    // Graceful shutdown releases the lease.
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("the operator stops")
+        .expect("the operator did not panic")
+        .expect("the operator stopped without error");
+    let lease = double
+        .get(&Gvr::LEASES, Some(NS), LEASE)
+        .expect("the lease");
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "released: {lease}"
+    );
+    double.requests()
+}
+
+#[tokio::test]
+async fn the_charts_rbac_is_exactly_what_the_operator_uses() {
+    let Some(objects) = render_chart() else {
+        return;
+    };
+    let mut rules = chart_rules(&objects);
+    normalize(&mut rules);
+    let requests = exercise_the_operator().await;
+
+    // Discovery and /version are non-resource URLs every authenticated user may read
+    // (system:discovery); anything else non-resource would need a rule.
+    for request in requests.iter().filter(|r| !r.is_resource_request()) {
+        assert!(
+            request.verb == "get"
+                && (request.path.starts_with("/api") || request.path == "/version"),
+            "a non-resource request that discovery does not cover: {request:?}"
+        );
+    }
+    let requests: Vec<RecordedRequest> = requests
+        .into_iter()
+        .filter(RecordedRequest::is_resource_request)
+        .map(normalize_request)
+        .collect();
+
+    // (a) Every request is allowed.
+    let denied: BTreeSet<String> = requests
+        .iter()
+        .filter(|request| !rules.iter().any(|rule| rule.allows(request)))
+        .map(describe)
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "the chart's RBAC does not allow these requests of the operator (add rules to \
+         charts/perfsweep/templates/_rbac.tpl, with why):\n{}",
+        denied.into_iter().collect::<Vec<_>>().join("\n")
+    );
+
+    // (b) Every granted (group, resource, verb) is used, or listed as not exercisable.
+    let mut unused = Vec::new();
+    let mut stale = Vec::new();
+    for rule in &rules {
+        for group in &rule.groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    let used = requests.iter().any(|r| {
+                        &r.group == group
+                            && &r.rbac_resource() == resource
+                            && &r.verb == verb
+                            && rule.allows(r)
+                    });
+                    let excused = NOT_EXERCISED
+                        .iter()
+                        .any(|(g, r, v, _)| g == group && r == resource && v == verb);
+                    let what = format!("{verb} {group}/{resource} ({})", rule.source);
+                    match (used, excused) {
+                        (false, false) => unused.push(what),
+                        (true, true) => stale.push(what),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "the chart grants permissions the operator never used (remove them, or list them \
+         in NOT_EXERCISED with the reason):\n{}",
+        unused.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "NOT_EXERCISED lists permissions the run did exercise; remove them from it:\n{}",
+        stale.join("\n")
+    );
+    for (group, resource, verb, why) in NOT_EXERCISED {
+        let granted = rules.iter().any(|rule| {
+            rule.groups.iter().any(|g| g == group)
+                && rule.resources.iter().any(|r| r == resource)
+                && rule.verbs.iter().any(|v| v == verb)
+        });
+        assert!(
+            granted,
+            "NOT_EXERCISED names {verb} {group}/{resource}, which the chart does not grant ({why})"
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Shared by the operator's integration tests and the `sweep` benchmark: an API double
+//! serving perfsweep's CRDs, the operator running against it, and helpers that act as
+//! the benchmark controller would and poll for what the operator does.
+
+// Each target that includes this module uses a different subset of it.
+#![allow(dead_code)]
+
+use std::fmt::Display;
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use kube::api::PostParams;
+use perfsweep::controller::Settings;
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::set::BenchmarkSet;
+use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long a test waits for the operator to do something before failing.
+pub const WAIT: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(10);
+
+/// Where the tests put their sets (and so where the children go).
+pub const NS: &str = "default";
+pub const SETS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "benchmarksets");
+pub const IPERFS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "iperfs");
+
+/// An API double serving every perfsweep CRD.
+pub async fn double_with_crds() -> ApiDouble {
+    let double = ApiDouble::start().await;
+    for crd in perfsweep_benchmarks::crds::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&crd).expect("a CRD serializes to JSON");
+        double
+            .register_crd(&value)
+            .unwrap_or_else(|e| panic!("registering CRD {name}: {e}"));
+    }
+    double
+}
+
+/// The operator running in a task against a double, until [`Operator::stop`] (or drop,
+/// which aborts it).
+pub struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Operator {
+    /// Starts `perfsweep::controller::run` with a 50 ms debounce, watching all namespaces.
+    pub fn start(double: &ApiDouble, instance: &str) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let settings = Settings {
+            namespace: None,
+            health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
+            debounce: Duration::from_millis(50),
+            instance: Some(instance.to_owned()),
+        };
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(perfsweep::controller::run(
+            double.client(),
+            settings,
+            shutdown,
+        ));
+        Self {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Triggers the graceful shutdown and waits until `run` has returned `Ok`.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let task = self
+            .task
+            .take()
+            .expect("the operator task is there until stop");
+        let result = tokio::time::timeout(WAIT, task)
+            .await
+            .unwrap_or_else(|_| panic!("the operator did not stop within {WAIT:?}"))
+            .expect("the operator task panicked");
+        if let Err(error) = result {
+            panic!("the operator returned an error: {error:#}");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Polls `check` until it returns `Ok`, failing after `timeout` with `what` and the last
+/// `Err` (which should describe what was seen instead).
+pub async fn wait_until<T>(
+    timeout: Duration,
+    what: impl Display,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+/// A BenchmarkSet object of an IPerf template.
+pub fn iperf_set(
+    name: &str,
+    product: Value,
+    repetitions: u32,
+    max_parallel: u32,
+    failure_policy: &str,
+) -> Value {
+    json!({
+        "apiVersion": "perfsweep.io/v1alpha1",
+        "kind": "BenchmarkSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "template": {
+                "apiVersion": "perfsweep.io/v1alpha1",
+                "kind": "IPerf",
+                "spec": {"duration": 5},
+            },
+            "repetitions": repetitions,
+            "permutations": {"product": product},
+            "maxParallel": max_parallel,
+            "failurePolicy": failure_policy,
+        },
+    })
+}
+
+/// Creates a set through `kube::Api<BenchmarkSet>`, as a user would.
+pub async fn create_set(double: &ApiDouble, object: Value) -> BenchmarkSet {
+    let set: BenchmarkSet =
+        serde_json::from_value(object).expect("the test's BenchmarkSet deserializes");
+    let sets: Api<BenchmarkSet> = Api::namespaced(double.client(), NS);
+    sets.create(&PostParams::default(), &set)
+        .await
+        .expect("creating the BenchmarkSet")
+}
+
+/// The children the domain crate expands `set` into, in creation order.
+pub fn expected_names(set: &BenchmarkSet) -> Vec<String> {
+    let name = set.metadata.name.as_deref().expect("the set has a name");
+    perfsweep_benchmarks::set::expand(name, &set.spec)
+        .expect("the set is valid")
+        .children
+        .into_iter()
+        .map(|child| child.name)
+        .collect()
+}
+
+/// The set's status as stored (`null` when it has none or the set is gone).
+pub fn set_status(double: &ApiDouble, name: &str) -> Value {
+    double
+        .get(&SETS, Some(NS), name)
+        .and_then(|set| set.get("status").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until the set's status satisfies `accept`.
+pub async fn wait_for_status(
+    double: &ApiDouble,
+    set: &str,
+    what: impl Display,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_until(WAIT, format_args!("BenchmarkSet {set}: {what}"), || {
+        let status = set_status(double, set);
+        if accept(&status) {
+            Ok(status)
+        } else {
+            Err(format!("status {status}"))
+        }
+    })
+    .await
+}
+
+/// Waits until the set's `status.children` string is `expected` (one character per child).
+pub async fn wait_for_children_string(double: &ApiDouble, set: &str, expected: &str) -> Value {
+    wait_for_status(
+        double,
+        set,
+        format_args!("status.children == {expected:?}"),
+        |status| status["children"] == expected,
+    )
+    .await
+}
+
+/// The IPerf children of a set (by its label), sorted by name.
+pub fn children(double: &ApiDouble, set: &str) -> Vec<Value> {
+    let mut children: Vec<Value> = double
+        .list(&IPERFS, Some(NS))
+        .into_iter()
+        .filter(|child| child["metadata"]["labels"][labels::SET] == set)
+        .collect();
+    children.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    children
+}
+
+/// The names of a set's IPerf children, sorted.
+pub fn child_names(double: &ApiDouble, set: &str) -> Vec<String> {
+    children(double, set)
+        .iter()
+        .map(|c| name_of(c).to_owned())
+        .collect()
+}
+
+pub fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// `names`, sorted, for comparing with [`child_names`].
+pub fn sorted(names: &[String]) -> Vec<String> {
+    let mut names = names.to_vec();
+    names.sort();
+    names
+}
+
+/// Sets a child's `status.phase` as the benchmark controller would.
+pub fn set_phase(double: &ApiDouble, child: &str, phase: &str) {
+    double
+        .patch_status(
+            &IPERFS,
+            Some(NS),
+            child,
+            json!({"status": {"phase": phase}}),
+        )
+        .unwrap_or_else(|e| panic!("setting {child} to {phase}: {e}"));
+}
+
+/// Fails a child with a `Failed` condition, as the benchmark controller would.
+pub fn fail(double: &ApiDouble, child: &str, message: &str) {
+    let status = json!({"status": {
+        "phase": "Failed",
+        "conditions": [{
+            "type": "Failed",
+            "status": "True",
+            "reason": "ClientFailed",
+            "message": message,
+            "lastTransitionTime": "2025-01-01T00:00:00Z",
+        }],
+    }});
+    double
+        .patch_status(&IPERFS, Some(NS), child, status)
+        .unwrap_or_else(|e| panic!("failing {child}: {e}"));
+}
+
+/// Requests with this verb on this resource (`plural` or `plural/subresource`).
+pub fn requests(double: &ApiDouble, verb: &str, resource: &str) -> Vec<RecordedRequest> {
+    double
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == verb && r.rbac_resource() == resource)
+        .collect()
+}
+
+/// How many `create`s of IPerf children were answered with `status_code`.
+pub fn iperf_creates(double: &ApiDouble, status_code: u16) -> usize {
+    requests(double, "create", "iperfs")
+        .iter()
+        .filter(|r| r.status_code == status_code)
+        .count()
+}
+
+/// `events.k8s.io/v1` events about the set named `set`.
+pub fn events_about(double: &ApiDouble, set: &str) -> Vec<Value> {
+    double
+        .list(&Gvr::EVENTS_V1, Some(NS))
+        .into_iter()
+        .filter(|e| e["regarding"]["kind"] == "BenchmarkSet" && e["regarding"]["name"] == set)
+        .collect()
+}
+
+/// The condition of this type in a status, or `null`.
+pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|conditions| conditions.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}

@@ -349,7 +349,9 @@ async fn runs_an_iperf_to_a_result_and_cleans_up() {
         .expect("the evidence ConfigMap exists");
     assert_eq!(evidence["metadata"]["ownerReferences"][0]["name"], "happy");
     let kept: perfsweep_benchmarks::report::AgentReport = serde_json::from_str(
-        evidence["data"]["report.json"].as_str().expect("the report is kept"),
+        evidence["data"]["report.json"]
+            .as_str()
+            .expect("the report is kept"),
     )
     .expect("the kept report parses");
     assert_eq!(kept.raw_output.as_deref(), Some(fixture.raw.as_str()));

@@ -40,6 +40,11 @@ pub struct Rendered {
     /// `None` with `scheduler: default`.
     pub pod_group: Option<crate::volcano::PodGroup>,
     pub service: Service,
+    /// Secrets the pods mount (owned by the benchmark, deleted with its pods).
+    pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
+    /// Claims the benchmark creates for its volumes (owned, deleted with its pods).
+    /// Existing claims a spec refers to are never listed here.
+    pub claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     pub pods: Vec<Pod>,
 }
 
@@ -72,6 +77,8 @@ pub fn render(
             Scheduler::Default => None,
         },
         service: service::render(&context),
+        secrets: Vec::new(),
+        claims: Vec::new(),
         pods,
     })
 }

@@ -28,7 +28,7 @@ use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::core::NamespaceResourceScope;
@@ -288,7 +288,8 @@ pub async fn reconcile<K: Benchmark>(
     }
     let old = benchmark.benchmark_status().cloned().unwrap_or_default();
     let action = if old.phase.is_some_and(Phase::is_finished) {
-        release(&engine, &target).await?;
+        let rendered = prepare(&*benchmark, &target).ok().map(|p| p.rendered);
+        release(&engine, &target, rendered.as_ref()).await?;
         Action::await_change()
     } else {
         advance(&*benchmark, &target, old, &engine).await?
@@ -455,6 +456,20 @@ async fn create_missing(
         Created::Yes => created.push(format!("Service {}", service.name_any())),
         Created::Existed => {}
         Created::Rejected(failure) => return Ok(Err(failure)),
+    }
+    for secret in &prepared.rendered.secrets {
+        match create(&target.api::<Secret>(ctx), secret, target).await? {
+            Created::Yes => created.push(format!("Secret {}", secret.name_any())),
+            Created::Existed => {}
+            Created::Rejected(failure) => return Ok(Err(failure)),
+        }
+    }
+    for claim in &prepared.rendered.claims {
+        match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target).await? {
+            Created::Yes => created.push(format!("PersistentVolumeClaim {}", claim.name_any())),
+            Created::Existed => {}
+            Created::Rejected(failure) => return Ok(Err(failure)),
+        }
     }
     let pods = target.api::<Pod>(ctx);
     let mut pod_count = 0;
@@ -874,7 +889,8 @@ async fn conclude<K: Benchmark>(
                 target.describe()
             )))?;
     }
-    release(engine, target).await?;
+    let rendered = prepare(benchmark, target).ok().map(|p| p.rendered);
+    release(engine, target, rendered.as_ref()).await?;
     Ok(Action::await_change())
 }
 
@@ -1007,12 +1023,48 @@ async fn keep_evidence(
     }
 }
 
-async fn release(engine: &Engine, target: &Target) -> Result<(), Error> {
+async fn release(
+    engine: &Engine,
+    target: &Target,
+    rendered: Option<&Rendered>,
+) -> Result<(), Error> {
     let ctx = &engine.ctx;
     delete_owned(&target.api::<Pod>(ctx), target).await?;
     delete_owned(&target.api::<Service>(ctx), target).await?;
+    // Secrets and claims are deleted by name: listing Secrets would need read access to
+    // every Secret in the namespace, which the operator does not ask for.
+    if let Some(rendered) = rendered {
+        let secrets: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
+        delete_named(&target.api::<Secret>(ctx), &secrets, target).await?;
+        let claims: Vec<String> = rendered.claims.iter().map(ResourceExt::name_any).collect();
+        delete_named(&target.api::<PersistentVolumeClaim>(ctx), &claims, target).await?;
+    }
     if engine.volcano {
         delete_owned(&target.api::<PodGroup>(ctx), target).await?;
+    }
+    Ok(())
+}
+
+async fn delete_named<T>(api: &Api<T>, names: &[String], target: &Target) -> Result<(), Error>
+where
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    for name in names {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!(
+                        "deleting {} {}/{name} of {}",
+                        T::kind(&()),
+                        target.namespace,
+                        target.describe()
+                    ),
+                    source,
+                });
+            }
+        }
     }
     Ok(())
 }

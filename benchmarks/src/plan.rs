@@ -200,8 +200,13 @@ pub fn process_name(role: &str, index: u32) -> String {
     format!("{role}-{index}")
 }
 
-/// Addresses of the processes of a plan, by role; what placeholders resolve to.
+/// Addresses of the processes of a plan, by role; what placeholders resolve to. The
+/// key [`SELF`] holds the process's own address.
 pub type PeerAddresses = BTreeMap<String, Vec<String>>;
+
+/// The [`PeerAddresses`] key of the process's own address, written `{self}` in
+/// arguments (for tools that bind a specific address, like `fio --server`).
+pub const SELF: &str = "self";
 
 /// Why a placeholder cannot be filled.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -229,7 +234,7 @@ pub fn resolve_args(args: &[Arg], peers: &PeerAddresses) -> Result<Vec<String>, 
     Ok(out)
 }
 
-/// Replaces `{peer:ROLE:INDEX}` and `{peers:ROLE}` in `text`.
+/// Replaces `{self}`, `{peer:ROLE:INDEX}` and `{peers:ROLE}` in `text`.
 pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -242,6 +247,17 @@ pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderErro
         };
         let token = &after[1..end];
         match token.split(':').collect::<Vec<_>>().as_slice() {
+            [SELF] => {
+                let own =
+                    peers
+                        .get(SELF)
+                        .and_then(|a| a.first())
+                        .ok_or_else(|| PlaceholderError {
+                            placeholder: "{self}".into(),
+                            reason: "the process's own address is not known".into(),
+                        })?;
+                out.push_str(own);
+            }
             ["peer", role, index] => {
                 let address = index
                     .parse::<usize>()

@@ -125,7 +125,8 @@ async fn play(
     }
     control.update(|s| s.address = Some(own.ip.clone()));
 
-    let peers = peer_addresses(config, deadline).await?;
+    let mut peers = peer_addresses(config, deadline).await?;
+    peers.insert(plan::SELF.to_owned(), vec![own.ip.clone()]);
     for dependency in &role.waits_for {
         wait_until_ready(config, dependency, deadline).await?;
     }

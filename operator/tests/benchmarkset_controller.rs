@@ -627,3 +627,54 @@ async fn spec_edit_clears_status_fields_that_no_longer_apply() {
     }
     assert_eq!(status["total"], 0, "{status}");
 }
+
+#[tokio::test]
+async fn changing_the_template_kind_deletes_the_old_kinds_children() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let set = create_set(
+        &double,
+        iperf_set("kinds", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+    )
+    .await;
+    let iperf_children = expected_names(&set);
+    wait_for_children_string(&double, "kinds", "PP").await;
+
+    let sets: Api<BenchmarkSet> = Api::namespaced(double.client(), NS);
+    // A merge patch: null removes the IPerf-only fields.
+    let fio_template = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "Fio",
+        "spec": {"duration": null, "size": "16M"}});
+    let edited = sets
+        .patch(
+            "kinds",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": fio_template,
+                "permutations": {"product": {"streams": null, "bs": ["4k", "64k"]}}}})),
+        )
+        .await
+        .expect("editing the set");
+    let fio_children = expected_names(&edited);
+    let fios = perfsweep_testkit::Gvr::from_static("perfsweep.io", "v1alpha1", "fios");
+    wait_until(
+        WAIT,
+        "the Fio children exist and the IPerf children are gone",
+        || {
+            let iperfs_left: Vec<&String> = iperf_children
+                .iter()
+                .filter(|name| double.get(&IPERFS, Some(NS), name).is_some())
+                .collect();
+            let fios_made = fio_children
+                .iter()
+                .filter(|name| double.get(&fios, Some(NS), name).is_some())
+                .count();
+            if iperfs_left.is_empty() && fios_made == 2 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "IPerf children left: {iperfs_left:?}, Fio children: {fios_made}"
+                ))
+            }
+        },
+    )
+    .await;
+}

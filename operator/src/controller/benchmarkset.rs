@@ -72,14 +72,85 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
     let key = format!("{namespace}/{name}");
     if set.meta().deletion_timestamp.is_some() {
         // Children go with the set through their owner references.
+        ctx.expansions.forget(&set);
         return Ok(Action::await_change());
     }
-    let action = match set::expand(&name, &set.spec) {
-        Err(error) => reject(&set, &namespace, &error, &ctx).await?,
-        Ok(expansion) => advance(&set, &namespace, &expansion, &ctx).await?,
+    let action = match ctx.expansions.expand(&set).as_ref() {
+        Err(error) => reject(&set, &namespace, error, &ctx).await?,
+        Ok(expansion) => {
+            if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
+                prune_other_kinds(&set, &namespace, expansion, &ctx).await?;
+            }
+            advance(&set, &namespace, expansion, &ctx).await?
+        }
     };
     ctx.backoff.reset(&key);
     Ok(action)
+}
+
+/// Expansions of the sets seen, keyed by uid and generation.
+#[derive(Default)]
+pub struct ExpansionCache {
+    entries: std::sync::Mutex<HashMap<String, (Option<i64>, Arc<Result<Expansion, SetError>>)>>,
+}
+
+impl ExpansionCache {
+    /// The set's expansion, computed once per generation.
+    pub fn expand(&self, set: &BenchmarkSet) -> Arc<Result<Expansion, SetError>> {
+        let key = set.uid().unwrap_or_else(|| set.name_any());
+        let generation = set.meta().generation;
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, expansion)) = entries.get(&key)
+            && *cached == generation
+        {
+            return Arc::clone(expansion);
+        }
+        let expansion = Arc::new(set::expand(&set.name_any(), &set.spec));
+        entries.insert(key, (generation, Arc::clone(&expansion)));
+        expansion
+    }
+
+    /// Forgets a set that is gone.
+    pub fn forget(&self, set: &BenchmarkSet) {
+        let key = set.uid().unwrap_or_else(|| set.name_any());
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+    }
+}
+
+/// After a spec edit that changed the template's kind, the children of the old kind are
+/// no longer listed by [`advance`]; delete them here. Runs once per generation.
+async fn prune_other_kinds(
+    set: &BenchmarkSet,
+    namespace: &str,
+    expansion: &Expansion,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = set.name_any();
+    let selector = ListParams::default().labels(&format!("{}={name}", labels::SET));
+    let mut pruned = 0;
+    for kind in registry::kinds()
+        .iter()
+        .filter(|k| k.kind != expansion.kind.kind)
+    {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(kind));
+        let stale = api.list(&selector).await.map_err(Error::kube(format!(
+            "listing {} children of BenchmarkSet {namespace}/{name}",
+            kind.kind
+        )))?;
+        for child in stale.items {
+            delete_child(&api, &child.name_any(), namespace).await?;
+            pruned += 1;
+        }
+    }
+    if pruned > 0 {
+        let note = format!("Deleted {pruned} children of the template's previous kind");
+        publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
+    }
+    Ok(())
 }
 
 pub fn error_policy(set: Arc<BenchmarkSet>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -49,6 +49,10 @@ pub enum Command {
         /// Namespace to put on rendered objects.
         #[arg(long, short = 'n')]
         namespace: Option<String>,
+        /// Also print the Kubernetes objects each benchmark runs as (PodGroup, Service,
+        /// pods, ...), as the operator would create them.
+        #[arg(long)]
+        objects: bool,
     },
     /// Run benchmarks and sweeps (`--local`: on this machine, no cluster).
     Run(run::RunArgs),
@@ -72,7 +76,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { output_dir } => crds::run(output_dir.as_deref()),
         Command::Validate { files } => validate::run(&files),
-        Command::Render { files, namespace } => render::run(&files, namespace.as_deref()),
+        Command::Render {
+            files,
+            namespace,
+            objects,
+        } => render::run(&files, namespace.as_deref(), objects),
         Command::Run(args) => run::run(args).await,
         Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {

@@ -30,6 +30,8 @@ def parse_args(argv=None):
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--type", dest="benchmark_type", choices=["train", "eval"], default="eval")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--gpus", type=int, default=1,
+                   help="cuda: GPUs to use (the batch is split across them)")
     p.add_argument("--iterations", type=int, default=20, help="measured batches")
     p.add_argument("--warmup", type=int, default=5, help="untimed batches first")
     p.add_argument("--small", action="store_true",
@@ -42,6 +44,8 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.warmup < 0:
         p.error("--warmup must be >= 0")
+    if args.device == "cuda" and args.gpus < 1:
+        p.error("--gpus must be at least 1 with --device cuda")
     return args
 
 
@@ -88,6 +92,7 @@ def build_result(args, batch_times, wall_seconds, peak_gpu_bytes, torch_version)
         "peakGpuMemoryBytes": peak_gpu_bytes,
         "wallTimeSeconds": wall_seconds,
         "torchVersion": torch_version,
+        "gpus": args.gpus if args.device == "cuda" else 0,
     }
 
 
@@ -191,11 +196,40 @@ def make_workload(torch, args):
     return model, inputs, targets, loss_fn
 
 
+def missing(message):
+    """Says on stdout (which perfsweep's agent quotes when the tool fails) what is
+    missing, and exits."""
+    print(f"error: {message}", flush=True)
+    raise SystemExit(3)
+
+
+def import_torch(args):
+    try:
+        import torch
+    except ImportError as e:
+        missing(f"PyTorch is not installed for {sys.executable} ({e}): install the Debian "
+                "package python3-torch (apt-get install python3-torch) or run the "
+                "ghcr.io/perfsweep/pytorch image")
+    if args.model == "llama" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        missing(f"the llama model needs PyTorch >= 2.0 (scaled_dot_product_attention); "
+                f"{sys.executable} has torch {torch.__version__}")
+    if args.model != "llama":
+        try:
+            import torchvision  # noqa: F401
+        except ImportError as e:
+            missing(f"the {args.model} model needs torchvision, which is not installed for "
+                    f"{sys.executable} ({e}): install the Debian package python3-torchvision")
+    return torch
+
+
 def run(args):
-    import torch  # imported here so --help and format tests work without torch
+    torch = import_torch(args)  # imported here so --help and format tests work without torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda requested but torch.cuda.is_available() is False")
+    if args.device == "cuda" and torch.cuda.device_count() < args.gpus:
+        raise SystemExit(f"error: --gpus {args.gpus} requested but only "
+                         f"{torch.cuda.device_count()} CUDA devices are visible")
     device = torch.device(args.device)
     cuda = device.type == "cuda"
 
@@ -205,6 +239,8 @@ def run(args):
 
     model, inputs, targets, loss_fn = make_workload(torch, args)
     model = model.to(device)
+    if cuda and args.gpus > 1:
+        model = torch.nn.DataParallel(model, device_ids=list(range(args.gpus)))
     inputs, targets = inputs.to(device), targets.to(device)
     train = args.benchmark_type == "train"
     model.train(train)

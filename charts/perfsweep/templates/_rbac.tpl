@@ -3,7 +3,8 @@ What the operator does to the cluster, exactly: derived from operator/src/contro
 (the CLI's own calls do not count) and checked by operator/tests/rbac_completeness.rs,
 which runs the operator against an API double and fails on a request these rules do not
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
-per-namespace Roles (watch.namespaces). No Secrets, no cluster-scoped objects.
+per-namespace Roles (watch.namespaces). No read access to Secrets; no cluster-scoped
+objects.
 Discovery of Volcano's API group is a non-resource URL every authenticated user may read
 (system:discovery), so it needs no rule here.
 */}}
@@ -45,6 +46,13 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create"]
+# Secrets and PersistentVolumeClaims a kind's rendering asks for (e.g. credentials,
+# scratch volumes): created with the pods and deleted by name when the
+# benchmark ends. Never read: no get, list or watch, so the operator cannot see any
+# Secret's contents, its own or anyone else's.
+- apiGroups: [""]
+  resources: ["secrets", "persistentvolumeclaims"]
+  verbs: ["create", "delete"]
 # Everything the operator creates carries an owner reference with blockOwnerDeletion
 # (children → their BenchmarkSet; pods, Service, PodGroup, ConfigMap → their
 # benchmark). Where the OwnerReferencesPermissionEnforcement admission plugin is on,
@@ -61,7 +69,7 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 # the benchmark ends.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete"]
 # The result pod's agent log carries the structured result and the raw evidence.
 - apiGroups: [""]
   resources: ["pods/log"]

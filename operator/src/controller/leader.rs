@@ -324,10 +324,8 @@ impl Elector {
 }
 
 /// Completes when `rx` has seen `true`.
-fn signalled(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + Sync + 'static {
-    async move {
-        let _ = rx.wait_for(|set| *set).await;
-    }
+async fn signalled(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|set| *set).await;
 }
 
 /// How a term as leader ended.

@@ -25,6 +25,24 @@ pub const MTU: &str = "PERFSWEEP_MTU";
 pub const HOST: &str = "PERFSWEEP_HOST";
 /// Where the agent writes its short termination message (optional; Kubernetes only).
 pub const TERMINATION_LOG: &str = "PERFSWEEP_TERMINATION_LOG";
+/// A directory holding the plan's volumes as `DIR/NAME` (optional; the local backend).
+/// Unset in pods, where each volume is mounted at its `mountPath`.
+pub const VOLUMES_DIR: &str = "PERFSWEEP_VOLUMES_DIR";
+
+/// The per-benchmark token that authenticates `perfsweep rsh` to the agents of a plan
+/// that launches remotely (`Plan::remote_launch`); on Kubernetes from the Secret
+/// [`launch_secret_name`], key [`LAUNCH_SECRET_KEY`].
+pub const LAUNCH_TOKEN: &str = "PERFSWEEP_LAUNCH_TOKEN";
+/// JSON map of peer data address → control endpoint, set by an agent for its commands
+/// so that `perfsweep rsh HOST` finds the agent of HOST.
+pub const RSH_PEERS: &str = "PERFSWEEP_RSH_PEERS";
+/// The key of the token in the launch Secret.
+pub const LAUNCH_SECRET_KEY: &str = "token";
+
+/// The Secret holding a benchmark's launch token: `<benchmark>-launch`.
+pub fn launch_secret_name(benchmark: &str) -> String {
+    format!("{benchmark}-launch")
+}
 
 /// The port agents serve their control endpoint on in pods.
 pub const DEFAULT_CONTROL_PORT: u16 = 7470;

@@ -61,6 +61,59 @@ pub struct Role {
     /// Extra environment for the commands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Volumes the role's processes mount (the storage a benchmark measures). Any role
+    /// may name where another role's volume is mounted with `{volume:NAME}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<RoleVolume>,
+}
+
+/// A volume mounted into every process of a role.
+///
+/// On Kubernetes it is a pod volume mounted at `mount_path`; on the local backend every
+/// volume name is one directory under the run's scratch space, shared by all processes
+/// (they are on one filesystem anyway), so `{volume:NAME}` is the same path for every
+/// process on both backends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleVolume {
+    /// A DNS label, unique within the plan unless the same volume is meant (a shared
+    /// claim mounted by several roles).
+    pub name: String,
+    /// Absolute path inside the pod.
+    pub mount_path: String,
+    pub source: VolumeSource,
+}
+
+/// Where a volume's storage comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum VolumeSource {
+    /// Scratch space on the node that lives as long as the process (`emptyDir`).
+    Scratch,
+    /// PersistentVolumeClaims made from `spec` when the benchmark starts and deleted
+    /// when it ends (and owned by it, so deleting the benchmark deletes them too).
+    NewClaim {
+        spec: Box<k8s_openapi::api::core::v1::PersistentVolumeClaimSpec>,
+        scope: ClaimScope,
+    },
+    /// A claim that already exists: mounted, never created nor deleted.
+    ExistingClaim { claim_name: String },
+}
+
+/// How many claims a [`VolumeSource::NewClaim`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClaimScope {
+    /// One claim per process (`<benchmark>-<role>-<index>-<volume>`), as
+    /// ReadWriteOnce storage needs.
+    PerReplica,
+    /// One claim (`<benchmark>-<volume>`) mounted by every process that names the
+    /// volume, as ReadWriteMany storage allows.
+    Shared,
+}
+
+/// The [`PeerAddresses`] key `{volume:NAME}` resolves with.
+pub fn volume_key(name: &str) -> String {
+    format!("volume:{name}")
 }
 
 /// A program and its arguments, passed as an argument vector (never through a shell).
@@ -154,6 +207,20 @@ impl Plan {
         self.roles.iter().find(|r| r.name == name)
     }
 
+    /// Whether the plan's processes must accept commands from [`RSH_AGENT`],
+    /// authenticated with a per-benchmark token (on Kubernetes a Secret the controller
+    /// fills with random bytes, locally a random token of the run): true when a command
+    /// hands [`RSH_AGENT`] to a launcher.
+    pub fn remote_launch(&self) -> bool {
+        self.roles.iter().any(|role| {
+            role.setup
+                .iter()
+                .chain(std::iter::once(&role.command))
+                .flat_map(|c| &c.args)
+                .any(|arg| matches!(arg, Arg::Literal(text) if text == RSH_AGENT))
+        })
+    }
+
     /// Total processes (pods) of the plan.
     pub fn process_count(&self) -> u32 {
         self.roles.iter().map(|r| r.replicas).sum()
@@ -164,6 +231,21 @@ impl Plan {
         self.roles
             .iter()
             .flat_map(|role| (0..role.replicas).map(move |index| (role, index)))
+    }
+
+    /// Where each volume of the plan is, by name, as `{volume:NAME}` resolves: its mount
+    /// path in pods, or `root/NAME` when a backend keeps volumes in one directory (the
+    /// local backend). Keys are [`volume_key`]s, ready to extend [`PeerAddresses`].
+    pub fn volume_paths(&self, root: Option<&std::path::Path>) -> PeerAddresses {
+        let mut paths = PeerAddresses::new();
+        for volume in self.roles.iter().flat_map(|r| &r.volumes) {
+            let path = match root {
+                Some(root) => root.join(&volume.name).display().to_string(),
+                None => volume.mount_path.clone(),
+            };
+            paths.entry(volume_key(&volume.name)).or_insert(vec![path]);
+        }
+        paths
     }
 }
 
@@ -208,6 +290,20 @@ pub type PeerAddresses = BTreeMap<String, Vec<String>>;
 /// arguments (for tools that bind a specific address, like `fio --server`).
 pub const SELF: &str = "self";
 
+/// The [`PeerAddresses`] key of the name of the network interface that carries the
+/// process's own address, written `{interface}` (for tools that select interfaces by
+/// name, like Open MPI's `btl_tcp_if_include`).
+pub const INTERFACE: &str = "interface";
+
+/// A command whose program is this is run as the agent's own executable (`perfsweep`
+/// subcommands such as `rsh` and `mpi-rank`), found without `PATH`.
+pub const AGENT_PROGRAM: &str = "perfsweep";
+
+/// The remote shell an MPI launcher is given (`mpirun --mca plm_rsh_agent "perfsweep rsh"`):
+/// `perfsweep rsh HOST COMMAND...` asks the agent at HOST to run COMMAND. A plan with an
+/// argument equal to this launches remotely (see [`Plan::remote_launch`]).
+pub const RSH_AGENT: &str = "perfsweep rsh";
+
 /// Why a placeholder cannot be filled.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("placeholder {placeholder}: {reason}")]
@@ -234,7 +330,8 @@ pub fn resolve_args(args: &[Arg], peers: &PeerAddresses) -> Result<Vec<String>, 
     Ok(out)
 }
 
-/// Replaces `{self}`, `{peer:ROLE:INDEX}` and `{peers:ROLE}` in `text`.
+/// Replaces `{self}`, `{peer:ROLE:INDEX}`, `{peers:ROLE}` and `{volume:NAME}` (from the
+/// [`volume_key`] entries of `peers`) in `text`.
 pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -247,6 +344,16 @@ pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderErro
         };
         let token = &after[1..end];
         match token.split(':').collect::<Vec<_>>().as_slice() {
+            [INTERFACE] => {
+                let own = peers
+                    .get(INTERFACE)
+                    .and_then(|a| a.first())
+                    .ok_or_else(|| PlaceholderError {
+                        placeholder: "{interface}".into(),
+                        reason: "the interface of the process's own address is not known".into(),
+                    })?;
+                out.push_str(own);
+            }
             [SELF] => {
                 let own =
                     peers
@@ -275,6 +382,16 @@ pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderErro
                     reason: "no such role".into(),
                 })?;
                 out.push_str(&addresses.join("\n"));
+            }
+            ["volume", name] => {
+                let path = peers
+                    .get(&volume_key(name))
+                    .and_then(|p| p.first())
+                    .ok_or_else(|| PlaceholderError {
+                        placeholder: format!("{{{token}}}"),
+                        reason: "no role of the plan mounts such a volume".into(),
+                    })?;
+                out.push_str(path);
             }
             _ => out.push_str(&after[..=end]),
         }
@@ -347,6 +464,7 @@ mod tests {
             uses_devices: false,
             capabilities: Vec::new(),
             env: BTreeMap::new(),
+            volumes: Vec::new(),
         };
         let roles: Vec<String> = role.referenced_roles().into_iter().collect();
         assert_eq!(roles, vec!["spare", "worker"]);

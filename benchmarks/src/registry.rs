@@ -8,12 +8,14 @@ use std::sync::OnceLock;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::cel::CompiledSchema;
 use kube::{CustomResourceExt, Resource};
+use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::common::CommonSpec;
 use crate::kinds;
+use crate::metrics::{Metric, MetricDef};
 use crate::parse_error::ParseError;
 use crate::plan::{Plan, PlanError};
 use crate::schema::Node;
@@ -56,6 +58,15 @@ pub trait BenchmarkKind:
 
     /// The result in a few words, for status and tables.
     fn headline(output: &Self::Output) -> String;
+
+    /// Every metric this kind can report (units in the names); the first one a result
+    /// has is its headline metric. See [`crate::metrics`].
+    const METRICS: &'static [MetricDef] = &[];
+
+    /// The result as named numbers, drawn from [`BenchmarkKind::METRICS`], headline first.
+    fn metrics(_output: &Self::Output) -> Vec<Metric> {
+        Vec::new()
+    }
 }
 
 /// A parsed result, kind-erased.
@@ -77,6 +88,9 @@ pub struct KindInfo {
     parse: fn(&str) -> Result<ParsedOutput, ParseError>,
     pub parse_name: &'static str,
     image: &'static str,
+    /// The metrics this kind reports, headline first.
+    pub metric_defs: &'static [MetricDef],
+    metrics: fn(&Value) -> Vec<Metric>,
 }
 
 /// Where perfsweep's benchmark images are published.
@@ -91,7 +105,10 @@ impl Debug for KindInfo {
 }
 
 impl KindInfo {
-    fn of<K: BenchmarkKind>() -> Self {
+    fn of<K: BenchmarkKind>() -> Self
+    where
+        K::Output: DeserializeOwned,
+    {
         let crd = crate::crds::finalize(K::crd(), K::ROLES);
         let schema_json = crate::crds::open_api_schema(&crd);
         Self {
@@ -107,7 +124,20 @@ impl KindInfo {
             parse: parse_with::<K>,
             parse_name: K::PARSE_NAME,
             image: K::IMAGE,
+            metric_defs: K::METRICS,
+            metrics: metrics_of::<K>,
         }
+    }
+
+    /// The metrics of a structured result (`status.result` or a record's `result`) of
+    /// this kind; empty when the result does not have this kind's shape.
+    pub fn metrics(&self, result: &Value) -> Vec<Metric> {
+        (self.metrics)(result)
+    }
+
+    /// The declaration of the metric named `name`, when this kind reports it.
+    pub fn metric_def(&self, name: &str) -> Option<&'static MetricDef> {
+        self.metric_defs.iter().find(|m| m.name == name)
     }
 
     /// The image the kind's pods run when the spec names none, tagged with this version.
@@ -189,6 +219,16 @@ fn plan_of<K: BenchmarkKind>(spec: &Value) -> Result<Plan, PlanError> {
         plan.timeout_seconds = timeout.as_secs();
     }
     Ok(plan)
+}
+
+fn metrics_of<K: BenchmarkKind>(result: &Value) -> Vec<Metric>
+where
+    K::Output: DeserializeOwned,
+{
+    match K::Output::deserialize(result) {
+        Ok(output) => crate::metrics::clean(K::metrics(&output)),
+        Err(_) => Vec::new(),
+    }
 }
 
 fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {

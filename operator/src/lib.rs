@@ -7,5 +7,6 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod health;
+pub mod llm;
 pub mod local;
 pub mod telemetry;

@@ -21,7 +21,9 @@ const NAMESPACE: &str = "default";
 
 async fn cluster() -> Option<Client> {
     if std::env::var("PERFSWEEP_E2E").as_deref() != Ok("1") {
-        eprintln!("SKIPPED: real-cluster suite is opt-in: set PERFSWEEP_E2E=1 and KUBECONFIG to a disposable cluster");
+        eprintln!(
+            "SKIPPED: real-cluster suite is opt-in: set PERFSWEEP_E2E=1 and KUBECONFIG to a disposable cluster"
+        );
         return None;
     }
     match Client::try_default().await {
@@ -34,22 +36,40 @@ async fn install_crds(client: &Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds::all() {
         let name = crd.name_any();
-        api.patch(&name, &PatchParams::apply("perfsweep-e2e").force(), &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
-        tokio::time::timeout(Duration::from_secs(60), await_condition(api.clone(), &name, conditions::is_crd_established()))
-            .await
-            .unwrap_or_else(|_| panic!("CRD {name} was not established within 60s"))
-            .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+        api.patch(
+            &name,
+            &PatchParams::apply("perfsweep-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} was not established within 60s"))
+        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
     }
 }
 
 async fn dry_run_error(client: &Client, kind: &str, object: serde_json::Value) -> String {
     let info = registry::lookup(kind).map(perfsweep::controller::benchmarkset::api_resource);
-    let resource = info.unwrap_or_else(|| kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&()));
+    let resource = info.unwrap_or_else(|| {
+        kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&())
+    });
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
     let object: DynamicObject = serde_json::from_value(object).expect("test object");
-    match api.create(&PostParams { dry_run: true, ..Default::default() }, &object).await {
+    match api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &object,
+        )
+        .await
+    {
         Ok(_) => panic!("admission accepted an invalid {kind}"),
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 422, "{status:?}");
@@ -61,7 +81,9 @@ async fn dry_run_error(client: &Client, kind: &str, object: serde_json::Value) -
 
 #[tokio::test]
 async fn admission_rejects_what_offline_validation_rejects() {
-    let Some(client) = cluster().await else { return };
+    let Some(client) = cluster().await else {
+        return;
+    };
     install_crds(&client).await;
     let streams = dry_run_error(
         &client,
@@ -90,9 +112,13 @@ async fn admission_rejects_what_offline_validation_rejects() {
 
 #[tokio::test]
 async fn an_iperf_benchmark_runs_on_the_cluster() {
-    let Some(client) = cluster().await else { return };
+    let Some(client) = cluster().await else {
+        return;
+    };
     let Ok(image) = std::env::var("PERFSWEEP_E2E_IMAGE") else {
-        eprintln!("SKIPPED: set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull");
+        eprintln!(
+            "SKIPPED: set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull"
+        );
         return;
     };
     install_crds(&client).await;
@@ -104,10 +130,16 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         debounce: Duration::from_millis(200),
         instance: Some("e2e".into()),
     };
-    let operator = tokio::spawn(perfsweep::controller::run(client.clone(), settings, async {
-        let _ = stop_rx.await;
-    }));
-    let resource = perfsweep::controller::benchmarkset::api_resource(registry::lookup("IPerf").expect("IPerf"));
+    let operator = tokio::spawn(perfsweep::controller::run(
+        client.clone(),
+        settings,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    let resource = perfsweep::controller::benchmarkset::api_resource(
+        registry::lookup("IPerf").expect("IPerf"),
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": "e2e-iperf"},
@@ -115,20 +147,35 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
     }))
     .expect("IPerf object");
     let _ = api.delete("e2e-iperf", &DeleteParams::default()).await;
-    api.create(&PostParams::default(), &object).await.expect("IPerf created");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("IPerf created");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     let status = loop {
         let current = api.get("e2e-iperf").await.expect("IPerf readable");
-        let phase = current.data["status"]["phase"].as_str().unwrap_or_default().to_owned();
+        let phase = current.data["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if phase == "Succeeded" || phase == "Failed" {
             break current.data["status"].clone();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no result within 5 minutes: {}", current.data["status"]);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no result within 5 minutes: {}",
+            current.data["status"]
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
     let _ = stop_tx.send(());
     let _ = operator.await;
     let _ = api.delete("e2e-iperf", &DeleteParams::default()).await;
     assert_eq!(status["phase"], "Succeeded", "{status}");
-    assert!(status["result"]["receivedBitsPerSecond"].as_f64().unwrap_or(0.0) > 0.0, "{status}");
+    assert!(
+        status["result"]["receivedBitsPerSecond"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0,
+        "{status}"
+    );
 }

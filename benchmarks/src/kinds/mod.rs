@@ -5,7 +5,7 @@
 pub mod fio;
 pub mod iperf;
 pub mod llm;
-pub(crate) mod mpi;
+pub mod mpi;
 pub mod mpi_pingpong;
 pub mod openfoam;
 pub mod pytorch;

@@ -5,6 +5,7 @@
 //! kind shares ([`CommonSpec`]). Each pod runs `perfsweep agent`, configured through the
 //! environment described in [`crate::agent_env`].
 
+pub mod launch;
 pub mod network;
 pub mod placement;
 pub mod pod;
@@ -13,6 +14,7 @@ pub mod ports;
 pub mod resources;
 pub mod security;
 pub mod service;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -67,6 +69,7 @@ pub fn render(
         ))
     })?;
     let context = Context::new(benchmark, &common, plan, kind)?;
+    volumes::check(&context)?;
     let pods = plan
         .processes()
         .map(|(role, index)| pod::render(&context, role, index))
@@ -77,8 +80,12 @@ pub fn render(
             Scheduler::Default => None,
         },
         service: service::render(&context),
-        secrets: Vec::new(),
-        claims: Vec::new(),
+        secrets: if plan.remote_launch() {
+            vec![launch::secret(&context)]
+        } else {
+            Vec::new()
+        },
+        claims: volumes::claims(&context)?,
         pods,
     })
 }

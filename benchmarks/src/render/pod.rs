@@ -81,7 +81,7 @@ pub(crate) fn render(context: &Context, role: &Role, index: u32) -> Result<Pod, 
             // The agent reads only its own variables; don't add one set per Service.
             enable_service_links: Some(false),
             containers: vec![container(context, role, index)?],
-            volumes: Some(volumes(context)),
+            volumes: Some(volumes(context, role, index)),
             ..PodSpec::default()
         }),
         status: None,
@@ -119,6 +119,7 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
     if context.network.needs_podinfo {
         mounts.push(mount(PODINFO_VOLUME, PODINFO_DIR, true));
     }
+    mounts.extend(super::volumes::mounts(role));
     Ok(Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(
@@ -181,6 +182,9 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
     if let Some(mtu) = context.common.mtu {
         env.push(value(agent_env::MTU, mtu.to_string()));
     }
+    if context.plan.remote_launch() {
+        env.push(super::launch::token_env(&context.benchmark.name));
+    }
     env.extend([
         value(agent_env::TERMINATION_LOG, TERMINATION_LOG.to_owned()),
         value("TMPDIR", TMPDIR.to_owned()),
@@ -189,7 +193,7 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
     Ok(env)
 }
 
-fn volumes(context: &Context) -> Vec<Volume> {
+fn volumes(context: &Context, role: &Role, index: u32) -> Vec<Volume> {
     let empty_dir = |name: &str| Volume {
         name: name.to_owned(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -219,6 +223,7 @@ fn volumes(context: &Context) -> Vec<Volume> {
             ..Volume::default()
         });
     }
+    volumes.extend(super::volumes::pod_volumes(context, role, index));
     volumes
 }
 

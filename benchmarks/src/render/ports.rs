@@ -160,6 +160,7 @@ mod tests {
             uses_devices: false,
             capabilities: Vec::new(),
             env: Default::default(),
+            volumes: Vec::new(),
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod expand;
 pub mod merge;
 pub mod status;
+pub mod summary;
 
 use std::collections::BTreeMap;
 
@@ -48,6 +49,7 @@ pub const DEFAULT_MAX_CHILDREN: u32 = 10_000;
     printcolumn = r#"{"name":"Running","type":"integer","jsonPath":".status.running"}"#,
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.succeeded"}"#,
     printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.failed"}"#,
+    printcolumn = r#"{"name":"Unstable","type":"integer","jsonPath":".status.summary.unstable"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

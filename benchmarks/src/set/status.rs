@@ -74,6 +74,11 @@ pub struct BenchmarkSetStatus {
 
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Time>,
+
+    /// Statistics of the results so far: per case (permutation), the headline metric's
+    /// mean, 95% confidence interval and variation across repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<super::summary::ResultsSummary>,
 }
 
 /// A failed child.

@@ -19,6 +19,8 @@ pub struct AgentConfig {
     pub mtu: Option<u32>,
     pub host: Option<String>,
     pub termination_log: Option<PathBuf>,
+    /// Where the plan's volumes are when they are not mounted (the local backend).
+    pub volumes_dir: Option<PathBuf>,
 }
 
 /// A missing or malformed setting, named.
@@ -82,6 +84,7 @@ impl AgentConfig {
             mtu,
             host: lookup(agent_env::HOST),
             termination_log: lookup(agent_env::TERMINATION_LOG).map(PathBuf::from),
+            volumes_dir: lookup(agent_env::VOLUMES_DIR).map(PathBuf::from),
         })
     }
 

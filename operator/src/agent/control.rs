@@ -27,6 +27,8 @@ pub struct Status {
 pub struct Control {
     status: Arc<Mutex<Status>>,
     stop: Arc<Notify>,
+    /// Set once the agent runs commands for a launcher (`EXEC`, see `super::exec`).
+    exec: Arc<Mutex<Option<super::exec::ExecConfig>>>,
 }
 
 impl Control {
@@ -40,6 +42,11 @@ impl Control {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// From now on, answer `EXEC` requests authenticated with `config.token`.
+    pub fn enable_exec(&self, config: super::exec::ExecConfig) {
+        *self.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(config);
     }
 
     /// Completes when a peer sends `STOP`.
@@ -63,7 +70,12 @@ impl Control {
     async fn answer(&self, stream: TcpStream) -> std::io::Result<()> {
         let (read, mut write) = stream.into_split();
         let mut line = String::new();
-        BufReader::new(read).read_line(&mut line).await?;
+        let mut read = BufReader::new(read);
+        read.read_line(&mut line).await?;
+        if line.trim() == "EXEC" {
+            let config = self.exec.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return super::exec::serve(config, read, write).await;
+        }
         let reply = match line.trim() {
             "STATUS" => serde_json::to_string(&self.status()).unwrap_or_else(|_| "{}".into()),
             "STOP" => {

@@ -9,9 +9,13 @@
 //! output with the kind's parser, then tells the serving roles to stop.
 
 pub mod address;
+pub mod builtin;
 pub mod config;
 pub mod control;
+pub mod exec;
+pub mod interface;
 pub mod listening;
+pub mod mpi;
 pub mod process;
 
 use std::process::ExitCode;
@@ -127,6 +131,24 @@ async fn play(
 
     let mut peers = peer_addresses(config, deadline).await?;
     peers.insert(plan::SELF.to_owned(), vec![own.ip.clone()]);
+    peers.extend(config.plan.volume_paths(config.volumes_dir.as_deref()));
+    if let Some(dir) = &config.volumes_dir {
+        // In pods the kubelet mounts them; here they are plain directories.
+        for volume in &role.volumes {
+            let path = dir.join(&volume.name);
+            std::fs::create_dir_all(&path).map_err(|e| {
+                Failure::new("VolumeUnavailable", format!("{}: {e}", path.display()))
+            })?;
+        }
+    }
+    if let Some(name) = own
+        .interface
+        .clone()
+        .or_else(|| interface::interface_of(&own.ip))
+    {
+        peers.insert(plan::INTERFACE.to_owned(), vec![name]);
+    }
+    let env = exec::command_env(config, &peers)?;
     for dependency in &role.waits_for {
         wait_until_ready(config, dependency, deadline).await?;
     }
@@ -141,15 +163,24 @@ async fn play(
         let contents = plan::fill(&file.contents, &peers)
             .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
         let path = config.workdir.join(&file.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Failure::new("WorkdirUnavailable", format!("{}: {e}", parent.display()))
+            })?;
+        }
         std::fs::write(&path, contents)
             .map_err(|e| Failure::new("WorkdirUnavailable", format!("{}: {e}", path.display())))?;
     }
     for step in &role.setup {
         let argv = plan::resolve_args(&step.args, &peers)
             .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        if let Some(checked) = builtin::run(step, &argv) {
+            checked?;
+            continue;
+        }
         within(
             deadline,
-            process::run_setup(step, &argv, &config.workdir, &role.env),
+            process::run_setup(step, &argv, &config.workdir, &env),
         )
         .await??;
     }
@@ -160,8 +191,22 @@ async fn play(
     command.extend(argv.iter().cloned());
     tracing::info!(command = %command.join(" "), "starting");
     let started_at = Timestamp::now();
-    let mut child = process::spawn(&role.command, &argv, &config.workdir, &role.env)?;
-    let readiness = tokio::spawn(become_ready(role.ready_when.clone(), control.clone()));
+    if config.plan.remote_launch() && role.lifetime == Lifetime::Serve {
+        // Setup is done: the launcher may start this worker's ranks now.
+        control.enable_exec(exec::ExecConfig {
+            token: std::env::var(perfsweep_benchmarks::agent_env::LAUNCH_TOKEN)
+                .unwrap_or_default()
+                .into_bytes(),
+            workdir: config.workdir.clone(),
+            env: env.clone(),
+        });
+    }
+    let mut child = process::spawn(&role.command, &argv, &config.workdir, &env)?;
+    let readiness = tokio::spawn(become_ready(
+        role.ready_when.clone(),
+        own.ip.parse().ok(),
+        control.clone(),
+    ));
     let capture = process::tee_stdout(child.stdout.take());
     tokio::pin!(capture);
 
@@ -315,11 +360,13 @@ async fn poll(
     }
 }
 
-async fn become_ready(readiness: Readiness, control: Control) {
+/// `own`: the data address; a listener bound to another address (another local process
+/// on the same port) does not count.
+async fn become_ready(readiness: Readiness, own: Option<std::net::IpAddr>, control: Control) {
     match readiness {
         Readiness::Started => {}
         Readiness::Listening(port) => {
-            while !listening::is_listening(port) {
+            while !listening::is_listening_on(port, own) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -18,7 +18,12 @@ pub fn spawn(
     workdir: &Path,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<Child, Failure> {
-    let mut process = tokio::process::Command::new(&command.program);
+    // `perfsweep …` steps run as this very binary, wherever it is.
+    let program = match std::env::current_exe() {
+        Ok(exe) if command.program == perfsweep_benchmarks::plan::AGENT_PROGRAM => exe,
+        _ => std::path::PathBuf::from(&command.program),
+    };
+    let mut process = tokio::process::Command::new(program);
     process
         .args(argv)
         .current_dir(workdir)

@@ -5,6 +5,7 @@ mod files;
 mod operator;
 mod parse;
 mod render;
+mod results;
 mod run;
 mod validate;
 
@@ -56,6 +57,9 @@ pub enum Command {
     },
     /// Run benchmarks and sweeps (`--local`: on this machine, no cluster).
     Run(run::RunArgs),
+    /// Work with result records (`run --output DIR`): list, show statistics, compare
+    /// two result sets, export CSV, plot SVG.
+    Results(results::ResultsArgs),
     /// Parse raw tool output into the structured result, as JSON.
     Parse {
         /// iperf, fio, mpi-pingpong, openfoam, rdma-bandwidth, rdma-latency or pytorch.
@@ -69,6 +73,36 @@ pub enum Command {
     /// processes; configured through PERFSWEEP_* environment variables).
     #[command(hide = true)]
     Agent,
+    /// Open MPI's remote shell: run COMMAND on the benchmark agent at HOST (what mpirun
+    /// calls through `--mca plm_rsh_agent "perfsweep rsh"`).
+    #[command(hide = true)]
+    Rsh {
+        host: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Run one MPI rank in its worker's directory and report its CPU time.
+    #[command(hide = true)]
+    MpiRank {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Run mpirun and report the CPU time of all its ranks, `/usr/bin/time -v` style.
+    #[command(hide = true)]
+    MpiTime {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Fail unless an RDMA device (DEVICE, if given) is present.
+    #[command(hide = true)]
+    RequireRdmaDevice { device: Option<String> },
+    /// Fail with HINT unless PROGRAM is on PATH.
+    #[command(hide = true)]
+    RequireProgram { program: String, hint: String },
+    /// Serve a simulated OpenAI-compatible LLM endpoint (for tests and local runs).
+    Sim(crate::llm::sim::SimArgs),
+    /// Load an OpenAI-compatible LLM endpoint and print the LLMInference result as JSON.
+    Loadgen(crate::llm::loadgen::LoadgenArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -82,6 +116,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             objects,
         } => render::run(&files, namespace.as_deref(), objects),
         Command::Run(args) => run::run(args).await,
+        Command::Results(args) => results::run(args),
         Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {
             telemetry::init(cli.log_format);
@@ -91,5 +126,34 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             telemetry::init(cli.log_format);
             crate::agent::run_from_env().await
         }
+        Command::Rsh { host, command } => crate::agent::exec::rsh(&host, &command).await,
+        Command::MpiRank { command } => crate::agent::mpi::rank(&command).await,
+        Command::MpiTime { command } => crate::agent::mpi::time(&command).await,
+        Command::RequireRdmaDevice { device } => builtin_check(
+            perfsweep_benchmarks::kinds::rdma::plan::REQUIRE_RDMA_DEVICE,
+            device.into_iter().collect(),
+        ),
+        Command::RequireProgram { program, hint } => builtin_check(
+            perfsweep_benchmarks::kinds::mpi::REQUIRE_PROGRAM,
+            vec![program, hint],
+        ),
+        Command::Sim(args) => crate::llm::sim::run(args).await,
+        Command::Loadgen(args) => crate::llm::loadgen::run(args).await,
+    }
+}
+
+/// A built-in check of the agent, run as a command.
+fn builtin_check(check: &str, args: Vec<String>) -> anyhow::Result<ExitCode> {
+    let command = perfsweep_benchmarks::plan::Command {
+        program: perfsweep_benchmarks::plan::AGENT_PROGRAM.into(),
+        package: "perfsweep".into(),
+        args: Vec::new(),
+    };
+    let mut argv = vec![check.to_owned()];
+    argv.extend(args);
+    match crate::agent::builtin::run(&command, &argv) {
+        Some(Ok(())) => Ok(ExitCode::SUCCESS),
+        Some(Err(failure)) => anyhow::bail!("{}: {}", failure.reason, failure.message),
+        None => anyhow::bail!("unknown check {check}"),
     }
 }

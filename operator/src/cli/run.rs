@@ -276,6 +276,7 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             hosts: report.and_then(|r| r.host.clone()).into_iter().collect(),
             perfsweep_version: env!("CARGO_PKG_VERSION").into(),
             command: report.map(|r| r.command.clone()).unwrap_or_default(),
+            ..Default::default()
         },
         started_at: run.started_at.to_string(),
         finished_at: run.finished_at.to_string(),
@@ -283,6 +284,7 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             LocalOutcome::Succeeded { summary, result } => RecordOutcome::Succeeded {
                 summary: summary.clone(),
                 result: result.clone(),
+                metrics: job.kind.metrics(result),
             },
             LocalOutcome::Failed { reason, message } => RecordOutcome::Failed {
                 reason: reason.clone(),
@@ -290,7 +292,9 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             },
         },
         evidence,
-    };
+        artifact_manifest_digest: None,
+    }
+    .complete();
     let path = dir.join(format!("{}.json", job.name));
     let text = serde_json::to_string_pretty(&record)?;
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))

@@ -370,10 +370,14 @@ fn to_record(
         .and_then(|p| serde_json::from_str(p).ok())
         .unwrap_or_default();
     let outcome = match phase_of(object) {
-        Some(Phase::Succeeded) => RecordOutcome::Succeeded {
-            summary: status["summary"].as_str().unwrap_or_default().to_owned(),
-            result: status.get("result").cloned().unwrap_or(Value::Null),
-        },
+        Some(Phase::Succeeded) => {
+            let result = status.get("result").cloned().unwrap_or(Value::Null);
+            RecordOutcome::Succeeded {
+                summary: status["summary"].as_str().unwrap_or_default().to_owned(),
+                metrics: kind.metrics(&result),
+                result,
+            }
+        }
         _ => {
             let failed = status["conditions"]
                 .as_array()
@@ -417,12 +421,15 @@ fn to_record(
             hosts,
             perfsweep_version: env!("CARGO_PKG_VERSION").into(),
             command: report.map(|r| r.command.clone()).unwrap_or_default(),
+            ..Default::default()
         },
         started_at: status["startedAt"].as_str().unwrap_or_default().to_owned(),
         finished_at: status["finishedAt"].as_str().unwrap_or_default().to_owned(),
         outcome,
         evidence,
+        artifact_manifest_digest: None,
     }
+    .complete()
 }
 
 fn describe(permutation: &Map<String, Value>) -> String {

@@ -458,6 +458,17 @@ async fn create_missing(
         Created::Rejected(failure) => return Ok(Err(failure)),
     }
     for secret in &prepared.rendered.secrets {
+        // A launch token is made here, once: rendering is pure, and a Secret that
+        // exists already keeps its token (create answers Existed).
+        let secret = &if render::launch::needs_token(secret) {
+            let token = crate::agent::exec::random_token().map_err(|e| Error::Kube {
+                action: format!("making the launch token of {}", target.describe()),
+                source: kube::Error::Service(e.into()),
+            })?;
+            render::launch::with_token(secret, &token)
+        } else {
+            secret.clone()
+        };
         match create(&target.api::<Secret>(ctx), secret, target).await? {
             Created::Yes => created.push(format!("Secret {}", secret.name_any())),
             Created::Existed => {}

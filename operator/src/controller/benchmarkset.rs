@@ -91,12 +91,15 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
 /// Expansions of the sets seen, keyed by uid and generation.
 #[derive(Default)]
 pub struct ExpansionCache {
-    entries: std::sync::Mutex<HashMap<String, (Option<i64>, Arc<Result<Expansion, SetError>>)>>,
+    entries: std::sync::Mutex<HashMap<String, (Option<i64>, CachedExpansion)>>,
 }
+
+/// A set's expansion, or why it has none.
+type CachedExpansion = Arc<Result<Expansion, SetError>>;
 
 impl ExpansionCache {
     /// The set's expansion, computed once per generation.
-    pub fn expand(&self, set: &BenchmarkSet) -> Arc<Result<Expansion, SetError>> {
+    pub fn expand(&self, set: &BenchmarkSet) -> CachedExpansion {
         let key = set.uid().unwrap_or_else(|| set.name_any());
         let generation = set.meta().generation;
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -227,12 +230,26 @@ async fn advance(
         .into_iter()
         .map(|child| (child.name_any(), child))
         .collect();
+    // Succeeded children's results by child index, for the results summary.
+    let mut results: Vec<(usize, Value)> = Vec::new();
     let mut states: Vec<ChildState> = expansion
         .children
         .iter()
-        .map(|child| match by_name.remove(&child.name) {
+        .enumerate()
+        .map(|(index, child)| match by_name.remove(&child.name) {
             None => ChildState::NotCreated,
-            Some(object) => child_state(&object),
+            Some(object) => {
+                let state = child_state(&object);
+                if let ChildState::Created {
+                    phase: Phase::Succeeded,
+                    ..
+                } = state
+                    && let Some(result) = object.data.get("status").and_then(|s| s.get("result"))
+                {
+                    results.push((index, result.clone()));
+                }
+                state
+            }
         })
         .collect();
 
@@ -294,7 +311,8 @@ async fn advance(
 
     // Update status.
     let old = set.status.clone().unwrap_or_default();
-    let status = progress_status(set, expansion, &states, &old);
+    let mut status = progress_status(set, expansion, &states, &old);
+    status.summary = results_summary(expansion, &results);
     if status_differs(&old, &status) {
         if old.phase != status.phase {
             announce_phase(ctx, set, &status).await;
@@ -422,7 +440,26 @@ fn progress_status(
         } else {
             None
         },
+        summary: old.summary.clone(),
     }
+}
+
+/// Per-case statistics of the headline metric over the succeeded children's results;
+/// `None` before the first result.
+fn results_summary(
+    expansion: &Expansion,
+    results: &[(usize, Value)],
+) -> Option<set::summary::ResultsSummary> {
+    if results.is_empty() {
+        return None;
+    }
+    Some(set::summary::summarize(
+        expansion.kind,
+        results
+            .iter()
+            .map(|(index, result)| (expansion.children[*index].case_id.as_str(), result)),
+        perfsweep_benchmarks::stats::Stability::default(),
+    ))
 }
 
 /// Whether a status write is needed: everything but condition timestamps.

@@ -80,13 +80,26 @@ pub fn ignored_settings(spec: &Value) -> Vec<&'static str> {
 
 /// Runs the benchmark of `kind` with `spec` (validated) on this machine.
 pub async fn run(kind: &KindInfo, name: &str, spec: &Value, options: &LocalOptions) -> LocalRun {
+    run_planned(kind.plan(spec), name, options).await
+}
+
+/// Runs a plan made from a spec (by [`KindInfo::plan`], or changed from one, as smoke
+/// tests that shrink a problem do) on this machine.
+pub async fn run_planned(
+    plan: Result<Plan, perfsweep_benchmarks::plan::PlanError>,
+    name: &str,
+    options: &LocalOptions,
+) -> LocalRun {
     let started_at = Timestamp::now();
     let clock = Instant::now();
-    let outcome = match kind.plan(spec) {
+    let outcome = match plan {
         Err(error) => Err(("Unsupported".to_owned(), error.to_string())),
         Ok(plan) => match missing_tools(&plan) {
             Some(message) => Err(("ToolMissing".to_owned(), message)),
-            None => run_plan(&plan, name, options).await,
+            None => match preflight(&plan) {
+                Some(failure) => Err((failure.reason.to_owned(), failure.message)),
+                None => run_plan(&plan, name, options).await,
+            },
         },
     };
     let (outcome, report) = match outcome {
@@ -114,12 +127,29 @@ pub async fn run(kind: &KindInfo, name: &str, spec: &Value, options: &LocalOptio
     }
 }
 
+/// The plan's built-in checks (`perfsweep require-…` setup steps: an RDMA device, a
+/// program Debian does not package), run before any process starts; the first failure.
+pub fn preflight(plan: &Plan) -> Option<crate::agent::Failure> {
+    let peers = perfsweep_benchmarks::plan::PeerAddresses::new();
+    plan.roles
+        .iter()
+        .flat_map(|role| &role.setup)
+        .filter_map(|step| {
+            let argv = perfsweep_benchmarks::plan::resolve_args(&step.args, &peers).ok()?;
+            crate::agent::builtin::run(step, &argv)
+        })
+        .find_map(Result::err)
+}
+
 /// A message naming every missing program and the Debian package that provides it.
 pub fn missing_tools(plan: &Plan) -> Option<String> {
     let mut missing: BTreeMap<&str, &str> = BTreeMap::new();
     for role in &plan.roles {
         for command in role.setup.iter().chain(std::iter::once(&role.command)) {
-            if find_on_path(&command.program).is_none() {
+            // The agents run `perfsweep` as themselves.
+            if command.program != perfsweep_benchmarks::plan::AGENT_PROGRAM
+                && find_on_path(&command.program).is_none()
+            {
                 missing.insert(&command.program, &command.package);
             }
         }
@@ -162,18 +192,38 @@ async fn run_plan(
         .join(format!("perfsweep-{}-{name}", std::process::id()));
     let io_error =
         |what: &str, e: std::io::Error| ("LocalSetupFailed".to_owned(), format!("{what}: {e}"));
+    // One random token per run for plans whose launcher starts commands on the others.
+    let launch_token = if plan.remote_launch() {
+        Some(
+            crate::agent::exec::random_token()
+                .map_err(|e| ("LocalSetupFailed".to_owned(), e.to_string()))?,
+        )
+    } else {
+        None
+    };
     std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
 
-    let mut ports = BTreeMap::new();
+    // Every process gets its own loopback address (127.0.0.2, 127.0.0.3, …), for its
+    // control endpoint and as its data address, so that servers of one role can all use
+    // the plan's port, as they would in their own pods.
+    let mut endpoints = BTreeMap::new();
     let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (role, index) in plan.processes() {
-        let port = free_port().map_err(|e| io_error("allocating a control port", e))?;
-        ports.insert((role.name.clone(), index), port);
+    for (number, (role, index)) in plan.processes().enumerate() {
+        let address = loopback_address(number).ok_or_else(|| {
+            (
+                "PlanInvalid".to_owned(),
+                format!("{number} processes do not fit in 127.0.0.0/8"),
+            )
+        })?;
+        let port = free_port(address).map_err(|e| io_error("allocating a control port", e))?;
+        endpoints.insert((role.name.clone(), index), (address, port));
         peers
             .entry(role.name.clone())
             .or_default()
-            .push(format!("127.0.0.1:{port}"));
+            .push(format!("{address}:{port}"));
     }
+    // The plan's volumes: one directory per name, the same for every process.
+    let volumes = scratch.join("volumes");
     let plan_json =
         serde_json::to_string(plan).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
     let peers_json =
@@ -184,10 +234,10 @@ async fn run_plan(
     let mut others = Vec::new();
     for (role, index) in plan.processes() {
         let workdir = scratch.join(process_name(&role.name, index));
-        let port = ports
+        let (address, port) = endpoints
             .get(&(role.name.clone(), index))
             .copied()
-            .unwrap_or_default();
+            .unwrap_or((std::net::Ipv4Addr::LOCALHOST, 0));
         let mut command = Command::new(&options.agent_program);
         command
             .arg("agent")
@@ -198,10 +248,12 @@ async fn run_plan(
             .env(agent_env::CONTROL_PORT, port.to_string())
             .env(
                 agent_env::ADDRESS,
-                AddressSource::Literal("127.0.0.1".into()).to_string(),
+                AddressSource::Literal(address.to_string()).to_string(),
             )
             .env(agent_env::WORKDIR, &workdir)
+            .env(agent_env::VOLUMES_DIR, &volumes)
             .env(agent_env::HOST, &host)
+            .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -312,12 +364,21 @@ impl AgentProcess {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
+fn free_port(address: std::net::Ipv4Addr) -> std::io::Result<u16> {
     // Another process could take the port before the agent binds it; agents fail with
     // ControlPortUnavailable then, which names the port.
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+    Ok(std::net::TcpListener::bind((address, 0))?
         .local_addr()?
         .port())
+}
+
+/// The loopback address of the `number`th process of a plan: 127.0.0.2 onwards (Linux
+/// routes all of 127.0.0.0/8 to the loopback interface).
+pub fn loopback_address(number: usize) -> Option<std::net::Ipv4Addr> {
+    let first = u32::from(std::net::Ipv4Addr::new(127, 0, 0, 2));
+    let address = first.checked_add(u32::try_from(number).ok()?)?;
+    (address < u32::from(std::net::Ipv4Addr::new(127, 255, 255, 255)))
+        .then(|| std::net::Ipv4Addr::from(address))
 }
 
 fn hostname() -> String {

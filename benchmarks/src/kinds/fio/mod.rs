@@ -2,6 +2,7 @@
 //! `fio --client`.
 
 pub mod parse;
+pub mod plan;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
 use kube::{CustomResource, KubeSchema};
@@ -9,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::CommonSpec;
+use crate::metrics::{Metric, MetricDef};
 use crate::status::BenchmarkStatus;
 
 /// fio's `rw` option. kube-perftest spelled the sequential mixed mode `"rw,readwrite"`;
@@ -254,6 +256,12 @@ impl crate::registry::BenchmarkKind for Fio {
     fn headline(output: &parse::FioResult) -> String {
         output.headline()
     }
+
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &parse::FioResult) -> Vec<Metric> {
+        metrics(output)
+    }
     const ROLES: &'static [&'static str] = &["client", "worker"];
 
     fn common(spec: &FioSpec) -> &CommonSpec {
@@ -261,7 +269,8 @@ impl crate::registry::BenchmarkKind for Fio {
     }
 
     fn check(spec: &FioSpec) -> Vec<crate::validation::FieldError> {
-        spec.percentiles
+        let mut errors: Vec<crate::validation::FieldError> = spec
+            .percentiles
             .iter()
             .enumerate()
             .filter(|(_, p)| !(**p > 0.0 && **p < 100.0))
@@ -271,6 +280,77 @@ impl crate::registry::BenchmarkKind for Fio {
                     format!("{p} is not a percentile strictly between 0 and 100"),
                 )
             })
-            .collect()
+            .collect();
+        if spec.prefill && spec.job_file.is_some() {
+            errors.push(crate::validation::FieldError::new(
+                "spec.prefill",
+                "prefill writes the files of the generated job; with jobFile, add the write pass to the job file (a job with stonewall)",
+            ));
+        }
+        errors
     }
+
+    fn plan(spec: &FioSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        Ok(plan::plan(spec))
+    }
+}
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::higher(
+        "read_bandwidth_bytes_per_second",
+        "B/s",
+        "aggregate read bandwidth",
+    ),
+    MetricDef::higher(
+        "read_iops",
+        "IOPS",
+        "aggregate read I/O operations per second",
+    ),
+    MetricDef::lower(
+        "read_clat_mean_microseconds",
+        "µs",
+        "mean read completion latency",
+    ),
+    MetricDef::lower(
+        "read_clat_p99_microseconds",
+        "µs",
+        "99th percentile read completion latency (an upper bound unless percentilesExact)",
+    ),
+    MetricDef::higher(
+        "write_bandwidth_bytes_per_second",
+        "B/s",
+        "aggregate write bandwidth",
+    ),
+    MetricDef::higher(
+        "write_iops",
+        "IOPS",
+        "aggregate write I/O operations per second",
+    ),
+    MetricDef::lower(
+        "write_clat_mean_microseconds",
+        "µs",
+        "mean write completion latency",
+    ),
+    MetricDef::lower(
+        "write_clat_p99_microseconds",
+        "µs",
+        "99th percentile write completion latency (an upper bound unless percentilesExact)",
+    ),
+];
+
+/// Fio's headline metrics: read figures, then write figures (so a write-only job's
+/// headline is its write bandwidth).
+fn metrics(output: &parse::FioResult) -> Vec<Metric> {
+    let mut metrics = Vec::new();
+    for (defs, stats) in [
+        (&METRICS[..4], &output.read),
+        (&METRICS[4..], &output.write),
+    ] {
+        let Some(stats) = stats else { continue };
+        metrics.push(defs[0].of(stats.bandwidth_bytes_per_second as f64));
+        metrics.push(defs[1].of(stats.iops));
+        metrics.push(defs[2].of(stats.clat_mean_micros));
+        metrics.extend(defs[3].maybe(stats.clat_p99_micros));
+    }
+    metrics
 }

@@ -7,6 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::CommonSpec;
+use crate::metrics::{Metric, MetricDef};
 use crate::parse_error::ParseError;
 use crate::plan::{Plan, PlanError};
 use crate::status::BenchmarkStatus;
@@ -130,7 +131,55 @@ impl crate::registry::BenchmarkKind for IPerf {
         output.headline()
     }
 
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &parse::IPerfResult) -> Vec<Metric> {
+        metrics(output)
+    }
+
     fn common(spec: &IPerfSpec) -> &CommonSpec {
         &spec.common
     }
+}
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::higher(
+        "received_bits_per_second",
+        "bit/s",
+        "throughput of the main direction measured by the receiver",
+    ),
+    MetricDef::higher(
+        "sent_bits_per_second",
+        "bit/s",
+        "throughput of the main direction measured by the sender",
+    ),
+    MetricDef::lower("retransmits", "count", "TCP retransmissions (TCP only)"),
+    MetricDef::lower("jitter_milliseconds", "ms", "UDP jitter (UDP only)"),
+    MetricDef::lower("lost_percent", "%", "UDP datagrams lost (UDP only)"),
+    MetricDef::higher(
+        "reverse_received_bits_per_second",
+        "bit/s",
+        "server-to-client throughput of a bidirectional test",
+    ),
+];
+
+/// IPerf's headline metrics: receiver-side throughput first.
+fn metrics(output: &parse::IPerfResult) -> Vec<Metric> {
+    let t = &output.totals;
+    let mut metrics = vec![
+        METRICS[0].of(t.received_bits_per_second),
+        METRICS[1].of(t.sent_bits_per_second),
+    ];
+    metrics.extend(METRICS[2].maybe(t.retransmits.map(|r| r as f64)));
+    metrics.extend(METRICS[3].maybe(t.jitter_millis));
+    metrics.extend(METRICS[4].maybe(t.lost_percent));
+    metrics.extend(
+        METRICS[5].maybe(
+            output
+                .bidir_reverse
+                .as_ref()
+                .map(|r| r.received_bits_per_second),
+        ),
+    );
+    metrics
 }

@@ -39,6 +39,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        volumes: Vec::new(),
     };
     let client = Role {
         name: "client".into(),
@@ -57,6 +58,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        volumes: Vec::new(),
     };
     Plan {
         kind: "IPerf".into(),

@@ -1,7 +1,11 @@
 //! LLMInference: latency and throughput of an OpenAI-compatible inference endpoint.
 //! The spec follows OME's BenchmarkJob.
 
+pub mod plan;
+pub mod result;
 pub mod scenario;
+
+pub use result::LLMInferenceResult;
 
 use std::collections::BTreeMap;
 
@@ -58,9 +62,56 @@ pub struct InferenceServiceReference {
     pub namespace: Option<String>,
 }
 
-/// Where the model is served: exactly one of url, service and inferenceService.
+/// A simulated endpoint (`perfsweep sim`) run as a second role of the benchmark: no GPU,
+/// no model server. For trying perfsweep out, CI, and measuring the load generator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulatorSpec {
+    /// Mean time to first token, milliseconds.
+    #[serde(default = "default_sim_ttft")]
+    #[schemars(range(min = 0.0, max = 600000.0))]
+    pub ttft_millis: f64,
+    /// Mean inter-token latency, milliseconds.
+    #[serde(default = "default_sim_itl")]
+    #[schemars(range(min = 0.0, max = 60000.0))]
+    pub itl_millis: f64,
+    /// Standard deviation of the time to first token (normal, clipped at 0), milliseconds.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 600000.0))]
+    pub ttft_jitter_millis: f64,
+    /// Standard deviation of inter-token latencies (normal, clipped at 0), milliseconds.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 60000.0))]
+    pub itl_jitter_millis: f64,
+    /// Requests served at full speed; beyond, latencies grow by (active - capacity) /
+    /// capacity like a saturated batching server. Unlimited when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub capacity: Option<u32>,
+    /// Seed of the simulator's random draws.
+    #[serde(default)]
+    pub seed: u64,
+    /// Port the simulator listens on.
+    #[serde(default = "default_sim_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+}
+
+fn default_sim_ttft() -> f64 {
+    50.0
+}
+
+fn default_sim_itl() -> f64 {
+    10.0
+}
+
+fn default_sim_port() -> u16 {
+    18000
+}
+
+/// Where the model is served: exactly one of url, service, inferenceService and simulator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("[has(self.url), has(self.service), has(self.inferenceService)].filter(x, x).size() == 1").message("set exactly one of url, service and inferenceService"))]
+#[x_kube(validation = Rule::new("[has(self.url), has(self.service), has(self.inferenceService), has(self.simulator)].filter(x, x).size() == 1").message("set exactly one of url, service, inferenceService and simulator"))]
 #[x_kube(validation = Rule::new("!has(self.url) || has(self.modelName)").message("modelName is required with url").field_path(".modelName"))]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
@@ -72,6 +123,9 @@ pub struct Endpoint {
     pub service: Option<ServiceReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inference_service: Option<InferenceServiceReference>,
+    /// Run `perfsweep sim` as the endpoint (model name defaults to `perfsweep-sim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<SimulatorSpec>,
     /// The API the endpoint speaks.
     #[serde(default)]
     pub api_format: ApiFormat,
@@ -90,6 +144,48 @@ pub enum Task {
     TextToText,
     #[serde(rename = "text-to-embeddings")]
     TextToEmbeddings,
+}
+
+/// Which OpenAI API the requests use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// `/v1/chat/completions`.
+    #[default]
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+}
+
+/// Service level objectives: goodput counts the requests meeting all that are set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SloSpec {
+    /// Largest acceptable time to first token, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub ttft_millis: Option<f64>,
+    /// Largest acceptable time per output token, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub tpot_millis: Option<f64>,
+    /// Percentage of requests that must meet the objectives for an iteration to count
+    /// as meeting them (and qualify for the headline).
+    #[serde(default = "default_attainment")]
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub attainment_percent: f64,
+}
+
+fn default_attainment() -> f64 {
+    90.0
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_max_error_rate() -> f64 {
+    5.0
 }
 
 /// Where results are written (as OME's BenchmarkJob).
@@ -160,6 +256,36 @@ pub struct LLMInferenceSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub additional_request_params: BTreeMap<String, String>,
 
+    /// The API requests use: `chat` (default) or `completions`.
+    #[serde(default)]
+    pub api: Api,
+
+    /// Stream responses (server-sent events); needed for time to first token.
+    #[serde(default = "default_true")]
+    pub streaming: bool,
+
+    /// Objectives for goodput and the headline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloSpec>,
+
+    /// The benchmark fails when more than this percentage of requests failed.
+    #[serde(default = "default_max_error_rate")]
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub max_error_rate_percent: f64,
+
+    /// Requests per iteration not measured; defaults to one per concurrent stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000000))]
+    pub warmup_requests: Option<u64>,
+
+    /// Extra HTTP headers sent with every request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub request_headers: BTreeMap<String, String>,
+
+    /// Seed of the synthetic prompts and token counts.
+    #[serde(default)]
+    pub seed: u64,
+
     /// Where result records are exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_location: Option<OutputLocation>,
@@ -188,39 +314,6 @@ fn default_concurrency() -> Vec<Concurrency> {
     vec![Concurrency(1)]
 }
 
-/// Placeholder for LLMInference results until the load generator lands: the headline
-/// figures of the best iteration.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LLMInferenceResult {
-    /// Output tokens per second across all streams, best iteration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_tokens_per_second: Option<f64>,
-    /// Mean time to first token in milliseconds, best iteration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttft_mean_millis: Option<f64>,
-}
-
-impl LLMInferenceResult {
-    /// The headline figures in a few words.
-    pub fn summary(&self) -> String {
-        match (self.output_tokens_per_second, self.ttft_mean_millis) {
-            (Some(tps), Some(ttft)) => format!("{tps:.0} tok/s, TTFT {ttft:.1} ms"),
-            (Some(tps), None) => format!("{tps:.0} tok/s"),
-            (None, Some(ttft)) => format!("TTFT {ttft:.1} ms"),
-            (None, None) => String::new(),
-        }
-    }
-}
-
-/// LLMInference results come from perfsweep's own load generator, which reports them
-/// structured; there is no third-party output to parse yet.
-fn parse_unavailable(_raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
-    Err(crate::parse_error::ParseError::NotFound {
-        what: "LLMInference result (the load generator is not part of this version)".into(),
-    })
-}
-
 /// Status of an LLMInference benchmark.
 pub type LLMInferenceStatus = BenchmarkStatus<LLMInferenceResult>;
 
@@ -231,13 +324,27 @@ impl crate::registry::BenchmarkKind for LLMInference {
     const IMAGE: &'static str = "perfsweep";
 
     fn parse(raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
-        parse_unavailable(raw)
+        plan::parse(raw)
+    }
+
+    fn plan(spec: &LLMInferenceSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        plan::plan(spec)
     }
 
     fn headline(output: &LLMInferenceResult) -> String {
         output.summary()
     }
-    const ROLES: &'static [&'static str] = &["loadgen"];
+
+    const METRICS: &'static [crate::metrics::MetricDef] = METRICS;
+
+    fn metrics(output: &LLMInferenceResult) -> Vec<crate::metrics::Metric> {
+        METRICS[0]
+            .maybe(output.output_tokens_per_second)
+            .into_iter()
+            .chain(METRICS[1].maybe(output.ttft_mean_millis))
+            .collect()
+    }
+    const ROLES: &'static [&'static str] = &["loadgen", "simulator"];
 
     fn common(spec: &LLMInferenceSpec) -> &CommonSpec {
         &spec.common
@@ -245,6 +352,12 @@ impl crate::registry::BenchmarkKind for LLMInference {
 
     fn check(spec: &LLMInferenceSpec) -> Vec<FieldError> {
         let mut errors = Vec::new();
+        if plan::model_name(spec).is_err() {
+            errors.push(FieldError::new(
+                "spec.endpoint.modelName",
+                "modelName is required with url and service",
+            ));
+        }
         for (index, Scenario(text)) in spec.traffic_scenarios.iter().enumerate() {
             let path = format!("spec.trafficScenarios[{index}]");
             match TrafficScenario::parse(text) {
@@ -267,3 +380,12 @@ impl crate::registry::BenchmarkKind for LLMInference {
         errors
     }
 }
+
+const METRICS: &[crate::metrics::MetricDef] = &[
+    crate::metrics::MetricDef::higher(
+        "output_tokens_per_second",
+        "tokens/s",
+        "output tokens per second across all streams",
+    ),
+    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token"),
+];

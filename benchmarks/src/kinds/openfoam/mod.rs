@@ -1,6 +1,7 @@
 //! OpenFOAM: the 3-D lid-driven cavity case of the OpenFOAM HPC benchmark suite.
 
 pub mod parse;
+pub mod plan;
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::CommonSpec;
 use crate::kinds::mpi::Transport;
+use crate::metrics::{Metric, MetricDef};
 use crate::status::BenchmarkStatus;
 use crate::validation::FieldError;
 
@@ -90,8 +92,8 @@ pub struct OpenFOAMSpec {
     #[schemars(range(min = 1, max = 10000))]
     pub num_nodes: u32,
 
-    /// Port of the workers' SSH daemons (kube-perftest's launch mechanism; kept for
-    /// compatibility).
+    /// Port of the workers' SSH daemons in kube-perftest. Accepted for compatibility and
+    /// ignored: perfsweep launches ranks through its agent, without SSH.
     #[serde(default = "crate::kinds::mpi::default_ssh_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub ssh_port: u16,
@@ -117,10 +119,25 @@ impl crate::registry::BenchmarkKind for OpenFOAM {
     fn headline(output: &parse::OpenFOAMResult) -> String {
         output.headline()
     }
+
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &parse::OpenFOAMResult) -> Vec<Metric> {
+        let mut metrics = vec![
+            METRICS[0].of(output.execution_time_seconds),
+            METRICS[1].of(output.clock_time_seconds),
+        ];
+        metrics.extend(METRICS[2].maybe(output.step_execution_mean_seconds));
+        metrics
+    }
     const ROLES: &'static [&'static str] = &["launcher", "worker"];
 
     fn common(spec: &OpenFOAMSpec) -> &CommonSpec {
         &spec.common
+    }
+
+    fn plan(spec: &OpenFOAMSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        Ok(plan::plan(spec))
     }
 
     fn check(spec: &OpenFOAMSpec) -> Vec<FieldError> {
@@ -140,3 +157,21 @@ impl crate::registry::BenchmarkKind for OpenFOAM {
         Vec::new()
     }
 }
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::lower(
+        "execution_time_seconds",
+        "s",
+        "CPU seconds the solver used (final ExecutionTime)",
+    ),
+    MetricDef::lower(
+        "clock_time_seconds",
+        "s",
+        "wall-clock seconds of the solver (final ClockTime)",
+    ),
+    MetricDef::lower(
+        "step_execution_mean_seconds",
+        "s",
+        "mean execution time per time step after the first",
+    ),
+];

@@ -1,12 +1,14 @@
 //! PyTorch: training or inference throughput of a reference model.
 
 pub mod parse;
+pub mod plan;
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::CommonSpec;
+use crate::metrics::{Metric, MetricDef};
 use crate::status::BenchmarkStatus;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -96,9 +98,37 @@ impl crate::registry::BenchmarkKind for PyTorch {
     fn headline(output: &parse::PyTorchResult) -> String {
         output.headline()
     }
+
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &parse::PyTorchResult) -> Vec<Metric> {
+        vec![
+            METRICS[0].of(output.throughput_samples_per_second),
+            METRICS[1].of(output.time_per_batch_seconds.mean),
+            METRICS[2].of(output.time_per_batch_seconds.p90),
+        ]
+    }
     const ROLES: &'static [&'static str] = &["worker"];
 
     fn common(spec: &PyTorchSpec) -> &CommonSpec {
         &spec.common
     }
+
+    fn plan(spec: &PyTorchSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        plan::plan(spec)
+    }
 }
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::higher(
+        "throughput_samples_per_second",
+        "samples/s",
+        "samples processed per second",
+    ),
+    MetricDef::lower("batch_time_mean_seconds", "s", "mean time per batch"),
+    MetricDef::lower(
+        "batch_time_p90_seconds",
+        "s",
+        "90th percentile time per batch",
+    ),
+];

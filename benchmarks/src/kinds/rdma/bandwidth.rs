@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::PerftestOptions;
 use super::parse::RDMABandwidthResult;
 use crate::common::CommonSpec;
+use crate::metrics::{Metric, MetricDef};
 use crate::status::BenchmarkStatus;
 use crate::validation::FieldError;
 
@@ -61,13 +62,47 @@ impl crate::registry::BenchmarkKind for RDMABandwidth {
     fn headline(output: &RDMABandwidthResult) -> String {
         output.headline()
     }
+
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &RDMABandwidthResult) -> Vec<Metric> {
+        let peak = output
+            .rows
+            .iter()
+            .map(|r| r.peak_gbits_per_second)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let mut metrics = vec![METRICS[0].of(output.max_average_gbits_per_second)];
+        metrics.extend(METRICS[1].maybe(peak));
+        metrics
+    }
     const ROLES: &'static [&'static str] = &["server", "client"];
 
     fn common(spec: &RDMABandwidthSpec) -> &CommonSpec {
         &spec.common
     }
 
+    fn plan(spec: &RDMABandwidthSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        Ok(super::plan::plan(
+            "RDMABandwidth",
+            &spec.perftest,
+            super::plan::Measure::Bandwidth { qps: spec.qps },
+        ))
+    }
+
     fn check(spec: &RDMABandwidthSpec) -> Vec<FieldError> {
         super::check(&spec.perftest)
     }
 }
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::higher(
+        "average_bandwidth_gigabits_per_second",
+        "Gbit/s",
+        "largest average bandwidth over all message sizes",
+    ),
+    MetricDef::higher(
+        "peak_bandwidth_gigabits_per_second",
+        "Gbit/s",
+        "largest peak bandwidth over all message sizes",
+    ),
+];

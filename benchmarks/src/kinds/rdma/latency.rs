@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::PerftestOptions;
 use super::parse::RDMALatencyResult;
 use crate::common::CommonSpec;
+use crate::metrics::{Metric, MetricDef};
 use crate::status::BenchmarkStatus;
 use crate::validation::FieldError;
 
@@ -52,13 +53,46 @@ impl crate::registry::BenchmarkKind for RDMALatency {
     fn headline(output: &RDMALatencyResult) -> String {
         output.headline()
     }
+
+    const METRICS: &'static [MetricDef] = METRICS;
+
+    fn metrics(output: &RDMALatencyResult) -> Vec<Metric> {
+        let row = output
+            .rows
+            .iter()
+            .find(|r| r.bytes == output.min_typical_latency_message_bytes);
+        let mut metrics = vec![METRICS[0].of(output.min_typical_latency_micros)];
+        metrics.extend(METRICS[1].maybe(row.and_then(|r| r.p99_micros)));
+        metrics
+    }
     const ROLES: &'static [&'static str] = &["server", "client"];
 
     fn common(spec: &RDMALatencySpec) -> &CommonSpec {
         &spec.common
     }
 
+    fn plan(spec: &RDMALatencySpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        Ok(super::plan::plan(
+            "RDMALatency",
+            &spec.perftest,
+            super::plan::Measure::Latency,
+        ))
+    }
+
     fn check(spec: &RDMALatencySpec) -> Vec<FieldError> {
         super::check(&spec.perftest)
     }
 }
+
+const METRICS: &[MetricDef] = &[
+    MetricDef::lower(
+        "typical_latency_microseconds",
+        "µs",
+        "smallest typical (median) latency over all message sizes",
+    ),
+    MetricDef::lower(
+        "p99_latency_microseconds",
+        "µs",
+        "99th percentile latency at the message size of the typical latency",
+    ),
+];

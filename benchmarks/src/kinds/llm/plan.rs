@@ -1,0 +1,351 @@
+//! The LLMInference plan and parser.
+//!
+//! One `loadgen` role runs `perfsweep loadgen`; with `endpoint.simulator` a `simulator`
+//! role runs `perfsweep sim` and the load generator waits until it listens. Endpoints:
+//!
+//! - `url`: used as given;
+//! - `service`: `http://<name>.<namespace>.svc:<port><path>`, or `http://<name>:<port><path>`
+//!   (the benchmark's own namespace) without a namespace;
+//! - `inferenceService`: `http://<name>.<namespace>.svc` (the address KServe gives an
+//!   InferenceService inside the cluster), or `http://<name>` without a namespace; the
+//!   model name defaults to the InferenceService's name.
+
+use super::result::{FORMAT, LLMInferenceResult};
+use super::{Api, LLMInferenceSpec, SimulatorSpec, Task};
+use crate::parse_error::ParseError;
+use crate::plan::{Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role};
+
+/// The package the roles' program (`perfsweep`, run as the agent itself) comes from.
+const PACKAGE: &str = "perfsweep";
+
+/// The model name the simulator serves unless the spec names one.
+pub const SIMULATOR_MODEL: &str = "perfsweep-sim";
+
+/// The base URL the load generator targets.
+pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
+    let endpoint = &spec.endpoint;
+    if let Some(url) = &endpoint.url {
+        return Ok(url.clone());
+    }
+    if let Some(service) = &endpoint.service {
+        let host = match &service.namespace {
+            Some(ns) => format!("{}.{ns}.svc", service.name),
+            None => service.name.clone(),
+        };
+        let path = service.path.as_deref().unwrap_or("").trim_end_matches('/');
+        let path = if path.is_empty() || path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("/{path}")
+        };
+        return Ok(format!("http://{host}:{}{path}", service.port));
+    }
+    if let Some(isvc) = &endpoint.inference_service {
+        return Ok(match &isvc.namespace {
+            Some(ns) => format!("http://{}.{ns}.svc", isvc.name),
+            None => format!("http://{}", isvc.name),
+        });
+    }
+    if let Some(sim) = &endpoint.simulator {
+        return Ok(format!("http://{{peer:simulator:0}}:{}", sim.port));
+    }
+    Err(PlanError::Invalid {
+        path: "spec.endpoint".into(),
+        message: "set one of url, service, inferenceService and simulator".into(),
+    })
+}
+
+/// The model name requests carry.
+pub fn model_name(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
+    let endpoint = &spec.endpoint;
+    if let Some(model) = &endpoint.model_name {
+        return Ok(model.clone());
+    }
+    if let Some(isvc) = &endpoint.inference_service {
+        return Ok(isvc.name.clone());
+    }
+    if endpoint.simulator.is_some() {
+        return Ok(SIMULATOR_MODEL.into());
+    }
+    Err(PlanError::Invalid {
+        path: "spec.endpoint.modelName".into(),
+        message: "modelName is required with url and service".into(),
+    })
+}
+
+pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
+    if spec.task == Task::TextToEmbeddings {
+        return Err(PlanError::Invalid {
+            path: "spec.task".into(),
+            message: "text-to-embeddings is not supported by this version of the load generator"
+                .into(),
+        });
+    }
+    let model = model_name(spec)?;
+    let mut args: Vec<String> = vec![
+        "loadgen".into(),
+        "--url".into(),
+        endpoint_url(spec)?,
+        "--model".into(),
+        model.clone(),
+        "--api".into(),
+        match spec.api {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+        .into(),
+        "--seed".into(),
+        spec.seed.to_string(),
+        "--max-error-rate-percent".into(),
+        spec.max_error_rate_percent.to_string(),
+    ];
+    if !spec.streaming {
+        args.push("--no-stream".into());
+    }
+    for scenario in &spec.traffic_scenarios {
+        args.extend(["--scenario".into(), scenario.0.clone()]);
+    }
+    for concurrency in &spec.num_concurrency {
+        args.extend(["--concurrency".into(), concurrency.0.to_string()]);
+    }
+    if let Some(minutes) = spec.max_time_per_iteration {
+        args.extend(["--max-time-s".into(), (u64::from(minutes) * 60).to_string()]);
+    }
+    if let Some(requests) = spec.max_requests_per_iteration {
+        args.extend(["--max-requests".into(), requests.to_string()]);
+    }
+    if let Some(warmup) = spec.warmup_requests {
+        args.extend(["--warmup-requests".into(), warmup.to_string()]);
+    }
+    for (key, value) in &spec.additional_request_params {
+        args.extend(["--param".into(), format!("{key}={value}")]);
+    }
+    for (name, value) in &spec.request_headers {
+        args.extend(["--header".into(), format!("{name}: {value}")]);
+    }
+    if let Some(slo) = &spec.slo {
+        if let Some(ttft) = slo.ttft_millis {
+            args.extend(["--slo-ttft-ms".into(), ttft.to_string()]);
+        }
+        if let Some(tpot) = slo.tpot_millis {
+            args.extend(["--slo-tpot-ms".into(), tpot.to_string()]);
+        }
+        args.extend([
+            "--slo-attainment-percent".into(),
+            slo.attainment_percent.to_string(),
+        ]);
+    }
+    let simulator = spec.endpoint.simulator.as_ref();
+    let mut roles = vec![Role {
+        name: "loadgen".into(),
+        replicas: 1,
+        setup: Vec::new(),
+        command: Command {
+            program: crate::plan::AGENT_PROGRAM.into(),
+            package: PACKAGE.into(),
+            args: args.into_iter().map(Arg::Literal).collect(),
+        },
+        files: Vec::new(),
+        ports: Vec::new(),
+        ready_when: Readiness::Started,
+        waits_for: simulator
+            .map(|_| "simulator".to_owned())
+            .into_iter()
+            .collect(),
+        lifetime: Lifetime::RunToCompletion,
+        uses_devices: false,
+        capabilities: Vec::new(),
+        env: Default::default(),
+        volumes: Vec::new(),
+    }];
+    if let Some(sim) = simulator {
+        roles.insert(0, simulator_role(sim, &model));
+    }
+    Ok(Plan {
+        kind: "LLMInference".into(),
+        roles,
+        result_role: "loadgen".into(),
+        timeout_seconds: 0,
+    })
+}
+
+fn simulator_role(sim: &SimulatorSpec, model: &str) -> Role {
+    let mut args: Vec<String> = vec![
+        "sim".into(),
+        "--listen".into(),
+        format!("0.0.0.0:{}", sim.port),
+        "--model".into(),
+        model.into(),
+        "--ttft-ms".into(),
+        sim.ttft_millis.to_string(),
+        "--itl-ms".into(),
+        sim.itl_millis.to_string(),
+        "--ttft-jitter-ms".into(),
+        sim.ttft_jitter_millis.to_string(),
+        "--itl-jitter-ms".into(),
+        sim.itl_jitter_millis.to_string(),
+        "--seed".into(),
+        sim.seed.to_string(),
+    ];
+    if let Some(capacity) = sim.capacity {
+        args.extend(["--capacity".into(), capacity.to_string()]);
+    }
+    Role {
+        name: "simulator".into(),
+        replicas: 1,
+        setup: Vec::new(),
+        command: Command {
+            program: crate::plan::AGENT_PROGRAM.into(),
+            package: PACKAGE.into(),
+            args: args.into_iter().map(Arg::Literal).collect(),
+        },
+        files: Vec::new(),
+        ports: vec![Port {
+            name: "openai".into(),
+            port: sim.port,
+            protocol: PortProtocol::TCP,
+        }],
+        ready_when: Readiness::Listening(sim.port),
+        waits_for: Vec::new(),
+        lifetime: Lifetime::Serve,
+        uses_devices: false,
+        capabilities: Vec::new(),
+        env: Default::default(),
+        volumes: Vec::new(),
+    }
+}
+
+/// Reads the load generator's JSON document (the last line that is one).
+pub fn parse(raw: &str) -> Result<LLMInferenceResult, ParseError> {
+    if raw.trim().is_empty() {
+        return Err(ParseError::Empty);
+    }
+    let line = raw
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| line.starts_with('{'))
+        .ok_or_else(|| ParseError::NotFound {
+            what: "load generator JSON document".into(),
+        })?;
+    let result: LLMInferenceResult =
+        serde_json::from_str(line).map_err(|e| ParseError::InvalidJson {
+            line: raw.lines().count(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+    if result.format != FORMAT {
+        return Err(ParseError::Json {
+            path: "/format".into(),
+            message: format!("expected {FORMAT:?}, found {:?}", result.format),
+        });
+    }
+    if let Some(failure) = &result.failure {
+        return Err(ParseError::ToolReportedError(failure.clone()));
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PeerAddresses, resolve_args};
+
+    fn spec(json: serde_json::Value) -> LLMInferenceSpec {
+        serde_json::from_value(json).expect("valid spec")
+    }
+
+    fn loadgen_args(plan: &Plan, peers: &PeerAddresses) -> Vec<String> {
+        resolve_args(&plan.role("loadgen").expect("loadgen").command.args, peers)
+            .expect("resolvable")
+    }
+
+    #[test]
+    fn a_url_endpoint_runs_one_loadgen_with_the_spec_as_arguments() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "trafficScenarios": ["D(128,64)", "N(480,240)/(300,150)"],
+            "numConcurrency": [1, 8],
+            "maxRequestsPerIteration": 50,
+            "additionalRequestParams": {"temperature": "0.0"},
+            "slo": {"ttftMillis": 200.0},
+        })))
+        .expect("plan");
+        assert_eq!(plan.roles.len(), 1);
+        assert_eq!(plan.result_role, "loadgen");
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        for part in [
+            "loadgen --url http://vllm:8000 --model llama --api chat",
+            "--scenario D(128,64) --scenario N(480,240)/(300,150)",
+            "--concurrency 1 --concurrency 8",
+            "--max-requests 50",
+            "--param temperature=0.0",
+            "--slo-ttft-ms 200 --slo-attainment-percent 90",
+        ] {
+            assert!(args.contains(part), "{part:?} not in {args}");
+        }
+    }
+
+    #[test]
+    fn a_simulator_endpoint_adds_a_listening_role_the_loadgen_waits_for() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"simulator": {"ttftMillis": 20.0, "itlMillis": 5.0, "capacity": 4}},
+            "numConcurrency": [1, 2, 4],
+        })))
+        .expect("plan");
+        let sim = plan.role("simulator").expect("simulator role");
+        assert_eq!(sim.ready_when, Readiness::Listening(18000));
+        assert_eq!(sim.lifetime, Lifetime::Serve);
+        let loadgen = plan.role("loadgen").expect("loadgen");
+        assert_eq!(loadgen.waits_for, ["simulator"]);
+        let peers = PeerAddresses::from([("simulator".into(), vec!["10.0.0.9".into()])]);
+        let args = loadgen_args(&plan, &peers).join(" ");
+        assert!(
+            args.contains("--url http://10.0.0.9:18000 --model perfsweep-sim"),
+            "{args}"
+        );
+        let sim_args = resolve_args(&sim.command.args, &peers)
+            .expect("resolvable")
+            .join(" ");
+        assert!(sim_args.contains("--ttft-ms 20 --itl-ms 5"), "{sim_args}");
+        assert!(sim_args.contains("--capacity 4"), "{sim_args}");
+    }
+
+    #[test]
+    fn services_and_inference_services_resolve_to_cluster_urls() {
+        let service = spec(serde_json::json!({
+            "endpoint": {"service": {"name": "vllm", "namespace": "models", "port": 8000, "path": "openai"}, "modelName": "m"},
+        }));
+        assert_eq!(
+            endpoint_url(&service).expect("url"),
+            "http://vllm.models.svc:8000/openai"
+        );
+        let isvc = spec(serde_json::json!({"endpoint": {"inferenceService": {"name": "llama"}}}));
+        assert_eq!(endpoint_url(&isvc).expect("url"), "http://llama");
+        assert_eq!(model_name(&isvc).expect("model"), "llama");
+        let no_model = spec(serde_json::json!({"endpoint": {"service": {"name": "vllm"}}}));
+        assert!(model_name(&no_model).is_err());
+    }
+
+    #[test]
+    fn parse_reads_the_document_and_fails_on_reported_failures() {
+        let mut result = LLMInferenceResult {
+            format: FORMAT.into(),
+            model: "m".into(),
+            ..Default::default()
+        };
+        let text = format!(
+            "progress\n{}\n",
+            serde_json::to_string(&result).expect("json")
+        );
+        assert_eq!(parse(&text).expect("parses").model, "m");
+        result.failure = Some("7 of 10 requests failed".into());
+        let text = serde_json::to_string(&result).expect("json");
+        assert!(
+            matches!(parse(&text), Err(ParseError::ToolReportedError(m)) if m.contains("7 of 10"))
+        );
+        assert_eq!(parse(" \n"), Err(ParseError::Empty));
+        assert!(parse("{\"format\": \"other\"}").is_err());
+        assert!(parse("no json").is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! The LLMInference result: what `perfsweep loadgen` prints (one JSON document) and the
+//! kind's parser reads back.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The format tag of a load generator report.
+pub const FORMAT: &str = "perfsweep-llm-loadgen/v1";
+
+/// Latency distribution of one metric in milliseconds, from an HDR histogram (3
+/// significant digits).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Distribution {
+    /// Number of samples.
+    pub count: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+}
+
+/// Requests meeting the service level objectives.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Goodput {
+    /// Requests per second that met every objective.
+    pub requests_per_second: f64,
+    /// Percentage of measured requests (errors included) that met every objective.
+    pub attainment_percent: f64,
+}
+
+/// One iteration: one traffic scenario at one load level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Iteration {
+    /// The traffic scenario, genai-bench syntax.
+    pub scenario: String,
+    /// Concurrent streams (closed loop).
+    pub concurrency: u32,
+    /// Measured requests that succeeded (warmup excluded).
+    pub requests: u64,
+    /// Measured requests that failed.
+    pub errors: u64,
+    /// Failed requests by kind: `http_<status>`, `connect`, `timeout`, `stream_error`,
+    /// `incomplete`, `protocol`.
+    #[serde(default)]
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Seconds from the first measured request to the last completion.
+    pub duration_seconds: f64,
+    /// Successful requests per second.
+    pub requests_per_second: f64,
+    /// Prompt tokens per second.
+    pub input_tokens_per_second: f64,
+    /// Generated tokens per second, all streams together.
+    pub output_tokens_per_second: f64,
+    /// Prompt and generated tokens per second.
+    pub total_tokens_per_second: f64,
+    /// Mean generation speed one user sees: output tokens after the first per second
+    /// of decoding.
+    pub output_tokens_per_second_per_user: f64,
+    /// Mean prompt tokens per request.
+    pub input_tokens_mean: f64,
+    /// Mean generated tokens per request.
+    pub output_tokens_mean: f64,
+    /// Where token counts came from: `server` (usage reported by the server),
+    /// `estimated` (streamed chunks, or characters / 4 without streaming) or `mixed`.
+    pub token_counts: String,
+    /// Time to first token.
+    pub ttft_millis: Distribution,
+    /// Time to the second token.
+    pub time_to_second_token_millis: Distribution,
+    /// Gaps between streamed chunks carrying content.
+    pub inter_token_latency_millis: Distribution,
+    /// Time per output token after the first: (end-to-end - TTFT) / (output tokens - 1).
+    pub tpot_millis: Distribution,
+    /// From sending the request to its last byte.
+    pub e2e_latency_millis: Distribution,
+    /// Requests that met the SLOs, when SLOs are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+}
+
+/// Service level objectives a request must meet to count for goodput.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SloReport {
+    /// Largest acceptable time to first token, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_millis: Option<f64>,
+    /// Largest acceptable time per output token, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_millis: Option<f64>,
+    /// Attainment an iteration needs to qualify for the headline, percent.
+    pub attainment_percent: f64,
+}
+
+/// Latency and throughput of an LLM inference endpoint under load, per iteration, with
+/// the headline figures of the best iteration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LLMInferenceResult {
+    /// `perfsweep-llm-loadgen/v1`.
+    #[serde(default)]
+    pub format: String,
+    /// The model requested.
+    #[serde(default)]
+    pub model: String,
+    /// The endpoint's base URL.
+    #[serde(default)]
+    pub url: String,
+    /// `chat` or `completions`.
+    #[serde(default)]
+    pub api: String,
+    /// Whether responses were streamed.
+    #[serde(default)]
+    pub streaming: bool,
+    /// The objectives goodput is measured against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloReport>,
+    /// Every iteration, in the order run.
+    #[serde(default)]
+    pub iterations: Vec<Iteration>,
+    /// Index into `iterations` of the headline: the highest output token throughput
+    /// among iterations meeting the SLO attainment (every iteration without SLOs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_iteration: Option<usize>,
+    /// Output tokens per second across all streams, best iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_second: Option<f64>,
+    /// Mean time to first token in milliseconds, best iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_mean_millis: Option<f64>,
+    /// Concurrency of the best iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_concurrency: Option<u32>,
+    /// Failed requests / all measured requests, percent, over the whole run.
+    #[serde(default)]
+    pub error_rate_percent: f64,
+    /// Why the run failed (error rate above the limit), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl LLMInferenceResult {
+    /// The headline figures in a few words.
+    pub fn summary(&self) -> String {
+        let mut text = match (self.output_tokens_per_second, self.ttft_mean_millis) {
+            (Some(tps), Some(ttft)) => format!("{tps:.0} tok/s, TTFT {ttft:.1} ms"),
+            (Some(tps), None) => format!("{tps:.0} tok/s"),
+            (None, Some(ttft)) => format!("TTFT {ttft:.1} ms"),
+            (None, None) => String::new(),
+        };
+        if let Some(concurrency) = self.best_concurrency {
+            text.push_str(&format!(" at concurrency {concurrency}"));
+        }
+        text
+    }
+
+    /// Picks the headline iteration and copies its figures to the top level.
+    pub fn choose_best(&mut self) {
+        let required = self.slo.as_ref().map(|s| s.attainment_percent);
+        let best = self
+            .iterations
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.requests > 0)
+            .filter(|(_, it)| match (required, &it.goodput) {
+                (Some(required), Some(goodput)) => goodput.attainment_percent >= required,
+                (Some(_), None) => false,
+                (None, _) => true,
+            })
+            .max_by(|a, b| {
+                a.1.output_tokens_per_second
+                    .total_cmp(&b.1.output_tokens_per_second)
+            })
+            .map(|(index, _)| index);
+        self.best_iteration = best;
+        let best = best.and_then(|i| self.iterations.get(i));
+        self.output_tokens_per_second = best.map(|it| it.output_tokens_per_second);
+        self.ttft_mean_millis = best.map(|it| it.ttft_millis.mean);
+        self.best_concurrency = best.map(|it| it.concurrency);
+    }
+}

@@ -1,0 +1,483 @@
+//! Remote launch without SSH: how an MPI launcher starts Open MPI's daemons on the
+//! workers. `mpirun --mca plm_rsh_agent "perfsweep rsh"` runs
+//! `perfsweep rsh HOST orted …` for every worker; [`rsh`] asks the agent at HOST, over
+//! its control endpoint, to run the command, and relays the command's output and exit
+//! status, exactly as `ssh HOST COMMAND` would.
+//!
+//! Why not SSH (kube-perftest's way): SSH needs an sshd in every worker image, host keys
+//! and a client key pair per benchmark, a passwd entry for the user, and usually root.
+//! The agent already runs in every pod and serves an endpoint; one random token per
+//! benchmark (a Secret owned by the benchmark on Kubernetes, random per run locally) is
+//! the only secret, and nothing runs as root for it.
+//!
+//! Protocol, on the control endpoint: the client sends `EXEC`; the agent answers a JSON
+//! line with a fresh random nonce; the client sends a JSON line with the argument vector
+//! and `HMAC-SHA256(token, nonce ‖ 0 ‖ argv joined by 0)`, so the token never crosses the
+//! network and a recorded request cannot be replayed. The agent then runs the argument
+//! vector (never through a shell) in its working directory with its role's environment
+//! and streams frames back: `[kind: u8][length: u32 BE][payload]` with kind 1 stdout,
+//! 2 stderr, 3 exit (payload: i32 BE exit code, 128 + signal for a signal), 4 refusal
+//! (payload: the reason). Only agents of plans that launch remotely accept `EXEC`, and
+//! only once their own setup is done.
+//!
+//! Open MPI writes the daemon's command for a remote shell (`orted -mca ess "env" …`);
+//! the client splits it with POSIX shell quoting rules into an argument vector (no shell
+//! runs on either side). Open MPI's `--prefix` (which prepends `PATH=…;` shell code)
+//! is not supported: the images install Open MPI in `/usr`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use perfsweep_benchmarks::agent_env;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::net::TcpStream;
+
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const EXIT: u8 = 3;
+const REFUSED: u8 = 4;
+
+/// The environment variable that tells a rank's wrapper (`perfsweep mpi-rank`) which
+/// directory its worker prepared.
+pub const RANK_WORKDIR: &str = "PERFSWEEP_RANK_WORKDIR";
+
+/// What an agent needs to run commands for the launcher.
+#[derive(Clone, Debug)]
+pub struct ExecConfig {
+    pub token: Vec<u8>,
+    pub workdir: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Challenge {
+    nonce: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Request {
+    argv: Vec<String>,
+    mac: String,
+}
+
+/// A new random token, hex-encoded (256 bits).
+pub fn random_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| anyhow::anyhow!("the system's random number generator failed"))?;
+    Ok(hex(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn message(nonce: &str, argv: &[String]) -> Vec<u8> {
+    let mut message = nonce.as_bytes().to_vec();
+    for arg in argv {
+        message.push(0);
+        message.extend_from_slice(arg.as_bytes());
+    }
+    message
+}
+
+fn sign(token: &[u8], nonce: &str, argv: &[String]) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, token);
+    hex(hmac::sign(&key, &message(nonce, argv)).as_ref())
+}
+
+fn verify(token: &[u8], nonce: &str, argv: &[String], mac: &str) -> bool {
+    let Some(tag) = unhex(mac) else {
+        return false;
+    };
+    let key = hmac::Key::new(hmac::HMAC_SHA256, token);
+    hmac::verify(&key, &message(nonce, argv), &tag).is_ok()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+async fn frame<W: AsyncWrite + Unpin>(
+    write: &mut W,
+    kind: u8,
+    payload: &[u8],
+) -> std::io::Result<()> {
+    let length = u32::try_from(payload.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame too large"))?;
+    let mut header = [0u8; 5];
+    header[0] = kind;
+    header[1..].copy_from_slice(&length.to_be_bytes());
+    write.write_all(&header).await?;
+    write.write_all(payload).await?;
+    write.flush().await
+}
+
+/// The agent's side of `EXEC`, after the `EXEC` line: challenge, verify, run, stream.
+pub async fn serve<R, W>(
+    config: Option<ExecConfig>,
+    mut read: R,
+    mut write: W,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Some(config) = config else {
+        return frame(
+            &mut write,
+            REFUSED,
+            b"this agent does not run commands for a launcher (not an MPI worker, or its setup is not done)",
+        )
+        .await;
+    };
+    let nonce = random_token().map_err(std::io::Error::other)?;
+    let challenge = serde_json::to_string(&Challenge {
+        nonce: nonce.clone(),
+    })
+    .map_err(std::io::Error::other)?;
+    write.write_all(format!("{challenge}\n").as_bytes()).await?;
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(10), read.read_line(&mut line))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no request"))??;
+    let request: Request = match serde_json::from_str(&line) {
+        Ok(request) => request,
+        Err(error) => {
+            return frame(
+                &mut write,
+                REFUSED,
+                format!("malformed request: {error}").as_bytes(),
+            )
+            .await;
+        }
+    };
+    if !verify(&config.token, &nonce, &request.argv, &request.mac) {
+        tracing::warn!("refused a remote command with a wrong launch token");
+        return frame(
+            &mut write,
+            REFUSED,
+            b"authentication failed: wrong launch token",
+        )
+        .await;
+    }
+    let Some((program, args)) = request.argv.split_first() else {
+        return frame(&mut write, REFUSED, b"empty command").await;
+    };
+    tracing::info!(command = %request.argv.join(" "), "running a command for the launcher");
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(&config.workdir)
+        .envs(&config.env)
+        .env(RANK_WORKDIR, &config.workdir)
+        .env_remove(agent_env::LAUNCH_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            return frame(
+                &mut write,
+                REFUSED,
+                format!("cannot start {program}: {error}").as_bytes(),
+            )
+            .await;
+        }
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u8, Vec<u8>)>(16);
+    let pumps = [
+        child
+            .stdout
+            .take()
+            .map(|s| pump(Box::new(s), STDOUT, tx.clone())),
+        child
+            .stderr
+            .take()
+            .map(|s| pump(Box::new(s), STDERR, tx.clone())),
+    ];
+    drop(tx);
+    let pumps: Vec<_> = pumps.into_iter().flatten().map(tokio::spawn).collect();
+    while let Some((kind, data)) = rx.recv().await {
+        // A launcher that went away takes the command with it (kill on drop).
+        frame(&mut write, kind, &data).await?;
+    }
+    for pump in pumps {
+        let _ = pump.await;
+    }
+    let status = child.wait().await?;
+    let code = exit_code(status);
+    frame(&mut write, EXIT, &code.to_be_bytes()).await?;
+    write.shutdown().await
+}
+
+async fn pump(
+    mut source: Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+    kind: u8,
+    tx: tokio::sync::mpsc::Sender<(u8, Vec<u8>)>,
+) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        match source.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if tx.send((kind, buffer[..n].to_vec())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return 128 + signal;
+        }
+    }
+    status.code().unwrap_or(1)
+}
+
+/// Where `perfsweep rsh` finds the agent of a host: the launcher's agent exports the
+/// control endpoint of every peer by its data address.
+pub type RshPeers = BTreeMap<String, String>;
+
+/// `perfsweep rsh HOST WORDS…`: runs WORDS (a command line written for a remote shell)
+/// on the agent at HOST and relays its output and exit status.
+pub async fn rsh(host: &str, words: &[String]) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    let token = std::env::var(agent_env::LAUNCH_TOKEN).with_context(|| {
+        format!(
+            "{} is not set: perfsweep rsh runs under an agent of a plan that launches remotely",
+            agent_env::LAUNCH_TOKEN
+        )
+    })?;
+    let peers: RshPeers = serde_json::from_str(
+        &std::env::var(agent_env::RSH_PEERS)
+            .with_context(|| format!("{} is not set", agent_env::RSH_PEERS))?,
+    )
+    .with_context(|| format!("{} is not a JSON object", agent_env::RSH_PEERS))?;
+    let endpoint = peers.get(host).with_context(|| {
+        format!(
+            "no agent for host {host:?}: the benchmark's peers are {}",
+            peers.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let argv = split_command(words)?;
+    let code = run_remote(endpoint, token.as_bytes(), &argv).await?;
+    Ok(ExitCode::from(
+        u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+    ))
+}
+
+/// Open MPI's remote command, as an argument vector: the words joined as a remote shell
+/// would see them, then split with POSIX quoting rules.
+pub fn split_command(words: &[String]) -> anyhow::Result<Vec<String>> {
+    let line = words.join(" ");
+    let argv = shlex::split(&line)
+        .ok_or_else(|| anyhow::anyhow!("unbalanced quotes in the remote command {line:?}"))?;
+    if argv.is_empty() {
+        anyhow::bail!("no remote command given");
+    }
+    if let Some(first) = argv.first()
+        && first.contains('=')
+    {
+        anyhow::bail!(
+            "the remote command starts with an assignment ({first:?}): Open MPI's --prefix needs a shell, which perfsweep rsh does not run; install Open MPI on the default PATH"
+        );
+    }
+    Ok(argv)
+}
+
+/// Runs `argv` at `endpoint`, relaying its output to ours; returns its exit code.
+pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow::Result<i32> {
+    use anyhow::Context as _;
+    let stream = TcpStream::connect(endpoint)
+        .await
+        .with_context(|| format!("connecting to the agent at {endpoint}"))?;
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    write.write_all(b"EXEC\n").await?;
+    let mut line = String::new();
+    read.read_line(&mut line).await?;
+    let challenge: Challenge = match serde_json::from_str(&line) {
+        Ok(challenge) => challenge,
+        Err(_) => {
+            // A refusal frame instead of a challenge.
+            let mut rest = line.into_bytes();
+            read.read_to_end(&mut rest).await?;
+            let reason = rest
+                .get(5..)
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            anyhow::bail!("the agent at {endpoint} refused: {reason}");
+        }
+    };
+    let request = Request {
+        mac: sign(token, &challenge.nonce, argv),
+        argv: argv.to_vec(),
+    };
+    let mut body = serde_json::to_string(&request)?;
+    body.push('\n');
+    write.write_all(body.as_bytes()).await?;
+    let mut stdout = tokio::io::stdout();
+    let mut stderr = tokio::io::stderr();
+    loop {
+        let mut header = [0u8; 5];
+        read.read_exact(&mut header).await.with_context(|| {
+            format!("the agent at {endpoint} closed the connection before the command ended")
+        })?;
+        let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut payload = vec![0u8; length];
+        read.read_exact(&mut payload).await?;
+        match header[0] {
+            STDOUT => {
+                stdout.write_all(&payload).await?;
+                stdout.flush().await?;
+            }
+            STDERR => {
+                stderr.write_all(&payload).await?;
+                stderr.flush().await?;
+            }
+            EXIT => {
+                let code: [u8; 4] = payload
+                    .get(..4)
+                    .and_then(|p| p.try_into().ok())
+                    .context("malformed exit frame")?;
+                return Ok(i32::from_be_bytes(code));
+            }
+            REFUSED => anyhow::bail!(
+                "the agent at {endpoint} refused: {}",
+                String::from_utf8_lossy(&payload)
+            ),
+            other => anyhow::bail!("unknown frame {other} from the agent at {endpoint}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_mpi_quoting_becomes_an_argument_vector() {
+        let words: Vec<String> = [
+            " orted",
+            "-mca",
+            "ess",
+            "\"env\"",
+            "-mca",
+            "orte_hnp_uri",
+            "\"1.0;tcp://10.0.0.1:5000\"",
+            "-mca",
+            "plm_rsh_agent",
+            "\"perfsweep rsh\"",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            split_command(&words).unwrap(),
+            [
+                "orted",
+                "-mca",
+                "ess",
+                "env",
+                "-mca",
+                "orte_hnp_uri",
+                "1.0;tcp://10.0.0.1:5000",
+                "-mca",
+                "plm_rsh_agent",
+                "perfsweep rsh"
+            ]
+        );
+        assert!(split_command(&["PATH=/x;".into(), "orted".into()]).is_err());
+        assert!(split_command(&["\"open".into()]).is_err());
+    }
+
+    #[test]
+    fn the_mac_binds_nonce_and_command() {
+        let argv = vec!["orted".to_owned(), "-x".to_owned()];
+        let mac = sign(b"secret", "n1", &argv);
+        assert!(verify(b"secret", "n1", &argv, &mac));
+        assert!(!verify(b"other", "n1", &argv, &mac));
+        assert!(
+            !verify(b"secret", "n2", &argv, &mac),
+            "no replay with another nonce"
+        );
+        assert!(!verify(b"secret", "n1", &["sh".to_owned()], &mac));
+        assert!(!verify(b"secret", "n1", &argv, "zz"));
+    }
+}
+
+/// The environment of the role's commands: the role's `env` with placeholders filled;
+/// `PATH` led by the agent's own directory (so `perfsweep rsh` and `perfsweep mpi-rank`
+/// resolve to this very binary); and, in a plan that launches remotely, the map
+/// [`agent_env::RSH_PEERS`] from each peer's data address to its control endpoint.
+pub fn command_env(
+    config: &super::AgentConfig,
+    peers: &perfsweep_benchmarks::plan::PeerAddresses,
+) -> Result<BTreeMap<String, String>, super::Failure> {
+    use super::Failure;
+    let mut env = BTreeMap::new();
+    for (name, value) in &config.role().env {
+        let value = perfsweep_benchmarks::plan::fill(value, peers)
+            .map_err(|e| Failure::new("PlanInvalid", format!("env {name}: {e}")))?;
+        env.insert(name.clone(), value);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(PathBuf::from))
+    {
+        let mut paths = vec![dir];
+        paths.extend(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        );
+        if let Ok(path) = std::env::join_paths(paths) {
+            env.insert("PATH".to_owned(), path.to_string_lossy().into_owned());
+        }
+    }
+    if config.plan.remote_launch() {
+        if std::env::var_os(agent_env::LAUNCH_TOKEN).is_none() {
+            return Err(Failure::new(
+                "LaunchTokenMissing",
+                format!(
+                    "the plan launches remotely but {} is not set (on Kubernetes it comes from the benchmark's Secret)",
+                    agent_env::LAUNCH_TOKEN
+                ),
+            ));
+        }
+        let mut map = RshPeers::new();
+        for (role, addresses) in peers {
+            let Some(endpoints) = config.peers.get(role) else {
+                continue;
+            };
+            for (address, endpoint) in addresses.iter().zip(endpoints) {
+                map.insert(address.clone(), endpoint.clone());
+            }
+        }
+        let map =
+            serde_json::to_string(&map).map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        env.insert(agent_env::RSH_PEERS.to_owned(), map);
+    }
+    Ok(env)
+}

@@ -1,0 +1,80 @@
+//! The network interface that carries an address (for `{interface}`: tools such as
+//! Open MPI select interfaces by name).
+
+use std::ffi::CStr;
+use std::net::IpAddr;
+
+/// The name of the interface that has `address`; for a loopback address no interface
+/// has (the local backend gives each process its own 127.0.0.N, all on `lo`), the
+/// loopback interface.
+pub fn interface_of(address: &str) -> Option<String> {
+    let wanted: IpAddr = address.parse().ok()?;
+    let interfaces = list();
+    interfaces
+        .iter()
+        .find(|(_, ip, _)| *ip == wanted)
+        .or_else(|| {
+            wanted
+                .is_loopback()
+                .then(|| interfaces.iter().find(|(_, _, loopback)| *loopback))
+                .flatten()
+        })
+        .map(|(name, _, _)| name.clone())
+}
+
+/// (name, address, is loopback) of every interface address.
+fn list() -> Vec<(String, IpAddr, bool)> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free once.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cursor = head;
+    while !cursor.is_null() {
+        // SAFETY: cursor is a node of the list getifaddrs returned.
+        let entry = unsafe { &*cursor };
+        cursor = entry.ifa_next;
+        if entry.ifa_addr.is_null() || entry.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { CStr::from_ptr(entry.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let loopback = entry.ifa_flags & (libc::IFF_LOOPBACK as libc::c_uint) != 0;
+        // SAFETY: sa_family tells which sockaddr type ifa_addr points to.
+        let address = unsafe {
+            match i32::from((*entry.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let v4 = &*(entry.ifa_addr as *const libc::sockaddr_in);
+                    Some(IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()))
+                }
+                libc::AF_INET6 => {
+                    let v6 = &*(entry.ifa_addr as *const libc::sockaddr_in6);
+                    Some(IpAddr::from(v6.sin6_addr.s6_addr))
+                }
+                _ => None,
+            }
+        };
+        if let Some(address) = address {
+            out.push((name, address, loopback));
+        }
+    }
+    // SAFETY: head came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses_are_on_the_loopback_interface() {
+        let lo = interface_of("127.0.0.1").expect("a loopback interface");
+        assert_eq!(interface_of("127.0.0.7"), Some(lo));
+        assert_eq!(interface_of("not an address"), None);
+        assert_eq!(interface_of("192.0.2.254"), None, "TEST-NET-1 is nobody's");
+    }
+}

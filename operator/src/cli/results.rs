@@ -1,0 +1,410 @@
+//! `perfsweep results`: list, show, compare, export and plot result records as written
+//! by `perfsweep run --output DIR` (one JSON record per run, evidence under `evidence/`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
+use perfsweep_benchmarks::results::compare::{self, Criteria, Verdict};
+use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
+use perfsweep_benchmarks::results::{self, describe_permutation, si};
+use perfsweep_benchmarks::stats::Stability;
+
+#[derive(Debug, clap::Args)]
+pub struct ResultsArgs {
+    #[command(subcommand)]
+    pub command: ResultsCommand,
+    /// Coefficient of variation above which a case is unstable (0.05 = 5%).
+    #[arg(long, global = true, default_value_t = 0.05)]
+    pub max_cv: f64,
+    /// Fewest repetitions for a case to count as stable.
+    #[arg(long, global = true, default_value_t = 3)]
+    pub min_repetitions: usize,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ResultsCommand {
+    /// One line per run: name, repetition, outcome, headline metric.
+    List { dir: PathBuf },
+    /// Per case (permutation) and metric: count, mean, stddev, CV, min/median/max and
+    /// the 95% confidence interval of the mean, flagged when unstable.
+    Show {
+        dir: PathBuf,
+        /// Only the headline metric of each case.
+        #[arg(long)]
+        headline: bool,
+    },
+    /// What changed from BASELINE to CANDIDATE, per case and metric (Welch's t-test).
+    /// Exits 1 when something regressed.
+    Compare {
+        baseline: PathBuf,
+        candidate: PathBuf,
+        /// Significance level of the two-sided test.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Smallest relative change that counts (0.01 = 1%).
+        #[arg(long, default_value_t = 0.01)]
+        min_change: f64,
+        /// Compare every metric, not only each case's headline metric.
+        #[arg(long)]
+        all_metrics: bool,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every run and metric as CSV (one row per run and metric).
+    Export {
+        dir: PathBuf,
+        /// Output file (default: stdout).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// A metric against a swept parameter (or another metric) as SVG, with 95%
+    /// confidence intervals as error bars. (SVG only: no PNG renderer is built in.)
+    Plot {
+        dir: PathBuf,
+        /// The metric on the vertical axis (default: the headline metric).
+        #[arg(long)]
+        metric: Option<String>,
+        /// The permutation parameter on the horizontal axis.
+        #[arg(long, conflicts_with = "x_metric")]
+        parameter: Option<String>,
+        /// A metric on the horizontal axis instead (e.g. latency against throughput).
+        #[arg(long)]
+        x_metric: Option<String>,
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+    },
+}
+
+pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
+    let stability = Stability {
+        max_cv: args.max_cv,
+        min_repetitions: args.min_repetitions,
+    };
+    match args.command {
+        ResultsCommand::List { dir } => {
+            print!("{}", list(&load(&dir)?));
+            Ok(ExitCode::SUCCESS)
+        }
+        ResultsCommand::Show { dir, headline } => {
+            let records = load(&dir)?;
+            print!("{}", show(&results::group(&records, stability), headline));
+            Ok(ExitCode::SUCCESS)
+        }
+        ResultsCommand::Compare {
+            baseline,
+            candidate,
+            alpha,
+            min_change,
+            all_metrics,
+            json,
+        } => {
+            let before = results::group(&load(&baseline)?, stability);
+            let after = results::group(&load(&candidate)?, stability);
+            let comparison = compare::compare(
+                &before,
+                &after,
+                Criteria {
+                    alpha,
+                    min_relative_change: min_change,
+                },
+                !all_metrics,
+            );
+            if json {
+                println!("{}", serde_json::to_string_pretty(&comparison)?);
+            } else {
+                print!("{}", compare_table(&comparison));
+            }
+            Ok(if comparison.count(Verdict::Regressed) > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        ResultsCommand::Export { dir, output } => {
+            let csv = results::csv::export(&load(&dir)?);
+            match output {
+                Some(path) => std::fs::write(&path, csv)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => print!("{csv}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ResultsCommand::Plot {
+            dir,
+            metric,
+            parameter,
+            x_metric,
+            output,
+        } => {
+            let cases = results::group(&load(&dir)?, stability);
+            let metric = match metric {
+                Some(metric) => metric,
+                None => cases
+                    .iter()
+                    .find_map(|c| c.headline())
+                    .map(|m| m.name.clone())
+                    .context("no succeeded run has a metric to plot")?,
+            };
+            let x = match (parameter, x_metric) {
+                (_, Some(m)) => Axis::Metric(m),
+                (Some(p), None) => Axis::Parameter(p),
+                (None, None) => Axis::Parameter(
+                    cases
+                        .iter()
+                        .flat_map(|c| c.permutation.keys())
+                        .next()
+                        .cloned()
+                        .context("the runs have no permutation parameters: give --x-metric")?,
+                ),
+            };
+            let svg = plot::svg(
+                &cases,
+                &PlotSpec {
+                    x,
+                    y: metric,
+                    title: None,
+                },
+            )?;
+            std::fs::write(&output, svg)
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            eprintln!("wrote {}", output.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Every record under `path` (a record file, or a directory searched recursively,
+/// skipping `evidence/`), sorted by set, case and repetition.
+pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
+    let mut files = Vec::new();
+    collect(path, &mut files)?;
+    if files.is_empty() {
+        anyhow::bail!("no result records (*.json) under {}", path.display());
+    }
+    let mut records = Vec::with_capacity(files.len());
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let record: ResultRecord = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a result record", file.display()))?;
+        records.push(record);
+    }
+    records.sort_by(|a, b| {
+        let key = |r: &ResultRecord| {
+            (
+                r.run_id.clone(),
+                r.benchmark.set.clone(),
+                r.benchmark.repetition,
+                r.benchmark.name.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    Ok(records)
+}
+
+fn collect(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if path.is_file() {
+        files.push(path.to_owned());
+        return Ok(());
+    }
+    let entries =
+        std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut entries: Vec<PathBuf> = entries
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            if entry.file_name().is_some_and(|n| n != "evidence") {
+                collect(&entry, files)?;
+            }
+        } else if entry.extension().is_some_and(|e| e == "json") {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}
+
+fn list(records: &[ResultRecord]) -> String {
+    let mut rows = vec![vec![
+        "RUN".to_owned(),
+        "NAME".into(),
+        "KIND".into(),
+        "PERMUTATION".into(),
+        "REP".into(),
+        "OUTCOME".into(),
+        "HEADLINE".into(),
+    ]];
+    for r in records {
+        let headline = r
+            .metrics()
+            .first()
+            .map(|m| format!("{} = {}", m.name, si(m.value)))
+            .unwrap_or_default();
+        rows.push(vec![
+            r.run_id.clone(),
+            r.benchmark.name.clone(),
+            r.benchmark.kind.clone(),
+            describe_permutation(&r.benchmark.permutation),
+            r.benchmark
+                .repetition
+                .map_or_else(|| "-".into(), |n| n.to_string()),
+            match &r.outcome {
+                RecordOutcome::Succeeded { summary, .. } => summary.clone(),
+                RecordOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
+            },
+            headline,
+        ]);
+    }
+    table(&rows)
+}
+
+fn show(cases: &[results::Case], headline_only: bool) -> String {
+    let mut rows = vec![
+        [
+            "KIND",
+            "PERMUTATION",
+            "METRIC",
+            "N",
+            "MEAN",
+            "±CI95",
+            "STDDEV",
+            "CV",
+            "MIN",
+            "MEDIAN",
+            "MAX",
+            "STABLE",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for case in cases {
+        let metrics = if headline_only {
+            &case.metrics[..case.metrics.len().min(1)]
+        } else {
+            &case.metrics[..]
+        };
+        for m in metrics {
+            let s = &m.summary;
+            rows.push(vec![
+                case.kind.clone(),
+                describe_permutation(&case.permutation),
+                m.name.clone(),
+                if case.failed > 0 {
+                    format!("{} ({} failed)", s.count, case.failed)
+                } else {
+                    s.count.to_string()
+                },
+                si(s.mean),
+                s.ci95_half_width().map(si).unwrap_or_else(|| "-".into()),
+                s.stddev.map(si).unwrap_or_else(|| "-".into()),
+                s.cv.map(|cv| format!("{:.1}%", cv * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                si(s.min),
+                si(s.median),
+                si(s.max),
+                match s.unstable {
+                    None => "yes".into(),
+                    Some(why) => format!("NO ({why:?})"),
+                },
+            ]);
+        }
+        if case.metrics.is_empty() {
+            rows.push(vec![
+                case.kind.clone(),
+                describe_permutation(&case.permutation),
+                "-".into(),
+                format!("0 ({} failed)", case.failed),
+            ]);
+        }
+    }
+    table(&rows)
+}
+
+fn compare_table(comparison: &compare::Comparison) -> String {
+    let mut rows = vec![
+        [
+            "KIND",
+            "PERMUTATION",
+            "METRIC",
+            "BASELINE",
+            "CANDIDATE",
+            "CHANGE",
+            "P (WELCH)",
+            "VERDICT",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for c in &comparison.changes {
+        let side = |s: &perfsweep_benchmarks::stats::Summary| match s.ci95_half_width() {
+            Some(h) => format!("{} ±{} (n={})", si(s.mean), si(h), s.count),
+            None => format!("{} (n={})", si(s.mean), s.count),
+        };
+        rows.push(vec![
+            c.kind.clone(),
+            c.permutation.clone(),
+            format!("{} ({} better)", c.metric, c.better.as_str()),
+            side(&c.baseline),
+            side(&c.candidate),
+            c.relative_change
+                .map(|r| format!("{:+.2}%", r * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            c.p_value
+                .map(|p| format!("{p:.4}"))
+                .unwrap_or_else(|| "-".into()),
+            c.verdict.as_str().to_uppercase(),
+        ]);
+    }
+    let mut out = table(&rows);
+    for case in &comparison.only_baseline {
+        let _ = writeln!(out, "only in the baseline: {case}");
+    }
+    for case in &comparison.only_candidate {
+        let _ = writeln!(out, "only in the candidate: {case}");
+    }
+    let _ = writeln!(
+        out,
+        "{} improved, {} regressed, {} no significant change, {} unstable \
+         (Welch's two-sided t-test on the repetitions)",
+        comparison.count(Verdict::Improved),
+        comparison.count(Verdict::Regressed),
+        comparison.count(Verdict::NoSignificantChange),
+        comparison.count(Verdict::Unstable),
+    );
+    out
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.push_str(&" ".repeat(widths[i] - cell.chars().count()));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

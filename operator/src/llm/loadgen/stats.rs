@@ -1,0 +1,289 @@
+//! Per-worker recorders (HDR histograms, mergeable) and the iteration summary.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use perfsweep_benchmarks::kinds::llm::result::{Distribution, Goodput, Iteration};
+use tokio::time::Instant;
+
+/// Service level objectives, milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+}
+
+impl Slo {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.tpot_ms.is_some()
+    }
+}
+
+/// One finished request.
+#[derive(Clone, Debug)]
+pub struct Sample<'a> {
+    pub sent: Instant,
+    pub done: Instant,
+    /// Content events' arrival times (streaming); empty without streaming.
+    pub token_times: &'a [Instant],
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub estimated: bool,
+}
+
+fn histogram() -> Histogram<u64> {
+    // Microseconds, 1 µs to 1 hour, 3 significant digits.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap_or_else(|_| {
+        Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits is valid"))
+    })
+}
+
+fn micros(duration: Duration) -> u64 {
+    (duration.as_nanos() / 1000).max(1).min(u64::MAX as u128) as u64
+}
+
+/// What one worker measured in one iteration.
+pub struct Recorder {
+    ttft: Histogram<u64>,
+    ttst: Histogram<u64>,
+    itl: Histogram<u64>,
+    tpot: Histogram<u64>,
+    e2e: Histogram<u64>,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    input_tokens: u64,
+    output_tokens: u64,
+    user_rate_sum: f64,
+    user_rate_count: u64,
+    meeting_slo: u64,
+    estimated: u64,
+    first_sent: Option<Instant>,
+    last_done: Option<Instant>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self {
+            ttft: histogram(),
+            ttst: histogram(),
+            itl: histogram(),
+            tpot: histogram(),
+            e2e: histogram(),
+            ok: 0,
+            errors: BTreeMap::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            user_rate_sum: 0.0,
+            user_rate_count: 0,
+            meeting_slo: 0,
+            estimated: 0,
+            first_sent: None,
+            last_done: None,
+        }
+    }
+}
+
+impl Recorder {
+    fn span(&mut self, sent: Instant, done: Instant) {
+        self.first_sent = Some(self.first_sent.map_or(sent, |f| f.min(sent)));
+        self.last_done = Some(self.last_done.map_or(done, |l| l.max(done)));
+    }
+
+    pub fn error(&mut self, kind: &str, sent: Instant, done: Instant) {
+        self.span(sent, done);
+        *self.errors.entry(kind.to_owned()).or_default() += 1;
+    }
+
+    pub fn success(&mut self, sample: &Sample<'_>, slo: &Slo) {
+        self.span(sample.sent, sample.done);
+        self.ok += 1;
+        self.input_tokens += sample.input_tokens;
+        self.output_tokens += sample.output_tokens;
+        if sample.estimated {
+            self.estimated += 1;
+        }
+        let e2e = sample.done - sample.sent;
+        let _ = self.e2e.record(micros(e2e));
+        // Without streaming the first token arrives with the last.
+        let first = sample.token_times.first().copied().unwrap_or(sample.done);
+        let ttft = first - sample.sent;
+        let _ = self.ttft.record(micros(ttft));
+        if let Some(second) = sample.token_times.get(1) {
+            let _ = self.ttst.record(micros(*second - sample.sent));
+        }
+        for pair in sample.token_times.windows(2) {
+            let _ = self.itl.record(micros(pair[1] - pair[0]));
+        }
+        let decode = e2e.saturating_sub(ttft);
+        let mut tpot_ms = None;
+        if sample.output_tokens > 1 && !sample.token_times.is_empty() {
+            let tpot = decode / (sample.output_tokens - 1).min(u32::MAX as u64) as u32;
+            let _ = self.tpot.record(micros(tpot));
+            tpot_ms = Some(tpot.as_secs_f64() * 1000.0);
+            if decode > Duration::ZERO {
+                self.user_rate_sum += (sample.output_tokens - 1) as f64 / decode.as_secs_f64();
+                self.user_rate_count += 1;
+            }
+        }
+        let ttft_ok = slo
+            .ttft_ms
+            .is_none_or(|limit| ttft.as_secs_f64() * 1000.0 <= limit);
+        let tpot_ok = slo
+            .tpot_ms
+            .is_none_or(|limit| tpot_ms.is_none_or(|t| t <= limit));
+        if ttft_ok && tpot_ok {
+            self.meeting_slo += 1;
+        }
+    }
+
+    pub fn merge(&mut self, other: Recorder) {
+        let _ = self.ttft.add(&other.ttft);
+        let _ = self.ttst.add(&other.ttst);
+        let _ = self.itl.add(&other.itl);
+        let _ = self.tpot.add(&other.tpot);
+        let _ = self.e2e.add(&other.e2e);
+        self.ok += other.ok;
+        for (kind, count) in other.errors {
+            *self.errors.entry(kind).or_default() += count;
+        }
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.user_rate_sum += other.user_rate_sum;
+        self.user_rate_count += other.user_rate_count;
+        self.meeting_slo += other.meeting_slo;
+        self.estimated += other.estimated;
+        if let (Some(sent), Some(done)) = (other.first_sent, other.last_done) {
+            self.span(sent, done);
+        }
+    }
+
+    pub fn summary(&self, scenario: String, concurrency: u32, slo: &Slo) -> Iteration {
+        let seconds = match (self.first_sent, self.last_done) {
+            (Some(first), Some(last)) => (last - first).as_secs_f64(),
+            _ => 0.0,
+        };
+        let per_second = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
+        let errors: u64 = self.errors.values().sum();
+        let ok = self.ok as f64;
+        let mean_of = |n: u64| if self.ok > 0 { n as f64 / ok } else { 0.0 };
+        let token_counts = match self.estimated {
+            0 => "server",
+            n if n == self.ok => "estimated",
+            _ => "mixed",
+        };
+        Iteration {
+            scenario,
+            concurrency,
+            requests: self.ok,
+            errors,
+            errors_by_kind: self.errors.clone(),
+            duration_seconds: seconds,
+            requests_per_second: per_second(ok),
+            input_tokens_per_second: per_second(self.input_tokens as f64),
+            output_tokens_per_second: per_second(self.output_tokens as f64),
+            total_tokens_per_second: per_second((self.input_tokens + self.output_tokens) as f64),
+            output_tokens_per_second_per_user: if self.user_rate_count > 0 {
+                self.user_rate_sum / self.user_rate_count as f64
+            } else {
+                0.0
+            },
+            input_tokens_mean: mean_of(self.input_tokens),
+            output_tokens_mean: mean_of(self.output_tokens),
+            token_counts: token_counts.into(),
+            ttft_millis: distribution(&self.ttft),
+            time_to_second_token_millis: distribution(&self.ttst),
+            inter_token_latency_millis: distribution(&self.itl),
+            tpot_millis: distribution(&self.tpot),
+            e2e_latency_millis: distribution(&self.e2e),
+            goodput: slo.is_set().then(|| Goodput {
+                requests_per_second: per_second(self.meeting_slo as f64),
+                attainment_percent: if self.ok + errors > 0 {
+                    100.0 * self.meeting_slo as f64 / (self.ok + errors) as f64
+                } else {
+                    0.0
+                },
+            }),
+        }
+    }
+}
+
+fn distribution(histogram: &Histogram<u64>) -> Distribution {
+    if histogram.is_empty() {
+        return Distribution::default();
+    }
+    let ms = |micros: f64| micros / 1000.0;
+    let at = |q: f64| ms(histogram.value_at_quantile(q) as f64);
+    Distribution {
+        count: histogram.len(),
+        mean: ms(histogram.mean()),
+        stddev: ms(histogram.stdev()),
+        min: ms(histogram.min() as f64),
+        max: ms(histogram.max() as f64),
+        p50: at(0.5),
+        p90: at(0.9),
+        p95: at(0.95),
+        p99: at(0.99),
+        p999: at(0.999),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_merge_and_summarize() {
+        let slo = Slo {
+            ttft_ms: Some(60.0),
+            tpot_ms: None,
+        };
+        let start = Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        let mut a = Recorder::default();
+        let times = [start + ms(50), start + ms(60), start + ms(70)];
+        a.success(
+            &Sample {
+                sent: start,
+                done: start + ms(70),
+                token_times: &times,
+                input_tokens: 10,
+                output_tokens: 3,
+                estimated: false,
+            },
+            &slo,
+        );
+        let mut b = Recorder::default();
+        let times = [start + ms(100), start + ms(110), start + ms(120)];
+        b.success(
+            &Sample {
+                sent: start + ms(30),
+                done: start + ms(120),
+                token_times: &times,
+                input_tokens: 10,
+                output_tokens: 3,
+                estimated: true,
+            },
+            &slo,
+        );
+        b.error("http_500", start + ms(40), start + ms(100));
+        a.merge(b);
+        let it = a.summary("D(10,3)".into(), 2, &slo);
+        assert_eq!((it.requests, it.errors), (2, 1));
+        assert_eq!(it.token_counts, "mixed");
+        assert!((it.duration_seconds - 0.12).abs() < 1e-9);
+        assert!((it.output_tokens_per_second - 50.0).abs() < 1e-6);
+        assert!(
+            (it.ttft_millis.mean - 60.0).abs() < 0.1,
+            "{:?}",
+            it.ttft_millis
+        );
+        assert!((it.inter_token_latency_millis.mean - 10.0).abs() < 0.01);
+        assert_eq!(it.inter_token_latency_millis.count, 4);
+        assert!((it.tpot_millis.p50 - 10.0).abs() < 0.01);
+        let goodput = it.goodput.expect("SLO set");
+        // 50 ms and 70 ms TTFT against 60 ms; the error counts against attainment.
+        assert!((goodput.attainment_percent - 100.0 / 3.0).abs() < 1e-9);
+        assert!((it.output_tokens_per_second_per_user - 100.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,6 @@
+//! LLM inference benchmarking: the OpenAI-compatible simulator (`perfsweep sim`) and the
+//! load generator (`perfsweep loadgen`) the LLMInference kind runs.
+
+pub mod loadgen;
+pub mod rng;
+pub mod sim;

@@ -1,0 +1,714 @@
+//! `perfsweep sim`: an OpenAI-compatible inference server simulator.
+//!
+//! It serves `/v1/models`, `/v1/completions` and `/v1/chat/completions`, streaming (SSE)
+//! and not, with configurable time to first token and inter-token latency, a capacity
+//! model (latency grows when more requests are in flight than the simulated batch
+//! capacity), fault injection, and a record of what it actually did (`GET /sim/stats`,
+//! `POST /sim/reset`, or JSON lines with `--record`) so that a load generator's
+//! measurements can be checked against the truth.
+//!
+//! Token accounting: one prompt word is one input token; every streamed chunk carries
+//! one output token (a word with a leading space).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::rng::Rng;
+
+/// How latencies vary around their means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Jitter {
+    /// Normal with the jitter as standard deviation, clipped at zero.
+    #[default]
+    Normal,
+    /// Uniform within ± the jitter.
+    Uniform,
+    /// The mean plus an exponential delay whose mean is the jitter (a long tail).
+    Exponential,
+}
+
+/// Settings of the simulator.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Model names served (`/v1/models`); requests for other models get 404.
+    #[arg(long = "model", default_value = "perfsweep-sim")]
+    pub models: Vec<String>,
+    /// Mean time to first token, milliseconds.
+    #[arg(long, default_value_t = 50.0)]
+    pub ttft_ms: f64,
+    /// Extra time to first token per prompt token (prefill), milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub prefill_ms_per_token: f64,
+    /// Mean inter-token latency, milliseconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub itl_ms: f64,
+    /// Jitter of the time to first token, milliseconds (see --jitter).
+    #[arg(long, default_value_t = 0.0)]
+    pub ttft_jitter_ms: f64,
+    /// Jitter of inter-token latencies, milliseconds (see --jitter).
+    #[arg(long, default_value_t = 0.0)]
+    pub itl_jitter_ms: f64,
+    /// Shape of the jitter.
+    #[arg(long, value_enum, default_value_t = Jitter::Normal)]
+    pub jitter: Jitter,
+    /// Requests served at full speed; beyond that every latency is multiplied by
+    /// 1 + (active - capacity) / capacity, like a saturated batching server. Unlimited
+    /// when absent.
+    #[arg(long)]
+    pub capacity: Option<u32>,
+    /// Seed of all random draws: the same seed and request order give the same latencies.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output tokens when a request sets no `max_tokens`.
+    #[arg(long, default_value_t = 16)]
+    pub default_max_tokens: u32,
+    /// Put usage into the finish chunk instead of a separate chunk with empty choices.
+    #[arg(long)]
+    pub usage_in_finish_chunk: bool,
+    /// Send an SSE comment line (`: ping`) before the first token of every stream.
+    #[arg(long)]
+    pub sse_comments: bool,
+    /// Fraction of requests answered with HTTP 500.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Fraction of streams that send an error event and stop half-way.
+    #[arg(long, default_value_t = 0.0)]
+    pub midstream_error_rate: f64,
+    /// Append one JSON line per finished request to this file.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+}
+
+impl SimArgs {
+    /// Settings with the defaults of the command line, listening on `listen`.
+    pub fn with_listen(listen: SocketAddr) -> Self {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: SimArgs,
+        }
+        let mut args = Wrapper::parse_from(["sim"]).args;
+        args.listen = listen;
+        args
+    }
+}
+
+/// What the simulator did for one request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRecord {
+    pub id: u64,
+    pub model: String,
+    pub stream: bool,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Time to first token the model drew (before the capacity model), ms.
+    pub drawn_ttft_ms: f64,
+    /// From the request's arrival (headers and body read) to the first token handed to
+    /// the connection, ms.
+    pub ttft_ms: f64,
+    /// Mean gap between tokens handed to the connection, ms.
+    pub mean_itl_ms: f64,
+    /// From arrival to the last byte handed to the connection, ms.
+    pub e2e_ms: f64,
+    /// Requests in flight when this one arrived (itself included).
+    pub active_at_arrival: u64,
+    /// `ok`, `http_500` or `midstream_error`.
+    pub outcome: String,
+}
+
+/// Aggregate of what the simulator did, from `GET /sim/stats`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimStats {
+    pub requests: u64,
+    pub ttft_mean_ms: f64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub itl_mean_ms: f64,
+    pub max_active: u64,
+    pub records: Vec<RequestRecord>,
+}
+
+impl SimStats {
+    fn of(records: &[RequestRecord], max_active: u64) -> Self {
+        let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.outcome == "ok").collect();
+        let mut ttfts: Vec<f64> = ok.iter().map(|r| r.ttft_ms).collect();
+        ttfts.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let quantile = |q: f64| {
+            if ttfts.is_empty() {
+                0.0
+            } else {
+                let rank = ((q * ttfts.len() as f64).ceil() as usize).clamp(1, ttfts.len());
+                ttfts[rank - 1]
+            }
+        };
+        let itls: Vec<f64> = ok
+            .iter()
+            .filter(|r| r.output_tokens > 1)
+            .map(|r| r.mean_itl_ms)
+            .collect();
+        Self {
+            requests: records.len() as u64,
+            ttft_mean_ms: mean(&ttfts),
+            ttft_p50_ms: quantile(0.5),
+            ttft_p99_ms: quantile(0.99),
+            itl_mean_ms: mean(&itls),
+            max_active,
+            records: records.to_vec(),
+        }
+    }
+}
+
+struct State {
+    args: SimArgs,
+    next_id: AtomicU64,
+    active: AtomicU64,
+    max_active: AtomicU64,
+    records: Mutex<Vec<RequestRecord>>,
+    record_file: Option<tokio::sync::Mutex<tokio::fs::File>>,
+}
+
+/// A running simulator.
+pub struct Simulator {
+    pub address: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Simulator {
+    /// Binds `args.listen` and serves in the background until dropped.
+    pub async fn start(args: SimArgs) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address = listener.local_addr()?;
+        let record_file = match &args.record {
+            Some(path) => Some(tokio::sync::Mutex::new(
+                tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .await
+                    .with_context(|| format!("cannot open {}", path.display()))?,
+            )),
+            None => None,
+        };
+        let state = Arc::new(State {
+            args,
+            next_id: AtomicU64::new(0),
+            active: AtomicU64::new(0),
+            max_active: AtomicU64::new(0),
+            records: Mutex::new(Vec::new()),
+            record_file,
+        });
+        let task = tokio::spawn(accept_loop(listener, state.clone()));
+        Ok(Self {
+            address,
+            state,
+            task,
+        })
+    }
+
+    /// What the simulator did so far (as `GET /sim/stats`).
+    pub fn stats(&self) -> SimStats {
+        let records = self
+            .state
+            .records
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        SimStats::of(&records, self.state.max_active.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `perfsweep sim`: serves until killed.
+pub async fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
+    let sim = Simulator::start(args).await?;
+    eprintln!(
+        "perfsweep sim: serving an OpenAI-compatible API on http://{}",
+        sim.address
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(state, request).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// A response body: a whole buffer, or chunks sent as the simulated model produces them.
+pub enum SimBody {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body for SimBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            SimBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            SimBody::Stream(receiver) => receiver
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+        }
+    }
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<SimBody> {
+    let mut response = Response::new(SimBody::Full(Some(Bytes::from(value.to_string()))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response<SimBody> {
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": "invalid_request_error", "code": status.as_u16()}}),
+    )
+}
+
+async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<SimBody> {
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    match (method, path.as_str()) {
+        (Method::GET, "/v1/models") => {
+            let data: Vec<Value> = state
+                .args
+                .models
+                .iter()
+                .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "perfsweep"}))
+                .collect();
+            json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+        }
+        (Method::GET, "/sim/stats") => {
+            let records = state.records.lock().map(|r| r.clone()).unwrap_or_default();
+            let stats = SimStats::of(&records, state.max_active.load(Ordering::Relaxed));
+            json_response(
+                StatusCode::OK,
+                &serde_json::to_value(stats).unwrap_or(Value::Null),
+            )
+        }
+        (Method::POST, "/sim/reset") => {
+            if let Ok(mut records) = state.records.lock() {
+                records.clear();
+            }
+            state.max_active.store(0, Ordering::Relaxed);
+            json_response(StatusCode::OK, &json!({"reset": true}))
+        }
+        (Method::POST, "/v1/completions") => generate(state, request, false).await,
+        (Method::POST, "/v1/chat/completions") => generate(state, request, true).await,
+        (_, "/v1/models" | "/v1/completions" | "/v1/chat/completions") => {
+            error_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        _ => error_response(StatusCode::NOT_FOUND, &format!("no route {path}")),
+    }
+}
+
+/// What a generation request asks for.
+struct Ask {
+    model: String,
+    stream: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+    input_tokens: u32,
+    output_tokens: u32,
+}
+
+fn read_ask(body: &[u8], chat: bool, default_max_tokens: u32) -> Result<Ask, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("model is required")?
+        .to_owned();
+    let words = |text: &str| text.split_whitespace().count() as u32;
+    let input_tokens = if chat {
+        let messages = value
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or("messages is required")?;
+        messages
+            .iter()
+            .map(|m| match m.get("content") {
+                Some(Value::String(text)) => words(text),
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .map(words)
+                    .sum(),
+                _ => 0,
+            })
+            .sum()
+    } else {
+        match value.get("prompt") {
+            Some(Value::String(text)) => words(text),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(words).sum(),
+            _ => return Err("prompt is required".into()),
+        }
+    };
+    let max_tokens = value
+        .get("max_completion_tokens")
+        .or_else(|| value.get("max_tokens"))
+        .and_then(Value::as_u64)
+        .map(|n| n.min(u32::MAX as u64) as u32)
+        .unwrap_or(default_max_tokens);
+    let stream = value
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let option = |name: &str| {
+        value
+            .get("stream_options")
+            .and_then(|o| o.get(name))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    Ok(Ask {
+        model,
+        stream,
+        include_usage: option("include_usage"),
+        continuous_usage: option("continuous_usage_stats"),
+        input_tokens: input_tokens.max(1),
+        output_tokens: max_tokens.max(1),
+    })
+}
+
+/// Decrements the in-flight count when the request ends, however it ends.
+struct ActiveGuard(Arc<State>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl State {
+    fn draw(&self, rng: &mut Rng, mean: f64, jitter: f64) -> f64 {
+        if jitter <= 0.0 {
+            return mean.max(0.0);
+        }
+        let value = match self.args.jitter {
+            Jitter::Normal => mean + jitter * rng.normal(),
+            Jitter::Uniform => mean + jitter * (2.0 * rng.unit() - 1.0),
+            Jitter::Exponential => mean + rng.exponential(jitter),
+        };
+        value.max(0.0)
+    }
+
+    /// The capacity model's latency multiplier at the current load.
+    fn load_factor(&self) -> f64 {
+        match self.args.capacity {
+            Some(capacity) if capacity > 0 => {
+                let active = self.active.load(Ordering::Relaxed) as f64;
+                let capacity = capacity as f64;
+                1.0 + ((active - capacity).max(0.0) / capacity)
+            }
+            _ => 1.0,
+        }
+    }
+
+    async fn finish(&self, record: RequestRecord) {
+        if let Some(file) = &self.record_file
+            && let Ok(mut line) = serde_json::to_vec(&record)
+        {
+            line.push(b'\n');
+            let _ = file.lock().await.write_all(&line).await;
+        }
+        if let Ok(mut records) = self.records.lock() {
+            records.push(record);
+        }
+    }
+}
+
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> Response<SimBody> {
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {error}"),
+            );
+        }
+    };
+    let arrival = Instant::now();
+    let ask = match read_ask(&body, chat, state.args.default_max_tokens) {
+        Ok(ask) => ask,
+        Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
+    };
+    if !state.args.models.contains(&ask.model) {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{}` does not exist.", ask.model),
+        );
+    }
+    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    let mut rng = Rng::derive(state.args.seed, id);
+    let active = state.active.fetch_add(1, Ordering::Relaxed) + 1;
+    state.max_active.fetch_max(active, Ordering::Relaxed);
+    let guard = ActiveGuard(state.clone());
+
+    let drawn_ttft = state.draw(&mut rng, state.args.ttft_ms, state.args.ttft_jitter_ms)
+        + state.args.prefill_ms_per_token * ask.input_tokens as f64;
+    let fail_now = rng.unit() < state.args.error_rate;
+    let fail_midstream = rng.unit() < state.args.midstream_error_rate;
+    let mut record = RequestRecord {
+        id,
+        model: ask.model.clone(),
+        stream: ask.stream,
+        input_tokens: ask.input_tokens,
+        output_tokens: 0,
+        drawn_ttft_ms: drawn_ttft,
+        ttft_ms: 0.0,
+        mean_itl_ms: 0.0,
+        e2e_ms: 0.0,
+        active_at_arrival: active,
+        outcome: "ok".into(),
+    };
+    if fail_now {
+        drop(guard);
+        record.outcome = "http_500".into();
+        state.finish(record).await;
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "simulated server error");
+    }
+
+    let created = 0;
+    let object = if chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    let request_id = format!("{}-{id}", if chat { "chatcmpl" } else { "cmpl" });
+    let prompt_tokens = ask.input_tokens;
+    let usage = move |completion: u32| {
+        json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion,
+        })
+    };
+
+    if !ask.stream {
+        // The whole generation, then one response.
+        let load = state.load_factor();
+        let mut due = arrival + Duration::from_secs_f64(drawn_ttft * load / 1000.0);
+        for _ in 1..ask.output_tokens {
+            let itl = state.draw(&mut rng, state.args.itl_ms, state.args.itl_jitter_ms);
+            due += Duration::from_secs_f64(itl * state.load_factor() / 1000.0);
+        }
+        tokio::time::sleep_until(due).await;
+        let text = words(&mut rng, ask.output_tokens);
+        let choice = if chat {
+            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+        } else {
+            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": "length"})
+        };
+        let elapsed = millis(arrival.elapsed());
+        record.output_tokens = ask.output_tokens;
+        record.ttft_ms = elapsed;
+        record.e2e_ms = elapsed;
+        drop(guard);
+        state.finish(record).await;
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "id": request_id,
+                "object": if chat { "chat.completion" } else { "text_completion" },
+                "created": created,
+                "model": ask.model,
+                "choices": [choice],
+                "usage": usage(ask.output_tokens),
+            }),
+        );
+    }
+
+    let (sender, receiver) = mpsc::channel::<Bytes>(8);
+    let model = ask.model.clone();
+    tokio::spawn(async move {
+        let _guard = guard;
+        let chunk = |choices: Value, usage_value: Option<Value>| {
+            let mut value = json!({
+                "id": request_id, "object": object, "created": created, "model": model, "choices": choices,
+            });
+            if let Some(u) = usage_value {
+                value["usage"] = u;
+            }
+            Bytes::from(format!("data: {value}\n\n"))
+        };
+        let token_choice = |text: &str, finish: Option<&str>| {
+            if chat {
+                json!([{"index": 0, "delta": {"content": text}, "finish_reason": finish}])
+            } else {
+                json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}])
+            }
+        };
+        let send = |bytes: Bytes| sender.send(bytes);
+        if state.args.sse_comments && send(Bytes::from_static(b": ping\n\n")).await.is_err() {
+            return;
+        }
+        if chat {
+            // Like OpenAI: a first chunk with the role and empty content (not a token).
+            let role = json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]);
+            if send(chunk(role, None)).await.is_err() {
+                return;
+            }
+        }
+        let mut due = arrival + Duration::from_secs_f64(drawn_ttft * state.load_factor() / 1000.0);
+        let mut first = None;
+        let mut last = arrival;
+        let stop_after = if fail_midstream {
+            (ask.output_tokens / 2).max(1)
+        } else {
+            ask.output_tokens
+        };
+        for index in 0..stop_after {
+            if index > 0 {
+                let itl = state.draw(&mut rng, state.args.itl_ms, state.args.itl_jitter_ms);
+                due += Duration::from_secs_f64(itl * state.load_factor() / 1000.0);
+            }
+            tokio::time::sleep_until(due).await;
+            let word = WORDS[rng.below(0, WORDS.len() as u64) as usize];
+            let continuous = ask.continuous_usage.then(|| usage(index + 1));
+            let bytes = chunk(token_choice(&format!(" {word}"), None), continuous);
+            let now = Instant::now();
+            if send(bytes).await.is_err() {
+                return; // the client went away
+            }
+            first.get_or_insert(now);
+            last = now;
+        }
+        record.output_tokens = stop_after;
+        if fail_midstream {
+            let error = json!({"error": {"message": "simulated failure mid-stream", "type": "server_error", "code": 500}});
+            let _ = send(Bytes::from(format!("data: {error}\n\n"))).await;
+            record.outcome = "midstream_error".into();
+        } else {
+            let final_usage = usage(ask.output_tokens);
+            let finish_choices = if chat {
+                json!([{"index": 0, "delta": {}, "finish_reason": "length"}])
+            } else {
+                json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": "length"}])
+            };
+            let in_finish =
+                (ask.include_usage && state.args.usage_in_finish_chunk) || ask.continuous_usage;
+            let _ = send(chunk(
+                finish_choices,
+                in_finish.then(|| final_usage.clone()),
+            ))
+            .await;
+            if ask.include_usage && !in_finish {
+                let _ = send(chunk(json!([]), Some(final_usage))).await;
+            }
+            let _ = send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        }
+        let first = first.unwrap_or(last);
+        record.ttft_ms = millis(first - arrival);
+        record.mean_itl_ms = if stop_after > 1 {
+            millis(last - first) / (stop_after - 1) as f64
+        } else {
+            0.0
+        };
+        record.e2e_ms = millis(arrival.elapsed());
+        drop(sender);
+        drop(_guard);
+        state.finish(record).await;
+    });
+    let mut response = Response::new(SimBody::Stream(receiver));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    response
+}
+
+const WORDS: &[&str] = &[
+    "the", "model", "token", "and", "of", "to", "in", "is", "that", "for", "on", "with", "as",
+    "it", "was", "at", "by", "an", "be", "this", "from", "or", "are", "have", "not", "but",
+];
+
+fn words(rng: &mut Rng, count: u32) -> String {
+    let mut text = String::with_capacity(count as usize * 6);
+    for _ in 0..count {
+        text.push(' ');
+        text.push_str(WORDS[rng.below(0, WORDS.len() as u64) as usize]);
+    }
+    text
+}

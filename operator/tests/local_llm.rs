@@ -1,0 +1,83 @@
+//! A real local LLM sweep: `perfsweep run --local` starts the simulator role and the
+//! load generator role as agents, over three concurrency levels, and the recorded time
+//! to first token is the one the simulator was told to inject.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const SWEEP: &str = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: LLMInference
+metadata:
+  name: local-llm
+spec:
+  endpoint:
+    simulator:
+      ttftMillis: 40
+      itlMillis: 5
+      port: 18431
+  trafficScenarios: ["D(64,8)"]
+  numConcurrency: [1, 2, 4]
+  maxRequestsPerIteration: 12
+  slo:
+    ttftMillis: 100
+"#;
+
+#[test]
+fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
+    let dir = std::env::temp_dir().join(format!("perfsweep-test-llm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sweep = dir.join("llm.yaml");
+    std::fs::write(&sweep, SWEEP).expect("sweep written");
+    let out = dir.join("results");
+    let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["run", "--local", "--output"])
+        .arg(&out)
+        .arg(&sweep)
+        .output()
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    let record: Value = std::fs::read_dir(&out)
+        .expect("output directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("record")).expect("JSON"))
+        .expect("one record");
+    assert_eq!(record["outcome"]["status"], "succeeded", "{record}");
+    let result = &record["outcome"]["result"];
+    let iterations = result["iterations"].as_array().expect("iterations");
+    let levels: Vec<u64> = iterations
+        .iter()
+        .filter_map(|i| i["concurrency"].as_u64())
+        .collect();
+    assert_eq!(levels, [1, 2, 4]);
+    for iteration in iterations {
+        assert_eq!(iteration["requests"], 12, "{iteration}");
+        assert_eq!(iteration["errors"], 0, "{iteration}");
+        assert_eq!(iteration["outputTokensMean"], 8.0);
+        let ttft = iteration["ttftMillis"]["mean"].as_f64().expect("TTFT mean");
+        // The simulator sleeps 40 ms on a 1 ms timer: it cannot be early, and loopback
+        // plus an unoptimised build add little.
+        assert!(
+            (40.0..45.0).contains(&ttft),
+            "TTFT mean {ttft} ms: {iteration}"
+        );
+        let itl = iteration["interTokenLatencyMillis"]["mean"]
+            .as_f64()
+            .expect("ITL");
+        // Tokens are due on an absolute schedule: a late one shortens the next gap.
+        assert!((4.5..7.0).contains(&itl), "ITL mean {itl} ms");
+        assert_eq!(iteration["goodput"]["attainmentPercent"], 100.0);
+    }
+    assert!(
+        result["outputTokensPerSecond"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -140,6 +140,15 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
     pub timeout: Option<String>,
+
+    /// Acceptance criteria on this benchmark's results, e.g.
+    /// `[{metric: received_bits_per_second, min: 9.0e9}]`. When set, the `Accepted`
+    /// condition says whether a succeeded result met every one (and if not, which
+    /// missed and by how much). Not part of the workload: criteria do not change the
+    /// spec digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub acceptance: Vec<crate::acceptance::Criterion>,
 }
 
 /// The timeout used when a benchmark does not set one.
@@ -184,5 +193,80 @@ impl std::fmt::Display for NetworkMode {
             Self::Host => f.write_str("host"),
             Self::Multus(name) => write!(f, "multus:{name}"),
         }
+    }
+}
+
+/// Defaults an operator installation applies to benchmarks that leave these fields
+/// unset (the chart's `benchmarkDefaults`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterDefaults {
+    /// Registry path benchmark images come from instead of perfsweep's (for mirrors and
+    /// air-gapped clusters), e.g. `registry.example.com/perfsweep`.
+    pub image_registry: Option<String>,
+    pub scheduler: Option<Scheduler>,
+    /// Volcano queue for benchmarks scheduled by Volcano.
+    pub queue: Option<String>,
+}
+
+impl ClusterDefaults {
+    /// Fills unset fields of `spec` (a benchmark spec as JSON). `image` gives the kind's
+    /// image under a registry.
+    pub fn apply(&self, spec: &mut serde_json::Value, image: impl FnOnce(&str) -> String) {
+        let Some(fields) = spec.as_object_mut() else {
+            return;
+        };
+        let unset = |fields: &serde_json::Map<String, serde_json::Value>, key: &str| {
+            fields.get(key).is_none_or(serde_json::Value::is_null)
+        };
+        if let Some(registry) = &self.image_registry
+            && unset(fields, "image")
+        {
+            fields.insert("image".into(), image(registry).into());
+        }
+        if let Some(scheduler) = self.scheduler
+            && unset(fields, "scheduler")
+        {
+            let name = match scheduler {
+                Scheduler::Volcano => "volcano",
+                Scheduler::Default => "default",
+            };
+            fields.insert("scheduler".into(), name.into());
+        }
+        let volcano = fields.get("scheduler").and_then(|s| s.as_str()) != Some("default");
+        if let Some(queue) = &self.queue
+            && volcano
+            && unset(fields, "queue")
+        {
+            fields.insert("queue".into(), queue.clone().into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cluster_defaults_fill_only_unset_fields() {
+        let defaults = ClusterDefaults {
+            image_registry: Some("mirror.example/ps".into()),
+            scheduler: Some(Scheduler::Volcano),
+            queue: Some("bench".into()),
+        };
+        let mut spec = json!({"streams": 2});
+        defaults.apply(&mut spec, |registry| format!("{registry}/iperf:1"));
+        assert_eq!(
+            spec,
+            json!({"streams": 2, "image": "mirror.example/ps/iperf:1", "scheduler": "volcano", "queue": "bench"})
+        );
+
+        let mut own = json!({"image": "mine", "scheduler": "default"});
+        defaults.apply(&mut own, |_| unreachable!("the spec names its image"));
+        assert_eq!(
+            own,
+            json!({"image": "mine", "scheduler": "default"}),
+            "no queue without Volcano"
+        );
     }
 }

@@ -142,8 +142,14 @@ impl KindInfo {
 
     /// The image the kind's pods run when the spec names none, tagged with this version.
     pub fn default_image(&self) -> String {
+        self.image_in(IMAGE_REGISTRY)
+    }
+
+    /// The kind's image under another registry path (a mirror), tagged with this version.
+    pub fn image_in(&self, registry: &str) -> String {
         format!(
-            "{IMAGE_REGISTRY}/{}:{}",
+            "{}/{}:{}",
+            registry.trim_end_matches('/'),
             self.image,
             env!("CARGO_PKG_VERSION")
         )
@@ -204,7 +210,7 @@ fn check_typed<K: BenchmarkKind>(spec: &Value) -> Vec<FieldError> {
             return vec![FieldError::new(path, error.into_inner().to_string())];
         }
     };
-    let mut errors = check_common(K::common(&spec), K::ROLES);
+    let mut errors = check_common(K::common(&spec), K::ROLES, K::METRICS);
     errors.extend(K::check(&spec));
     errors
 }
@@ -241,8 +247,8 @@ fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
     Ok(ParsedOutput { result, summary })
 }
 
-fn check_common(common: &CommonSpec, roles: &[&str]) -> Vec<FieldError> {
-    let mut errors = Vec::new();
+fn check_common(common: &CommonSpec, roles: &[&str], metrics: &[MetricDef]) -> Vec<FieldError> {
+    let mut errors = crate::acceptance::check(&common.acceptance, metrics, "spec.acceptance");
     if let Err(error) = common.timeout() {
         errors.push(FieldError::new("spec.timeout", error.to_string()));
     }

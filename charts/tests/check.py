@@ -273,6 +273,12 @@ def scenario_no_leader_election(objects: list[dict[str, Any]]) -> None:
     check(image.endswith("@sha256:" + "a" * 64), f"image pinned by digest: {image}")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     check("--log-format=text" in args, "--log-format=text")
+    for flag in [
+        "--default-image-registry=mirror.example.com/perfsweep",
+        "--default-scheduler=default",
+        "--default-queue=benchmarks",
+    ]:
+        check(flag in args, f"benchmark defaults reach the operator: {flag}")
 
 
 SCENARIOS: list[tuple[str, dict[str, Any]]] = [
@@ -284,10 +290,15 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("CRDs as templates", {"crds": {"asTemplates": True}}),
     (
-        "one replica without leader election, image by digest, text logs",
+        "one replica without leader election, image by digest, text logs, benchmark defaults",
         {
             "operator": {"leaderElection": {"enabled": False}, "logFormat": "text"},
             "image": {"digest": "sha256:" + "a" * 64},
+            "benchmarkDefaults": {
+                "imageRegistry": "mirror.example.com/perfsweep",
+                "scheduler": "default",
+                "queue": "benchmarks",
+            },
         },
     ),
 ]
@@ -303,7 +314,7 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"image": {"digest": "latest"}}, "at '/image/digest'"),
     ({"securityContext": {"allowPrivilegeEscalation": True}}, "at '/securityContext/allowPrivilegeEscalation'"),
     ({"podSecurityContext": {"runAsNonRoot": False}}, "at '/podSecurityContext/runAsNonRoot'"),
-    ({"benchmarkDefaults": {"scheduler": "volcano"}}, "at '/benchmarkDefaults/scheduler'"),
+    ({"benchmarkDefaults": {"scheduler": "kube"}}, "at '/benchmarkDefaults/scheduler'"),
     ({"resources": {"limits": {"memory": "lots"}}}, "at '/resources/limits/memory'"),
     (
         {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},

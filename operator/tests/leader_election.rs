@@ -47,6 +47,7 @@ impl Replica {
             health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
             debounce: Duration::from_millis(50),
             instance: Some(identity.to_owned()),
+            defaults: Default::default(),
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

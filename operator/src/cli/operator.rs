@@ -35,6 +35,24 @@ pub struct OperatorArgs {
     /// from POD_NAMESPACE, else the kubeconfig's namespace).
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
+    /// Registry path benchmark images are pulled from when a spec names no image (a
+    /// mirror of ghcr.io/perfsweep), e.g. registry.example.com/perfsweep.
+    #[arg(long, env = "PERFSWEEP_DEFAULT_IMAGE_REGISTRY")]
+    pub default_image_registry: Option<String>,
+    /// Scheduler for benchmarks that set none: volcano or default.
+    #[arg(long, env = "PERFSWEEP_DEFAULT_SCHEDULER", value_parser = parse_scheduler)]
+    pub default_scheduler: Option<perfsweep_benchmarks::common::Scheduler>,
+    /// Volcano queue for benchmarks that set none.
+    #[arg(long, env = "PERFSWEEP_DEFAULT_QUEUE")]
+    pub default_queue: Option<String>,
+}
+
+fn parse_scheduler(text: &str) -> Result<perfsweep_benchmarks::common::Scheduler, String> {
+    match text {
+        "volcano" => Ok(perfsweep_benchmarks::common::Scheduler::Volcano),
+        "default" => Ok(perfsweep_benchmarks::common::Scheduler::Default),
+        other => Err(format!("unknown scheduler {other:?}: use volcano or default")),
+    }
 }
 
 pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
@@ -47,6 +65,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
         health_addr: args.health_addr,
         debounce: Duration::from_millis(args.debounce_ms),
         instance: Some(identity.clone()),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults {
+            image_registry: args.default_image_registry.clone().filter(|r| !r.is_empty()),
+            scheduler: args.default_scheduler,
+            queue: args.default_queue.clone().filter(|q| !q.is_empty()),
+        },
     };
     if args.leader_election {
         let namespace = args

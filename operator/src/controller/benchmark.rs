@@ -38,6 +38,7 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
+use perfsweep_benchmarks::acceptance;
 use perfsweep_benchmarks::common::CommonSpec;
 use perfsweep_benchmarks::kinds;
 use perfsweep_benchmarks::labels;
@@ -135,6 +136,7 @@ pub struct Engine {
     namespace: Option<String>,
     /// Whether the cluster serves Volcano's PodGroups (checked once at start).
     volcano: bool,
+    defaults: perfsweep_benchmarks::common::ClusterDefaults,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -154,6 +156,7 @@ where
         ctx,
         namespace: settings.namespace.clone(),
         volcano,
+        defaults: settings.defaults.clone(),
     });
     let controllers = registrations().into_iter().map(|registration| {
         tracing::debug!(
@@ -222,6 +225,8 @@ struct Target {
     generation: Option<i64>,
     resource_version: Option<String>,
     created: Timestamp,
+    /// The installation's defaults, applied to the spec before anything is built.
+    defaults: perfsweep_benchmarks::common::ClusterDefaults,
 }
 
 impl Target {
@@ -245,6 +250,7 @@ impl Target {
                 .map_or_else(Timestamp::now, |time| time.0),
             name,
             namespace,
+            defaults: Default::default(),
         })
     }
 
@@ -281,7 +287,8 @@ pub async fn reconcile<K: Benchmark>(
         tracing::error!(%kind, "no such benchmark kind in the registry");
         return Ok(Action::await_change());
     };
-    let target = Target::of(&*benchmark, info)?;
+    let mut target = Target::of(&*benchmark, info)?;
+    target.defaults = engine.defaults.clone();
     if benchmark.meta().deletion_timestamp.is_some() {
         // What it created goes with it through owner references.
         return Ok(Action::await_change());
@@ -322,8 +329,11 @@ struct Prepared {
 
 /// Validate and build: the spec checked as admission would, its plan, its objects.
 fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Failure> {
-    let object = serde_json::to_value(benchmark)
+    let mut object = serde_json::to_value(benchmark)
         .map_err(|e| Failure::new("InvalidSpec", format!("the object cannot be read: {e}")))?;
+    if let Some(spec) = object.get_mut("spec") {
+        target.defaults.apply(spec, |registry| target.info.image_in(registry));
+    }
     let errors = target.info.validate(&object);
     if !errors.is_empty() {
         let message = errors
@@ -684,7 +694,11 @@ async fn advance<K: Benchmark>(
             Ok(success) => {
                 keep_evidence(engine, target, &success.report).await?;
                 let evidence = success.evidence_sha256.clone();
+                let verdict = judge(benchmark, target, &success.result);
                 status = finished(&status, target, Ok(success), now);
+                if let Some(verdict) = verdict {
+                    set_condition(&mut status.conditions, accepted_condition(&verdict, target, now));
+                }
                 (None, evidence)
             }
             Err(failure) => (Some(failure), None),
@@ -836,6 +850,34 @@ fn finished<R: Clone>(
     status
 }
 
+/// The verdict of the benchmark's acceptance criteria on its result; `None` without
+/// criteria.
+fn judge<K: Benchmark>(benchmark: &K, target: &Target, result: &K::Result) -> Option<acceptance::Verdict> {
+    let object = serde_json::to_value(benchmark).ok()?;
+    let result = serde_json::to_value(result).ok()?;
+    acceptance::judge(target.info, object.get("spec")?, &result)
+}
+
+/// The `Accepted` condition: which criteria failed and by how much, or that all were met.
+fn accepted_condition(
+    verdict: &acceptance::Verdict,
+    target: &Target,
+    now: Timestamp,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    condition(
+        acceptance::CONDITION,
+        if verdict.accepted {
+            condition_status::TRUE
+        } else {
+            condition_status::FALSE
+        },
+        verdict.reason(),
+        bounded(&verdict.message()),
+        target.generation,
+        now,
+    )
+}
+
 /// Condition messages are limited (32 KiB); failure messages come from tools and pods.
 const MAX_MESSAGE_CHARS: usize = 4096;
 
@@ -887,6 +929,20 @@ async fn conclude<K: Benchmark>(
                 &note,
             )
             .await;
+            let rejected = status.conditions.iter().find(|c| {
+                c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE
+            });
+            if let Some(rejected) = rejected {
+                publish(
+                    engine,
+                    benchmark,
+                    EventType::Warning,
+                    "NotAccepted",
+                    "Judge",
+                    &rejected.message,
+                )
+                .await;
+            }
         }
     }
     if let Some(digest) = evidence {
@@ -1157,6 +1213,7 @@ mod tests {
             generation: Some(1),
             resource_version: Some("7".into()),
             created: Timestamp::UNIX_EPOCH,
+            defaults: Default::default(),
         }
     }
 
@@ -1182,6 +1239,28 @@ mod tests {
             let owner = &pod.owner_references()[0];
             assert_eq!((owner.uid.as_str(), owner.controller), ("u-1", Some(true)));
         }
+    }
+
+    #[test]
+    fn installation_defaults_fill_what_the_spec_leaves_unset() {
+        let mut with_defaults = target("d");
+        with_defaults.defaults = perfsweep_benchmarks::common::ClusterDefaults {
+            image_registry: Some("mirror.example/ps".into()),
+            scheduler: Some(perfsweep_benchmarks::common::Scheduler::Default),
+            queue: Some("ignored-without-volcano".into()),
+        };
+        let prepared = prepare(&iperf("d", json!({})), &with_defaults)
+            .unwrap_or_else(|f| panic!("{f:?}"));
+        assert!(prepared.rendered.pod_group.is_none(), "the default scheduler");
+        let image = prepared.rendered.pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
+        assert_eq!(
+            image.flatten().as_deref(),
+            Some(concat!("mirror.example/ps/iperf:", env!("CARGO_PKG_VERSION")))
+        );
+        let own = prepare(&iperf("e", json!({"image": "mine:1"})), &with_defaults)
+            .unwrap_or_else(|f| panic!("{f:?}"));
+        let image = own.rendered.pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
+        assert_eq!(image.flatten().as_deref(), Some("mine:1"), "a spec's own image wins");
     }
 
     #[test]

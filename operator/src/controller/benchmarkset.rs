@@ -23,6 +23,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
+use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
@@ -232,14 +233,20 @@ async fn advance(
         .collect();
     // Succeeded children's results by child index, for the results summary.
     let mut results: Vec<(usize, Value)> = Vec::new();
+    // Each child's acceptance verdict, in creation order.
+    let mut judged: Vec<ChildAcceptance> = Vec::with_capacity(expansion.children.len());
     let mut states: Vec<ChildState> = expansion
         .children
         .iter()
         .enumerate()
         .map(|(index, child)| match by_name.remove(&child.name) {
-            None => ChildState::NotCreated,
+            None => {
+                judged.push(ChildAcceptance::Pending);
+                ChildState::NotCreated
+            }
             Some(object) => {
                 let state = child_state(&object);
+                judged.push(child_acceptance(&object, &state));
                 if let ChildState::Created {
                     phase: Phase::Succeeded,
                     ..
@@ -313,6 +320,7 @@ async fn advance(
     let old = set.status.clone().unwrap_or_default();
     let mut status = progress_status(set, expansion, &states, &old);
     status.summary = results_summary(expansion, &results);
+    apply_acceptance(&mut status, set, expansion, &judged);
     if status_differs(&old, &status) {
         if old.phase != status.phase {
             announce_phase(ctx, set, &status).await;
@@ -344,6 +352,83 @@ fn child_state(object: &DynamicObject) -> ChildState {
         .and_then(Value::as_str)
         .map(str::to_owned);
     ChildState::Created { phase, message }
+}
+
+/// A child's acceptance verdict, from its `Accepted` condition.
+fn child_acceptance(object: &DynamicObject, state: &ChildState) -> ChildAcceptance {
+    match state {
+        ChildState::Created {
+            phase: Phase::Failed,
+            ..
+        } => ChildAcceptance::Failed,
+        ChildState::Created {
+            phase: Phase::Succeeded,
+            ..
+        } => {
+            let accepted = object
+                .data
+                .get("status")
+                .and_then(|s| s.get("conditions"))
+                .and_then(Value::as_array)
+                .and_then(|conditions| {
+                    conditions
+                        .iter()
+                        .find(|c| c["type"] == acceptance::CONDITION)
+                });
+            match accepted {
+                Some(c) if c["status"] == condition_status::TRUE => ChildAcceptance::Accepted,
+                Some(c) if c["status"] == condition_status::FALSE => ChildAcceptance::Rejected {
+                    message: c["message"].as_str().unwrap_or("rejected").to_owned(),
+                },
+                _ => ChildAcceptance::Pending,
+            }
+        }
+        _ => ChildAcceptance::Pending,
+    }
+}
+
+/// With acceptance criteria on any child: the counts and the set's `Accepted` condition;
+/// without: neither.
+fn apply_acceptance(
+    status: &mut BenchmarkSetStatus,
+    set: &BenchmarkSet,
+    expansion: &Expansion,
+    judged: &[ChildAcceptance],
+) {
+    let gated = expansion.children.iter().any(|child| {
+        child
+            .spec
+            .get(acceptance::FIELD)
+            .and_then(Value::as_array)
+            .is_some_and(|criteria| !criteria.is_empty())
+    });
+    if !gated {
+        status.acceptance = None;
+        status
+            .conditions
+            .retain(|c| c.type_ != acceptance::CONDITION);
+        return;
+    }
+    let counts = SetAcceptance::of(
+        expansion
+            .children
+            .iter()
+            .map(|c| c.name.as_str())
+            .zip(judged),
+    );
+    let (value, reason, message) = counts.condition();
+    set_condition(
+        &mut status.conditions,
+        condition(
+            acceptance::CONDITION,
+            value,
+            reason,
+            message,
+            set.meta().generation,
+            Timestamp::now(),
+        ),
+    );
+    status.acceptance = Some(counts);
 }
 
 fn progress_status(
@@ -441,6 +526,7 @@ fn progress_status(
             None
         },
         summary: old.summary.clone(),
+        acceptance: old.acceptance.clone(),
     }
 }
 

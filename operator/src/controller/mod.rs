@@ -78,6 +78,8 @@ pub struct Settings {
     pub debounce: Duration,
     /// Name of this replica, for events.
     pub instance: Option<String>,
+    /// Defaults for benchmarks that leave image, scheduler or queue unset.
+    pub defaults: perfsweep_benchmarks::common::ClusterDefaults,
 }
 
 /// Runs the controllers until `shutdown` completes, then lets in-flight reconciles finish.

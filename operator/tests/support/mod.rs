@@ -56,6 +56,7 @@ impl Operator {
             health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
             debounce: Duration::from_millis(50),
             instance: Some(instance.to_owned()),
+            defaults: Default::default(),
         };
         let shutdown = async move {
             let _ = stopped.await;

@@ -1,6 +1,7 @@
 //! perfsweep's domain logic, free of I/O: every benchmark kind's spec, status and result
 //! types; BenchmarkSet expansion and validation; and the CRDs derived from those types.
 
+pub mod acceptance;
 pub mod agent_env;
 pub mod common;
 pub mod compat;

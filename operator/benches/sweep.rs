@@ -77,7 +77,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 health_addr: "127.0.0.1:0".parse().expect("a socket address"),
                 debounce: Duration::from_millis(50),
                 instance: Some("bench".into()),
-            defaults: Default::default(),
+                defaults: Default::default(),
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
             let controller = benchmarkset::controller(&client, &settings)

@@ -1,5 +1,6 @@
 //! A minimal HTTP endpoint for the kubelet's probes: `/healthz` (the process serves) and
-//! `/readyz` (the controllers have started).
+//! `/readyz` (the controllers have started), and Prometheus metrics on `/metrics`
+//! ([`crate::metrics`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -35,6 +36,17 @@ pub async fn serve(
     readiness: Readiness,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(SocketAddr, impl std::future::Future<Output = ()> + Send)> {
+    serve_with_metrics(addr, readiness, None, shutdown).await
+}
+
+/// [`serve`], plus `/metrics` (Prometheus text format) from `metrics`; without them
+/// (a standby replica) `/metrics` says only `perfsweep_up 0`.
+pub async fn serve_with_metrics(
+    addr: SocketAddr,
+    readiness: Readiness,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(SocketAddr, impl std::future::Future<Output = ()> + Send)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let server = async move {
@@ -46,8 +58,11 @@ pub async fn serve(
             };
             let Ok((stream, _)) = accepted else { continue };
             let readiness = readiness.clone();
+            let metrics = metrics.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |request| respond(request, readiness.clone()));
+                let service = service_fn(move |request| {
+                    respond(request, readiness.clone(), metrics.clone())
+                });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
@@ -60,7 +75,22 @@ pub async fn serve(
 async fn respond(
     request: Request<Incoming>,
     readiness: Readiness,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    if request.uri().path() == "/metrics" {
+        let body = match &metrics {
+            Some(metrics) => metrics.render(),
+            None => "# HELP perfsweep_up 1 while this replica runs the controllers.\n\
+                     # TYPE perfsweep_up gauge\nperfsweep_up 0\n"
+                .to_owned(),
+        };
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        return Ok(response);
+    }
     let (status, body) = match request.uri().path() {
         "/healthz" | "/livez" => (StatusCode::OK, "ok"),
         "/readyz" if readiness.is_ready() => (StatusCode::OK, "ready"),

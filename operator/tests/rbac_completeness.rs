@@ -298,7 +298,7 @@ fn start_operator(
         health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
         debounce: Duration::from_millis(50),
         instance: Some("rbac".into()),
-            defaults: Default::default(),
+        defaults: Default::default(),
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),

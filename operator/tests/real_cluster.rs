@@ -129,7 +129,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         health_addr: "127.0.0.1:0".parse().expect("address"),
         debounce: Duration::from_millis(200),
         instance: Some("e2e".into()),
-            defaults: Default::default(),
+        defaults: Default::default(),
     };
     let operator = tokio::spawn(perfsweep::controller::run(
         client.clone(),

@@ -51,6 +51,8 @@ pub struct MpiJob {
     pub worker_setup: Vec<crate::plan::Command>,
     /// Written on every worker before its setup (for example a case directory).
     pub worker_files: Vec<crate::plan::PlanFile>,
+    /// Environment of the workers' setup and ranks, besides the transport's.
+    pub worker_env: std::collections::BTreeMap<String, String>,
     /// Wrap `mpirun` in `perfsweep mpi-time` and each rank in `perfsweep mpi-rank`, to
     /// report user and system time summed over all ranks (`/usr/bin/time -v` style).
     pub time_ranks: bool,
@@ -127,7 +129,7 @@ impl MpiJob {
         }
         args.extend(self.rank_command.iter().cloned());
 
-        let mut worker_env = std::collections::BTreeMap::new();
+        let mut worker_env = self.worker_env.clone();
         let mut worker_capabilities = Vec::new();
         match self.transport {
             Transport::Tcp => {
@@ -163,7 +165,15 @@ impl MpiJob {
             // It only starts remote daemons; the ranks' traffic never passes through it.
             uses_devices: false,
             capabilities: Vec::new(),
-            env: Default::default(),
+            // In pods the launcher runs as non-root; a local run is as the user who
+            // started it, root included (mpirun refuses root unless told).
+            env: [
+                ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
             volumes: Vec::new(),
         };
         let worker = Role {

@@ -78,6 +78,10 @@ pub enum SetError {
     InvalidName(String),
     #[error("{}", describe_child_errors(.0))]
     InvalidChildren(Vec<ChildError>),
+    /// A set-level field that is wrong for the template's kind (e.g. an acceptance
+    /// criterion on a metric the kind does not report).
+    #[error("{0}")]
+    InvalidField(FieldError),
 }
 
 impl SetError {
@@ -93,6 +97,7 @@ impl SetError {
                 .first()
                 .map(|e| e.error.path.clone())
                 .unwrap_or_default(),
+            Self::InvalidField(error) => error.path.clone(),
         }
     }
 }
@@ -151,6 +156,13 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
     }
     let permutation_count = count_permutations(spec)?;
     check_set_name(set_name, spec.repetitions)?;
+    if let Some(error) =
+        crate::acceptance::check(&spec.acceptance, kind.metric_defs, "spec.acceptance")
+            .into_iter()
+            .next()
+    {
+        return Err(SetError::InvalidField(error));
+    }
 
     let sources = permutation_sources(spec);
     let mut permutations = Vec::with_capacity(sources.len());
@@ -164,11 +176,9 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
             &to_patch(&permutation, &source),
             spec.list_merge,
         );
-        let digest = sha256_hex(&json!({
-            "apiVersion": crate::API_VERSION,
-            "kind": kind.kind,
-            "spec": merged,
-        }));
+        // Acceptance criteria are not the workload: they leave the case id alone.
+        let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
+        add_set_acceptance(&mut merged, spec);
         let description = describe(&permutation, &source);
         if let Some(first) = seen.insert(digest.clone(), index) {
             errors.push(ChildError {
@@ -222,6 +232,35 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
         permutation_count,
         children,
     })
+}
+
+/// SHA-256 of the canonical `{apiVersion, kind, spec}` without the spec's acceptance
+/// criteria: equal digests ran the same workload. Records' `workloadSpecDigest` and set
+/// case ids are this digest.
+pub fn workload_spec_digest(kind: &str, spec: &Value) -> String {
+    sha256_hex(&json!({
+        "apiVersion": crate::API_VERSION,
+        "kind": kind,
+        "spec": crate::acceptance::strip(spec),
+    }))
+}
+
+/// Appends the set's acceptance criteria to a child spec's own (the template's).
+fn add_set_acceptance(child: &mut Map<String, Value>, spec: &BenchmarkSetSpec) {
+    if spec.acceptance.is_empty() {
+        return;
+    }
+    let extra = spec
+        .acceptance
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok());
+    // Not a list: the child's validation reports it.
+    if let Value::Array(list) = child
+        .entry(crate::acceptance::FIELD)
+        .or_insert_with(|| Value::Array(Vec::new()))
+    {
+        list.extend(extra);
+    }
 }
 
 fn count_permutations(spec: &BenchmarkSetSpec) -> Result<usize, SetError> {

@@ -50,6 +50,7 @@ pub const DEFAULT_MAX_CHILDREN: u32 = 10_000;
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.succeeded"}"#,
     printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.failed"}"#,
     printcolumn = r#"{"name":"Unstable","type":"integer","jsonPath":".status.summary.unstable"}"#,
+    printcolumn = r#"{"name":"Accepted","type":"string","jsonPath":".status.conditions[?(@.type==\"Accepted\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +91,14 @@ pub struct BenchmarkSetSpec {
     #[serde(default = "default_max_children")]
     #[schemars(range(min = 1, max = 100000))]
     pub max_children: u32,
+
+    /// Acceptance criteria for every child, on top of any in the template, e.g.
+    /// `[{metric: received_bits_per_second, min: 9.0e9}]`. Each child reports its verdict
+    /// in its `Accepted` condition; the set's `Accepted` condition is True when every
+    /// child was accepted and False as soon as one was rejected or failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub acceptance: Vec<crate::acceptance::Criterion>,
 }
 
 /// The benchmark a set's children are made from.

@@ -79,6 +79,12 @@ pub struct BenchmarkSetStatus {
     /// mean, 95% confidence interval and variation across repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<super::summary::ResultsSummary>,
+
+    /// With acceptance criteria (the set's or the template's): how many children were
+    /// accepted, rejected, failed or are not judged yet, and the first rejections. The
+    /// `Accepted` condition has the overall verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<crate::acceptance::SetAcceptance>,
 }
 
 /// A failed child.

@@ -51,7 +51,9 @@ fn parse_scheduler(text: &str) -> Result<perfsweep_benchmarks::common::Scheduler
     match text {
         "volcano" => Ok(perfsweep_benchmarks::common::Scheduler::Volcano),
         "default" => Ok(perfsweep_benchmarks::common::Scheduler::Default),
-        other => Err(format!("unknown scheduler {other:?}: use volcano or default")),
+        other => Err(format!(
+            "unknown scheduler {other:?}: use volcano or default"
+        )),
     }
 }
 
@@ -66,7 +68,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
         debounce: Duration::from_millis(args.debounce_ms),
         instance: Some(identity.clone()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults {
-            image_registry: args.default_image_registry.clone().filter(|r| !r.is_empty()),
+            image_registry: args
+                .default_image_registry
+                .clone()
+                .filter(|r| !r.is_empty()),
             scheduler: args.default_scheduler,
             queue: args.default_queue.clone().filter(|q| !q.is_empty()),
         },

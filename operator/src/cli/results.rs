@@ -77,6 +77,16 @@ pub enum ResultsCommand {
         #[arg(long, short = 'o')]
         output: PathBuf,
     },
+    /// An acceptance report: verdicts under the criteria in the records' spec
+    /// (`acceptance`), statistics, SVG charts and lineage (run ids, spec digests,
+    /// evidence), as `report.md` and `report.html` in OUTPUT. Exits 1 when a run with
+    /// criteria was rejected or failed.
+    Report {
+        dir: PathBuf,
+        /// The directory to write the report into (created if missing).
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+    },
 }
 
 pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
@@ -133,6 +143,7 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
         ResultsCommand::Plot {
             dir,
             metric,
@@ -175,6 +186,37 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Result<ExitCode> {
+    let records = load(dir)?;
+    let cases = results::group(&records, stability);
+    let report = results::report::render(&records, &cases);
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let mut files = vec![
+        ("report.md".to_owned(), report.markdown),
+        ("report.html".to_owned(), report.html),
+    ];
+    files.extend(report.charts);
+    for (name, text) in &files {
+        let path = output.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let o = &report.overall;
+    eprintln!(
+        "wrote {} ({} accepted, {} rejected, {} failed, {} without criteria)",
+        output.join("report.html").display(),
+        o.accepted,
+        o.rejected,
+        o.failed,
+        o.without_criteria
+    );
+    Ok(if o.accepted() == Some(false) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Every record under `path` (a record file, or a directory searched recursively,

@@ -257,7 +257,6 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
         }
         None => None,
     };
-    let canonical = json!({"apiVersion": perfsweep_benchmarks::API_VERSION, "kind": job.kind.kind, "spec": job.spec});
     let record = ResultRecord {
         schema_version: record::SCHEMA_VERSION.into(),
         run_id: run_id.into(),
@@ -269,7 +268,10 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             repetition: job.repetition,
             permutation: job.permutation.clone(),
         },
-        workload_spec_digest: perfsweep_benchmarks::digest::sha256_hex(&canonical),
+        workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
+            job.kind.kind,
+            &job.spec,
+        ),
         spec: job.spec.clone(),
         backend: "local".into(),
         environment: Environment {

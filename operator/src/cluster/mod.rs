@@ -398,8 +398,6 @@ fn to_record(
             sha256: sha,
         })
     });
-    let canonical =
-        json!({"apiVersion": perfsweep_benchmarks::API_VERSION, "kind": kind.kind, "spec": spec});
     let hosts = report.and_then(|r| r.host.clone()).into_iter().collect();
     ResultRecord {
         schema_version: record::SCHEMA_VERSION.into(),
@@ -414,7 +412,9 @@ fn to_record(
                 .and_then(|r| r.parse().ok()),
             permutation,
         },
-        workload_spec_digest: perfsweep_benchmarks::digest::sha256_hex(&canonical),
+        workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
+            kind.kind, &spec,
+        ),
         spec,
         backend: "kubernetes".into(),
         environment: Environment {

@@ -187,14 +187,23 @@ fn start<K: Benchmark>(
     settings: &Settings,
     shutdown: Shutdown,
 ) -> BoxFuture<'static, ()> {
-    controller::<K>(&engine)
+    let controller = controller::<K>(&engine);
+    let metrics = engine.ctx.metrics.clone();
+    let kind = K::kind(&()).into_owned();
+    if let Some(info) = registry::lookup(&kind) {
+        metrics.watch_benchmarks(info, controller.store());
+    }
+    controller
         .with_config(controller::Config::default().debounce(settings.debounce))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, engine)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-                Err(error) => tracing::warn!(%error, "reconcile failed"),
+        .for_each(move |result| {
+            metrics.reconciled(&kind, result.is_ok());
+            async move {
+                match result {
+                    Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+                    Err(error) => tracing::warn!(%error, "reconcile failed"),
+                }
             }
         })
         .boxed()
@@ -332,7 +341,9 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
     let mut object = serde_json::to_value(benchmark)
         .map_err(|e| Failure::new("InvalidSpec", format!("the object cannot be read: {e}")))?;
     if let Some(spec) = object.get_mut("spec") {
-        target.defaults.apply(spec, |registry| target.info.image_in(registry));
+        target
+            .defaults
+            .apply(spec, |registry| target.info.image_in(registry));
     }
     let errors = target.info.validate(&object);
     if !errors.is_empty() {
@@ -697,7 +708,10 @@ async fn advance<K: Benchmark>(
                 let verdict = judge(benchmark, target, &success.result);
                 status = finished(&status, target, Ok(success), now);
                 if let Some(verdict) = verdict {
-                    set_condition(&mut status.conditions, accepted_condition(&verdict, target, now));
+                    set_condition(
+                        &mut status.conditions,
+                        accepted_condition(&verdict, target, now),
+                    );
                 }
                 (None, evidence)
             }
@@ -852,7 +866,11 @@ fn finished<R: Clone>(
 
 /// The verdict of the benchmark's acceptance criteria on its result; `None` without
 /// criteria.
-fn judge<K: Benchmark>(benchmark: &K, target: &Target, result: &K::Result) -> Option<acceptance::Verdict> {
+fn judge<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    result: &K::Result,
+) -> Option<acceptance::Verdict> {
     let object = serde_json::to_value(benchmark).ok()?;
     let result = serde_json::to_value(result).ok()?;
     acceptance::judge(target.info, object.get("spec")?, &result)
@@ -929,9 +947,10 @@ async fn conclude<K: Benchmark>(
                 &note,
             )
             .await;
-            let rejected = status.conditions.iter().find(|c| {
-                c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE
-            });
+            let rejected = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE);
             if let Some(rejected) = rejected {
                 publish(
                     engine,
@@ -1249,18 +1268,34 @@ mod tests {
             scheduler: Some(perfsweep_benchmarks::common::Scheduler::Default),
             queue: Some("ignored-without-volcano".into()),
         };
-        let prepared = prepare(&iperf("d", json!({})), &with_defaults)
-            .unwrap_or_else(|f| panic!("{f:?}"));
-        assert!(prepared.rendered.pod_group.is_none(), "the default scheduler");
-        let image = prepared.rendered.pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
+        let prepared =
+            prepare(&iperf("d", json!({})), &with_defaults).unwrap_or_else(|f| panic!("{f:?}"));
+        assert!(
+            prepared.rendered.pod_group.is_none(),
+            "the default scheduler"
+        );
+        let image = prepared.rendered.pods[0]
+            .spec
+            .as_ref()
+            .map(|s| s.containers[0].image.clone());
         assert_eq!(
             image.flatten().as_deref(),
-            Some(concat!("mirror.example/ps/iperf:", env!("CARGO_PKG_VERSION")))
+            Some(concat!(
+                "mirror.example/ps/iperf:",
+                env!("CARGO_PKG_VERSION")
+            ))
         );
         let own = prepare(&iperf("e", json!({"image": "mine:1"})), &with_defaults)
             .unwrap_or_else(|f| panic!("{f:?}"));
-        let image = own.rendered.pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
-        assert_eq!(image.flatten().as_deref(), Some("mine:1"), "a spec's own image wins");
+        let image = own.rendered.pods[0]
+            .spec
+            .as_ref()
+            .map(|s| s.containers[0].image.clone());
+        assert_eq!(
+            image.flatten().as_deref(),
+            Some("mine:1"),
+            "a spec's own image wins"
+        );
     }
 
     #[test]

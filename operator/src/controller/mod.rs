@@ -50,6 +50,8 @@ pub struct Context {
     /// Expansions by set uid and generation: a set's children only change when its spec
     /// does, and expanding and validating 10,000 children takes half a second.
     pub expansions: benchmarkset::ExpansionCache,
+    /// Served on `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Context {
@@ -63,6 +65,7 @@ impl Context {
             client,
             backoff: backoff::PerObjectBackoff::default(),
             expansions: benchmarkset::ExpansionCache::default(),
+            metrics: Arc::default(),
         }
     }
 }
@@ -97,21 +100,32 @@ pub async fn run(
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    let (health_addr, health_server) =
-        health::serve(settings.health_addr, readiness.clone(), stopped()).await?;
-    tracing::info!(%health_addr, "serving health probes");
+    let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
+    let (health_addr, health_server) = health::serve_with_metrics(
+        settings.health_addr,
+        readiness.clone(),
+        Some(ctx.metrics.clone()),
+        stopped(),
+    )
+    .await?;
+    tracing::info!(%health_addr, "serving health probes and /metrics");
     let health_task = tokio::spawn(health_server);
 
-    let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
     let benchmarks = benchmark::run(ctx.clone(), settings.clone(), stopped.clone());
-    let sets = benchmarkset::controller(&client, &settings)
+    let metrics = ctx.metrics.clone();
+    let set_controller = benchmarkset::controller(&client, &settings);
+    metrics.watch_sets(set_controller.store());
+    let sets = set_controller
         .with_config(controller::Config::default().debounce(settings.debounce))
         .graceful_shutdown_on(stopped())
         .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-                Err(error) => tracing::warn!(%error, "reconcile failed"),
+        .for_each(move |result| {
+            metrics.reconciled("BenchmarkSet", result.is_ok());
+            async move {
+                match result {
+                    Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+                    Err(error) => tracing::warn!(%error, "reconcile failed"),
+                }
             }
         });
     readiness.set_ready(true);

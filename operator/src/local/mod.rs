@@ -305,11 +305,18 @@ async fn run_plan(
     })?;
     match report::find(&output.stdout) {
         Ok(mut report) => {
-            if let (Outcome::Succeeded { .. }, false) = (&report.outcome, stragglers.is_empty()) {
-                report.outcome = Outcome::Failed {
-                    reason: "PeerFailed".into(),
-                    message: stragglers.join("; "),
-                };
+            match (&mut report.outcome, stragglers.is_empty()) {
+                (Outcome::Succeeded { .. }, false) => {
+                    report.outcome = Outcome::Failed {
+                        reason: "PeerFailed".into(),
+                        message: stragglers.join("; "),
+                    };
+                }
+                // A peer that failed is usually why the result process failed: say how.
+                (Outcome::Failed { message, .. }, false) => {
+                    message.push_str(&format!("; other processes: {}", stragglers.join("; ")));
+                }
+                _ => {}
             }
             Ok(report)
         }

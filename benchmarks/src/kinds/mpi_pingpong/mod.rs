@@ -130,6 +130,7 @@ pub fn plan(spec: &MPIPingPongSpec) -> crate::plan::Plan {
         rank_install_hint: IMB_INSTALL_HINT.into(),
         worker_setup: Vec::new(),
         worker_files: Vec::new(),
+        worker_env: Default::default(),
         time_ranks: false,
     }
     .plan()

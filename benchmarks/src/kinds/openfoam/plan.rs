@@ -17,7 +17,9 @@
 //!   fixedNORM solves the pressure to an absolute residual of 1e-4 (at most 3000
 //!   iterations); FOAM-GAMG-PCG uses a GAMG preconditioner, the PETSc variants go
 //!   through petsc4Foam (`libpetscFoam`, an image built with it is required);
-//! - `decomposeParDict` with `numberOfSubdomains` = numProcs and scotch.
+//! - `decomposeParDict` with `numberOfSubdomains` = numProcs, split hierarchically into
+//!   a grid of near-cubes (the suite uses scotch; Debian's OpenFOAM loads a dummy
+//!   scotch, and on a uniform cube the regular grid is the better partition anyway).
 //!
 //! Every worker writes the case, generates the mesh (`blockMesh`) and decomposes it
 //! (`decomposePar`) itself — pods share no filesystem — before it is ready; then the
@@ -78,9 +80,26 @@ pub fn plan_with_mesh(spec: &OpenFOAMSpec, mesh: Mesh) -> Plan {
         rank_install_hint: "install the Debian package openfoam (apt-get install openfoam)".into(),
         worker_setup: vec![foam("blockMesh", &[]), foam("decomposePar", &["-force"])],
         worker_files: case_files(spec, mesh),
+        worker_env: environment(spec),
         time_ranks: true,
     }
     .plan()
+}
+
+/// Where Debian's `openfoam` package (the default image, and the local backend) keeps
+/// OpenFOAM's `etc` directory.
+pub const DEBIAN_PROJECT_DIR: &str = "/usr/share/openfoam";
+
+/// The environment OpenFOAM needs. The agent sources no shell scripts, so what
+/// `etc/bashrc` would set comes from here: for Debian's package only `WM_PROJECT_DIR`
+/// (its binaries are in `/usr/bin`, its libraries in `/usr/lib`). An image named in
+/// `spec.image` must set its own OpenFOAM environment (`ENV` in its Dockerfile).
+fn environment(spec: &OpenFOAMSpec) -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    if spec.common.image.is_none() {
+        env.insert("WM_PROJECT_DIR".to_owned(), DEBIAN_PROJECT_DIR.to_owned());
+    }
+    env
 }
 
 fn foam(program: &str, args: &[&str]) -> Command {
@@ -155,14 +174,13 @@ pub fn case_files(spec: &OpenFOAMSpec, mesh: Mesh) -> Vec<PlanFile> {
                 }
             ),
         ),
-        file(
-            "system/decomposeParDict",
-            "dictionary",
-            &format!(
-                "numberOfSubdomains {};\n\nmethod          scotch;\n",
+        file("system/decomposeParDict", "dictionary", &{
+            let (x, y, z) = split(spec.num_procs);
+            format!(
+                "numberOfSubdomains {};\n\nmethod          hierarchical;\n\nhierarchicalCoeffs\n{{\n    n               ({x} {y} {z});\n    delta           0.001;\n    order           xyz;\n}}\n",
                 spec.num_procs
-            ),
-        ),
+            )
+        }),
         file(
             "constant/transportProperties",
             "dictionary",
@@ -179,6 +197,24 @@ pub fn case_files(spec: &OpenFOAMSpec, mesh: Mesh) -> Vec<PlanFile> {
             "dimensions      [0 2 -2 0 0 0 0];\n\ninternalField   uniform 0;\n\nboundaryField\n{\n    movingWall\n    {\n        type            zeroGradient;\n    }\n    fixedWalls\n    {\n        type            zeroGradient;\n    }\n}\n",
         ),
     ]
+}
+
+/// `procs` subdomains as an `x × y × z` grid of near-cubes (the least total cut area on
+/// the cube; ties keep `z` smallest, which the HECToR study of this case found slightly
+/// faster).
+pub fn split(procs: u32) -> (u32, u32, u32) {
+    let procs = procs.max(1);
+    let mut best = (procs, 1, 1);
+    for x in (1..=procs).filter(|x| procs % x == 0) {
+        let rest = procs / x;
+        for y in (1..=rest).filter(|y| rest % y == 0) {
+            let z = rest / y;
+            if x >= y && y >= z && x + y + z < best.0 + best.1 + best.2 {
+                best = (x, y, z);
+            }
+        }
+    }
+    best
 }
 
 /// The `p` entry of `fvSolution` for a method, indented for the `solvers` block.
@@ -263,7 +299,15 @@ mod tests {
                 .unwrap_or_else(|| panic!("{path} missing"))
         };
         assert!(find("system/blockMeshDict").contains("(400 400 400)"));
-        assert!(find("system/decomposeParDict").contains("numberOfSubdomains 4;"));
+        let decomposition = find("system/decomposeParDict");
+        assert!(
+            decomposition.contains("numberOfSubdomains 4;"),
+            "{decomposition}"
+        );
+        assert!(
+            decomposition.contains("n               (2 2 1);"),
+            "{decomposition}"
+        );
         let control = find("system/controlDict");
         assert!(
             control.contains("deltaT          0.0000625;")
@@ -275,6 +319,10 @@ mod tests {
         assert!(solution.contains("maxIter 250;"), "{solution}");
         assert_eq!(Mesh::of(ProblemSize::S).steps(), 1000);
         assert_eq!(Mesh::of(ProblemSize::XXL).steps(), 100);
+        assert_eq!(split(1), (1, 1, 1));
+        assert_eq!(split(8), (2, 2, 2));
+        assert_eq!(split(12), (3, 2, 2));
+        assert_eq!(split(7), (7, 1, 1));
     }
 
     #[test]

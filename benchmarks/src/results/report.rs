@@ -1,0 +1,511 @@
+//! `perfsweep results report`: an acceptance report of result records as Markdown and
+//! HTML: the verdict per run under the acceptance criteria in the records' own spec,
+//! statistics per case, the SVG charts of [`super::plot`], and the lineage of every
+//! number (run id, spec digests, evidence paths and digests).
+
+use std::fmt::Write;
+
+use super::plot::{self, Axis, PlotSpec, escape};
+use super::{Case, describe_permutation, si};
+use crate::acceptance::{self, Verdict};
+use crate::record::{RecordOutcome, ResultRecord};
+
+/// The acceptance of one record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunVerdict {
+    /// The spec had no criteria.
+    NoCriteria,
+    Judged(Verdict),
+    /// The run failed: no result, not accepted.
+    Failed {
+        reason: String,
+    },
+}
+
+impl RunVerdict {
+    pub fn of(record: &ResultRecord) -> Self {
+        let criteria = acceptance::criteria_of(&record.spec);
+        match &record.outcome {
+            RecordOutcome::Failed { reason, .. } if !criteria.is_empty() => Self::Failed {
+                reason: reason.clone(),
+            },
+            _ => match acceptance::evaluate(&criteria, &record.metrics()) {
+                Some(verdict) => Self::Judged(verdict),
+                None => Self::NoCriteria,
+            },
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Self::NoCriteria => "no criteria",
+            Self::Judged(v) if v.accepted => "ACCEPTED",
+            Self::Judged(_) => "REJECTED",
+            Self::Failed { .. } => "FAILED",
+        }
+    }
+
+    fn detail(&self) -> String {
+        match self {
+            Self::NoCriteria => String::new(),
+            Self::Judged(v) => v.message(),
+            Self::Failed { reason } => format!("the run failed ({reason}): no result to judge"),
+        }
+    }
+}
+
+/// Counts over the records and the overall verdict.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overall {
+    pub accepted: usize,
+    pub rejected: usize,
+    pub failed: usize,
+    pub without_criteria: usize,
+}
+
+impl Overall {
+    /// `Some(true)` when every judged run was accepted and none failed; `None` when no
+    /// record had criteria.
+    pub fn accepted(&self) -> Option<bool> {
+        if self.accepted + self.rejected + self.failed == 0 {
+            None
+        } else {
+            Some(self.rejected == 0 && self.failed == 0)
+        }
+    }
+
+    fn headline(&self) -> String {
+        let verdict = match self.accepted() {
+            None => "NO ACCEPTANCE CRITERIA",
+            Some(true) => "ACCEPTED",
+            Some(false) => "NOT ACCEPTED",
+        };
+        format!(
+            "{verdict}: {} accepted, {} rejected, {} failed, {} without criteria",
+            self.accepted, self.rejected, self.failed, self.without_criteria
+        )
+    }
+}
+
+/// A rendered report.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub overall: Overall,
+    pub markdown: String,
+    pub html: String,
+    /// `(file name, SVG)`: the charts the Markdown links to (the HTML inlines them).
+    pub charts: Vec<(String, String)>,
+}
+
+/// One chart per kind: its headline metric against its first swept parameter.
+fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for case in cases {
+        if !kinds.contains(&case.kind.as_str()) {
+            kinds.push(&case.kind);
+        }
+    }
+    let mut out = Vec::new();
+    for kind in kinds {
+        let of_kind: Vec<Case> = cases.iter().filter(|c| c.kind == kind).cloned().collect();
+        let Some(metric) = of_kind
+            .iter()
+            .find_map(|c| c.headline())
+            .map(|m| m.name.clone())
+        else {
+            continue;
+        };
+        let Some(parameter) = of_kind
+            .iter()
+            .flat_map(|c| c.permutation.keys())
+            .next()
+            .cloned()
+        else {
+            continue;
+        };
+        let title = format!("{kind}: {metric} by {parameter}");
+        let spec = PlotSpec {
+            x: Axis::Parameter(parameter.clone()),
+            y: metric.clone(),
+            title: Some(title.clone()),
+        };
+        if let Ok(svg) = plot::svg(&of_kind, &spec) {
+            let file = format!("{}-{metric}-by-{parameter}.svg", kind.to_lowercase()).replace(
+                |c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)),
+                "_",
+            );
+            out.push((file, title, svg));
+        }
+    }
+    out
+}
+
+/// The report of `records` (sorted as the CLI loads them) grouped into `cases`.
+pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
+    let verdicts: Vec<RunVerdict> = records.iter().map(RunVerdict::of).collect();
+    let mut overall = Overall::default();
+    for v in &verdicts {
+        match v {
+            RunVerdict::NoCriteria => overall.without_criteria += 1,
+            RunVerdict::Judged(v) if v.accepted => overall.accepted += 1,
+            RunVerdict::Judged(_) => overall.rejected += 1,
+            RunVerdict::Failed { .. } => overall.failed += 1,
+        }
+    }
+    let mut run_ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
+    run_ids.dedup();
+
+    // Sections as (heading, header row, rows); each format renders them its own way.
+    let runs = table(
+        &[
+            "benchmark",
+            "kind",
+            "permutation",
+            "rep",
+            "headline",
+            "verdict",
+            "why",
+        ],
+        records
+            .iter()
+            .zip(&verdicts)
+            .map(|(r, v)| {
+                vec![
+                    r.benchmark.name.clone(),
+                    r.benchmark.kind.clone(),
+                    describe_permutation(&r.benchmark.permutation),
+                    r.benchmark
+                        .repetition
+                        .map_or_else(|| "-".into(), |n| n.to_string()),
+                    match &r.outcome {
+                        RecordOutcome::Succeeded { .. } => r
+                            .metrics()
+                            .first()
+                            .map(|m| format!("{} = {}", m.name, si(m.value)))
+                            .unwrap_or_default(),
+                        RecordOutcome::Failed { reason, .. } => format!("failed ({reason})"),
+                    },
+                    v.label().to_owned(),
+                    v.detail(),
+                ]
+            })
+            .collect(),
+    );
+    let criteria = {
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for r in records {
+            for c in acceptance::criteria_of(&r.spec) {
+                let row = (r.benchmark.kind.clone(), c.describe());
+                if !seen.contains(&row) {
+                    seen.push(row);
+                }
+            }
+        }
+        table(
+            &["kind", "criterion"],
+            seen.into_iter().map(|(k, c)| vec![k, c]).collect(),
+        )
+    };
+    let stats = table(
+        &[
+            "kind",
+            "permutation",
+            "metric",
+            "n",
+            "mean",
+            "±ci95",
+            "cv",
+            "stable",
+        ],
+        cases
+            .iter()
+            .flat_map(|case| {
+                case.metrics.iter().map(move |m| {
+                    let s = &m.summary;
+                    vec![
+                        case.kind.clone(),
+                        describe_permutation(&case.permutation),
+                        format!("{} ({} better)", m.name, m.better.as_str()),
+                        if case.failed > 0 {
+                            format!("{} ({} failed)", s.count, case.failed)
+                        } else {
+                            s.count.to_string()
+                        },
+                        si(s.mean),
+                        s.ci95_half_width().map(si).unwrap_or_else(|| "-".into()),
+                        s.cv.map(|cv| format!("{:.1}%", cv * 100.0))
+                            .unwrap_or_else(|| "-".into()),
+                        match s.unstable {
+                            None => "yes".into(),
+                            Some(why) => format!("no ({why:?})"),
+                        },
+                    ]
+                })
+            })
+            .collect(),
+    );
+    let lineage = table(
+        &[
+            "benchmark",
+            "run id",
+            "backend",
+            "case id",
+            "workload spec digest",
+            "artifact manifest digest",
+            "evidence",
+            "evidence sha256",
+        ],
+        records
+            .iter()
+            .map(|r| {
+                vec![
+                    r.benchmark.name.clone(),
+                    r.run_id.clone(),
+                    r.backend.clone(),
+                    r.benchmark.benchmark_case_id.clone().unwrap_or_default(),
+                    r.workload_spec_digest.clone(),
+                    r.artifact_manifest_digest.clone().unwrap_or_default(),
+                    r.evidence
+                        .as_ref()
+                        .map(|e| e.path.clone())
+                        .unwrap_or_default(),
+                    r.evidence
+                        .as_ref()
+                        .map(|e| e.sha256.clone())
+                        .unwrap_or_default(),
+                ]
+            })
+            .collect(),
+    );
+    let charts = charts(cases);
+
+    let intro = format!(
+        "{} runs from run {} ({} cases).",
+        records.len(),
+        run_ids.join(", "),
+        cases.len()
+    );
+    let sections: [(&str, &Table); 4] = [
+        ("Runs", &runs),
+        ("Acceptance criteria", &criteria),
+        ("Statistics per case", &stats),
+        ("Lineage", &lineage),
+    ];
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# perfsweep acceptance report\n");
+    let _ = writeln!(md, "**{}**\n", overall.headline());
+    let _ = writeln!(md, "{intro}\n");
+    for (heading, t) in &sections {
+        let _ = writeln!(md, "## {heading}\n");
+        md.push_str(&t.markdown());
+        md.push('\n');
+    }
+    if !charts.is_empty() {
+        let _ = writeln!(md, "## Charts\n");
+        for (file, title, _) in &charts {
+            let _ = writeln!(md, "![{title}]({file})\n");
+        }
+    }
+    let _ = writeln!(
+        md,
+        "Means with 95% confidence intervals (Student t); a case is unstable with fewer \
+         than the minimum repetitions or a coefficient of variation above the threshold. \
+         Every number traces back to its raw evidence file by the SHA-256 above \
+         (`perfsweep parse KIND FILE` re-derives the result)."
+    );
+
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>perfsweep acceptance report</title><style>\
+         body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1.5em}}\
+         td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:90%}}\
+         .ok{{color:#1a7f37;font-weight:bold}}.bad{{color:#cf222e;font-weight:bold}}\
+         </style></head><body>\n<h1>perfsweep acceptance report</h1>\n"
+    );
+    let class = match overall.accepted() {
+        Some(true) => "ok",
+        Some(false) => "bad",
+        None => "",
+    };
+    let _ = writeln!(
+        html,
+        "<p class=\"{class}\">{}</p>\n<p>{}</p>",
+        escape(&overall.headline()),
+        escape(&intro)
+    );
+    for (heading, t) in &sections {
+        let _ = writeln!(html, "<h2>{}</h2>", escape(heading));
+        html.push_str(&t.html());
+    }
+    if !charts.is_empty() {
+        let _ = writeln!(html, "<h2>Charts</h2>");
+        for (_, _, svg) in &charts {
+            let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+            let _ = writeln!(html, "<figure>{body}</figure>");
+        }
+    }
+    html.push_str("</body></html>\n");
+
+    Report {
+        overall,
+        markdown: md,
+        html,
+        charts: charts.into_iter().map(|(f, _, svg)| (f, svg)).collect(),
+    }
+}
+
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> Table {
+    Table {
+        header: header.iter().map(|h| (*h).to_owned()).collect(),
+        rows,
+    }
+}
+
+impl Table {
+    fn markdown(&self) -> String {
+        if self.rows.is_empty() {
+            return "(none)\n".into();
+        }
+        let cell = |c: &str| c.replace('|', "\\|").replace('\n', " ");
+        let mut out = format!("| {} |\n", self.header.join(" | "));
+        let _ = writeln!(out, "|{}", " --- |".repeat(self.header.len()));
+        for row in &self.rows {
+            let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        out
+    }
+
+    fn html(&self) -> String {
+        if self.rows.is_empty() {
+            return "<p>(none)</p>\n".into();
+        }
+        let mut out = String::from("<table><tr>");
+        for h in &self.header {
+            let _ = write!(out, "<th>{}</th>", escape(h));
+        }
+        out.push_str("</tr>\n");
+        for row in &self.rows {
+            out.push_str("<tr>");
+            for c in row {
+                let class = match c.as_str() {
+                    "ACCEPTED" => " class=\"ok\"",
+                    "REJECTED" | "FAILED" => " class=\"bad\"",
+                    _ => "",
+                };
+                let _ = write!(out, "<td{class}>{}</td>", escape(c));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</table>\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BenchmarkIdentity, Environment, Evidence};
+    use crate::stats::Stability;
+    use serde_json::{Map, json};
+
+    fn record(name: &str, streams: u64, bits: Option<f64>) -> ResultRecord {
+        let spec = json!({"streams": streams, "acceptance": [
+            {"metric": "received_bits_per_second", "min": 5e9}]});
+        let mut permutation = Map::new();
+        permutation.insert("streams".into(), json!(streams));
+        ResultRecord {
+            schema_version: crate::record::SCHEMA_VERSION.into(),
+            run_id: "run-1".into(),
+            benchmark: BenchmarkIdentity {
+                kind: "IPerf".into(),
+                name: name.into(),
+                set: Some("s".into()),
+                benchmark_case_id: Some(format!("case{streams}")),
+                repetition: Some(0),
+                permutation,
+            },
+            workload_spec_digest: format!("digest{streams}"),
+            spec,
+            backend: "local".into(),
+            environment: Environment::default(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:00:10Z".into(),
+            outcome: match bits {
+                Some(bits) => RecordOutcome::Succeeded {
+                    summary: "x".into(),
+                    result: json!({}),
+                    metrics: vec![
+                        crate::metrics::MetricDef::higher("received_bits_per_second", "", "")
+                            .of(bits),
+                    ],
+                },
+                None => RecordOutcome::Failed {
+                    reason: "ToolFailed".into(),
+                    message: "boom".into(),
+                },
+            },
+            evidence: Some(Evidence {
+                sha256: "ab".repeat(32),
+                bytes: 10,
+                path: "evidence/abab.txt".into(),
+            }),
+            artifact_manifest_digest: None,
+        }
+    }
+
+    #[test]
+    fn verdicts_tables_charts_and_lineage() {
+        let records = vec![
+            record("a", 1, Some(9e9)),
+            record("b", 2, Some(4e9)),
+            record("c", 4, None),
+        ];
+        let cases = super::super::group(&records, Stability::default());
+        let report = render(&records, &cases);
+        assert_eq!(
+            report.overall,
+            Overall {
+                accepted: 1,
+                rejected: 1,
+                failed: 1,
+                without_criteria: 0
+            }
+        );
+        assert_eq!(report.overall.accepted(), Some(false));
+        let md = &report.markdown;
+        assert!(
+            md.contains("**NOT ACCEPTED: 1 accepted, 1 rejected, 1 failed"),
+            "{md}"
+        );
+        assert!(md.contains("| b | IPerf | streams=2 | 0 | received_bits_per_second = 4G | REJECTED | 1 of 1 criteria not met: received_bits_per_second = 4G is below the minimum 5G by 1G (20%) |"), "{md}");
+        assert!(
+            md.contains("| IPerf | received_bits_per_second ≥ 5G |"),
+            "{md}"
+        );
+        assert!(md.contains("digest2"), "{md}");
+        assert!(md.contains("evidence/abab.txt"), "{md}");
+        assert_eq!(report.charts.len(), 1);
+        assert!(md.contains(&format!("]({})", report.charts[0].0)), "{md}");
+        assert!(report.html.contains("<td class=\"bad\">REJECTED</td>"));
+        assert!(report.html.contains("<svg"));
+        assert!(report.html.contains("≥ 5G"));
+    }
+
+    #[test]
+    fn without_criteria_there_is_no_verdict() {
+        let mut r = record("a", 1, Some(1.0));
+        r.spec = json!({"streams": 1});
+        let report = render(std::slice::from_ref(&r), &[]);
+        assert_eq!(report.overall.accepted(), None);
+        assert!(report.markdown.contains("NO ACCEPTANCE CRITERIA"));
+    }
+}

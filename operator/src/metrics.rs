@@ -1,0 +1,286 @@
+//! Prometheus metrics on `/metrics` (the health server), in the text exposition format,
+//! written by hand: a few counters the controllers bump, and gauges computed at scrape
+//! time from the controllers' own caches (reflector stores), so they are exact and cost
+//! nothing between scrapes.
+//!
+//! Labels stay low-cardinality: kind, namespace, set, case id (shared by a case's
+//! repetitions; a benchmark outside a set is its own case), never per-repetition names.
+//! kube-runtime does not expose its work queue, so there is no queue-depth metric.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::set::BenchmarkSet;
+
+use crate::controller::benchmark::Benchmark;
+
+type Labels = Vec<(&'static str, String)>;
+type Collector = Box<dyn Fn(&mut Families) + Send + Sync>;
+
+/// Metric families being assembled for one scrape: name → (help, type, samples).
+#[derive(Default)]
+pub struct Families(BTreeMap<&'static str, (&'static str, &'static str, Vec<(Labels, f64)>)>);
+
+impl Families {
+    pub fn add(
+        &mut self,
+        name: &'static str,
+        kind: &'static str,
+        help: &'static str,
+        labels: Labels,
+        value: f64,
+    ) {
+        let family = self.0.entry(name).or_insert((help, kind, Vec::new()));
+        match family.2.iter_mut().find(|(l, _)| *l == labels) {
+            Some((_, v)) if kind == "gauge" || kind == "counter" => *v += value,
+            _ => family.2.push((labels, value)),
+        }
+    }
+
+    /// The text exposition format, version 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, (help, kind, samples)) in &self.0 {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                out.push_str(name);
+                if !labels.is_empty() {
+                    let pairs: Vec<String> = labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                        .collect();
+                    let _ = write!(out, "{{{}}}", pairs.join(","));
+                }
+                let _ = writeln!(out, " {}", number(*value));
+            }
+        }
+        out
+    }
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn number(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{value}")
+    }
+}
+
+/// The operator's metrics.
+#[derive(Default)]
+pub struct Metrics {
+    /// (controller, outcome) → reconciles.
+    reconciles: Mutex<BTreeMap<(String, &'static str), u64>>,
+    collectors: Mutex<Vec<Collector>>,
+}
+
+impl Metrics {
+    /// Counts one reconcile of `controller` (a kind, or `BenchmarkSet`).
+    pub fn reconciled(&self, controller: &str, ok: bool) {
+        let outcome = if ok { "success" } else { "error" };
+        if let Ok(mut map) = self.reconciles.lock() {
+            *map.entry((controller.to_owned(), outcome)).or_default() += 1;
+        }
+    }
+
+    /// Benchmarks of one kind, by phase and acceptance, and the headline results of
+    /// succeeded ones per case, from the kind controller's cache.
+    pub fn watch_benchmarks<K: Benchmark>(&self, info: &'static KindInfo, store: Store<K>) {
+        self.register(Box::new(move |f| {
+            let mut cases: BTreeMap<Labels, (f64, u32)> = BTreeMap::new();
+            for benchmark in store.state() {
+                let status = benchmark.benchmark_status();
+                let phase = status
+                    .and_then(|s| s.phase)
+                    .unwrap_or_default()
+                    .as_str()
+                    .to_owned();
+                f.add(
+                    "perfsweep_benchmarks",
+                    "gauge",
+                    "Benchmarks by kind and phase.",
+                    vec![("kind", info.kind.to_owned()), ("phase", phase)],
+                    1.0,
+                );
+                let Some(status) = status else { continue };
+                if let Some(accepted) = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
+                {
+                    f.add(
+                        "perfsweep_benchmarks_judged",
+                        "gauge",
+                        "Succeeded benchmarks with acceptance criteria, by verdict (Accepted condition status).",
+                        vec![
+                            ("kind", info.kind.to_owned()),
+                            ("accepted", accepted.status.clone()),
+                        ],
+                        1.0,
+                    );
+                }
+                let headline = status
+                    .result
+                    .as_ref()
+                    .and_then(|r| serde_json::to_value(r).ok())
+                    .and_then(|r| info.metrics(&r).into_iter().next());
+                let Some(headline) = headline else { continue };
+                let labels_of = benchmark.labels();
+                let set = labels_of.get(labels::SET).cloned().unwrap_or_default();
+                let case = labels_of
+                    .get(labels::CASE)
+                    .cloned()
+                    .unwrap_or_else(|| benchmark.name_any());
+                let key = vec![
+                    ("kind", info.kind.to_owned()),
+                    ("namespace", benchmark.namespace().unwrap_or_default()),
+                    ("set", set),
+                    ("case_id", case),
+                    ("metric", headline.name),
+                ];
+                let entry = cases.entry(key).or_default();
+                entry.0 += headline.value;
+                entry.1 += 1;
+            }
+            for (labels, (sum, count)) in cases {
+                f.add(
+                    "perfsweep_result_headline",
+                    "gauge",
+                    "Mean of the headline metric over a case's succeeded repetitions (unit in the metric label).",
+                    labels.clone(),
+                    sum / f64::from(count),
+                );
+                f.add(
+                    "perfsweep_result_repetitions",
+                    "gauge",
+                    "Succeeded repetitions behind perfsweep_result_headline.",
+                    labels,
+                    f64::from(count),
+                );
+            }
+        }));
+    }
+
+    /// BenchmarkSets by phase and acceptance verdict, from the set controller's cache.
+    pub fn watch_sets(&self, store: Store<BenchmarkSet>) {
+        self.register(Box::new(move |f| {
+            for set in store.state() {
+                let status = set.status.as_ref();
+                let phase = status
+                    .and_then(|s| s.phase)
+                    .map(|p| format!("{p:?}"))
+                    .unwrap_or_else(|| "Pending".into());
+                f.add(
+                    "perfsweep_benchmarksets",
+                    "gauge",
+                    "BenchmarkSets by phase.",
+                    vec![("phase", phase)],
+                    1.0,
+                );
+                let accepted = status.and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
+                });
+                if let Some(accepted) = accepted {
+                    f.add(
+                        "perfsweep_benchmarksets_accepted",
+                        "gauge",
+                        "BenchmarkSets with acceptance criteria, by Accepted condition status.",
+                        vec![("accepted", accepted.status.clone())],
+                        1.0,
+                    );
+                }
+            }
+        }));
+    }
+
+    fn register(&self, collector: Collector) {
+        if let Ok(mut collectors) = self.collectors.lock() {
+            collectors.push(collector);
+        }
+    }
+
+    /// Everything, as the text exposition format.
+    pub fn render(&self) -> String {
+        let mut f = Families::default();
+        f.add(
+            "perfsweep_up",
+            "gauge",
+            "1 while this replica runs the controllers.",
+            Vec::new(),
+            1.0,
+        );
+        if let Ok(map) = self.reconciles.lock() {
+            for ((controller, outcome), count) in map.iter() {
+                let labels = vec![("controller", controller.clone())];
+                if *outcome == "error" {
+                    f.add(
+                        "perfsweep_reconcile_errors_total",
+                        "counter",
+                        "Reconciles that failed (retried with backoff).",
+                        labels.clone(),
+                        *count as f64,
+                    );
+                }
+                f.add(
+                    "perfsweep_reconciles_total",
+                    "counter",
+                    "Reconciles, successful or not.",
+                    labels,
+                    *count as f64,
+                );
+            }
+        }
+        if let Ok(collectors) = self.collectors.lock() {
+            for collect in collectors.iter() {
+                collect(&mut f);
+            }
+        }
+        f.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_format() {
+        let metrics = Metrics::default();
+        metrics.reconciled("IPerf", true);
+        metrics.reconciled("IPerf", false);
+        let text = metrics.render();
+        assert!(text.contains("# TYPE perfsweep_reconciles_total counter\n"));
+        assert!(text.contains("perfsweep_reconciles_total{controller=\"IPerf\"} 2\n"));
+        assert!(text.contains("perfsweep_reconcile_errors_total{controller=\"IPerf\"} 1\n"));
+        assert!(text.contains("perfsweep_up 1\n"));
+        let mut f = Families::default();
+        f.add(
+            "x",
+            "gauge",
+            "h",
+            vec![("l", "a\"b\\c\n".into())],
+            f64::INFINITY,
+        );
+        assert_eq!(
+            f.render(),
+            "# HELP x h\n# TYPE x gauge\nx{l=\"a\\\"b\\\\c\\n\"} +Inf\n"
+        );
+    }
+}

@@ -60,9 +60,8 @@ pub async fn serve_with_metrics(
             let readiness = readiness.clone();
             let metrics = metrics.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    respond(request, readiness.clone(), metrics.clone())
-                });
+                let service =
+                    service_fn(move |request| respond(request, readiness.clone(), metrics.clone()));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;

@@ -7,7 +7,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod health;
-pub mod metrics;
 pub mod llm;
 pub mod local;
+pub mod metrics;
 pub mod telemetry;

@@ -91,11 +91,13 @@ async fn openfoam_s_case_opt_in() {
         );
         return;
     };
-    let (_, spec) = openfoam_spec(
-        json!({"problemSize": "S", "numProcs": 2, "numNodes": 1, "timeout": "4h"}),
-    );
+    let (_, spec) =
+        openfoam_spec(json!({"problemSize": "S", "numProcs": 2, "numNodes": 1, "timeout": "4h"}));
     let mut mesh = Mesh::of(spec.problem_size);
-    if let Some(steps) = setting.strip_prefix("steps:").and_then(|n| n.parse::<u32>().ok()) {
+    if let Some(steps) = setting
+        .strip_prefix("steps:")
+        .and_then(|n| n.parse::<u32>().ok())
+    {
         mesh.end_time = mesh.delta_t * f64::from(steps);
     }
     let mut plan = plan_with_mesh(&spec, mesh);

@@ -79,17 +79,21 @@ fn owned_by(double: &ApiDouble, gvr: &Gvr, kind: &str, name: &str) -> Vec<Value>
 }
 
 async fn wait_for_phase(double: &ApiDouble, kind: &Kind, name: &str, phase: &str) -> Value {
-    wait_until(WAIT, format_args!("{} {name}: phase {phase}", kind.kind), || {
-        let status = double
-            .get(&kind.gvr, Some(NS), name)
-            .and_then(|o| o.get("status").cloned())
-            .unwrap_or(Value::Null);
-        if status["phase"] == phase {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
+    wait_until(
+        WAIT,
+        format_args!("{} {name}: phase {phase}", kind.kind),
+        || {
+            let status = double
+                .get(&kind.gvr, Some(NS), name)
+                .and_then(|o| o.get("status").cloned())
+                .unwrap_or(Value::Null);
+            if status["phase"] == phase {
+                Ok(status)
+            } else {
+                Err(format!("status {status}"))
+            }
+        },
+    )
     .await
 }
 
@@ -148,8 +152,17 @@ fn finish(double: &ApiDouble, kind: &Kind, name: &str, outcome: Outcome, raw: Op
         raw_output: raw.map(str::to_owned),
         raw_output_sha256: raw.map(|r| sha256_hex(r.as_bytes())),
     };
-    double.set_pod_log(NS, &pod, AGENT, &format!("{}\n{}\n", raw.unwrap_or(""), report.to_line()));
-    let (phase, code) = if failed { ("Failed", 1) } else { ("Succeeded", 0) };
+    double.set_pod_log(
+        NS,
+        &pod,
+        AGENT,
+        &format!("{}\n{}\n", raw.unwrap_or(""), report.to_line()),
+    );
+    let (phase, code) = if failed {
+        ("Failed", 1)
+    } else {
+        ("Succeeded", 0)
+    };
     double
         .patch_status(
             &Gvr::PODS,
@@ -212,7 +225,10 @@ async fn mpi_lifecycle(kind: &Kind, name: &str, spec: Value) -> Value {
     let secret = double
         .get(&Gvr::SECRETS, Some(NS), &format!("{name}-launch"))
         .expect("the launch Secret");
-    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"],
+        uid.as_str()
+    );
     assert_eq!(secret["metadata"]["labels"]["perfsweep.io/benchmark"], name);
     let token = token_of(&double, name);
     assert_eq!(token.len(), 64, "{secret}");
@@ -229,10 +245,16 @@ async fn mpi_lifecycle(kind: &Kind, name: &str, spec: Value) -> Value {
     let worker = pod(&pods, &format!("{name}-worker-0"));
     let resources = |pod: &Value| pod["spec"]["containers"][0]["resources"]["limits"].clone();
     assert!(
-        resources(launcher).get("rdma/hca_shared_devices_a").is_none(),
+        resources(launcher)
+            .get("rdma/hca_shared_devices_a")
+            .is_none(),
         "{launcher}"
     );
-    assert_eq!(resources(worker)["rdma/hca_shared_devices_a"], "1", "{worker}");
+    assert_eq!(
+        resources(worker)["rdma/hca_shared_devices_a"],
+        "1",
+        "{worker}"
+    );
     // The hostfile lists the workers by data address.
     let plan: Value = serde_json::from_str(
         env_of(launcher, "PERFSWEEP_PLAN")["value"]
@@ -240,7 +262,9 @@ async fn mpi_lifecycle(kind: &Kind, name: &str, spec: Value) -> Value {
             .expect("plan"),
     )
     .expect("plan JSON");
-    let hostfile = plan["roles"][0]["files"][0]["contents"].as_str().unwrap_or_default();
+    let hostfile = plan["roles"][0]["files"][0]["contents"]
+        .as_str()
+        .unwrap_or_default();
     assert!(hostfile.starts_with("{peer:worker:0} slots="), "{hostfile}");
 
     run_pods(&double, kind, name);
@@ -266,7 +290,11 @@ async fn mpi_lifecycle(kind: &Kind, name: &str, spec: Value) -> Value {
             + double
                 .get(&Gvr::SECRETS, Some(NS), &format!("{name}-launch"))
                 .map_or(0, |_| 1);
-        if left == 0 { Ok(()) } else { Err(format!("{left} objects left")) }
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} objects left"))
+        }
     })
     .await;
     status
@@ -281,7 +309,10 @@ async fn an_mpi_pingpong_runs_to_a_result_with_a_launch_token() {
                "resources": {"limits": {"rdma/hca_shared_devices_a": "1"}}}),
     )
     .await;
-    assert!(status["result"]["minLatencyMicros"].as_f64().is_some(), "{status}");
+    assert!(
+        status["result"]["minLatencyMicros"].as_f64().is_some(),
+        "{status}"
+    );
 }
 
 #[tokio::test]
@@ -293,16 +324,29 @@ async fn an_openfoam_runs_to_a_result_with_a_launch_token() {
                "resources": {"limits": {"rdma/hca_shared_devices_a": "1"}}}),
     )
     .await;
-    assert!(status["result"]["processTiming"]["userSeconds"].as_f64().is_some(), "{status}");
+    assert!(
+        status["result"]["processTiming"]["userSeconds"]
+            .as_f64()
+            .is_some(),
+        "{status}"
+    );
 }
 
 async fn rdma_lifecycle(kind: &Kind) {
     let double = double_with_crds().await;
     let _operator = Operator::start(&double, "test");
     let name = "rdma";
-    create(&double, kind, name, json!({"mode": "write", "allSizes": true, "device": "mlx5_0"}));
+    create(
+        &double,
+        kind,
+        name,
+        json!({"mode": "write", "allSizes": true, "device": "mlx5_0"}),
+    );
     let pods = wait_for_pods(&double, kind, name).await;
-    assert!(double.get(&Gvr::SECRETS, Some(NS), "rdma-launch").is_none(), "no launch token");
+    assert!(
+        double.get(&Gvr::SECRETS, Some(NS), "rdma-launch").is_none(),
+        "no launch token"
+    );
     for pod in &pods {
         let added = &pod["spec"]["containers"][0]["securityContext"]["capabilities"]["add"];
         assert_eq!(added, &json!(["IPC_LOCK"]), "{pod}");
@@ -340,7 +384,11 @@ async fn rdma_lifecycle(kind: &Kind) {
         None,
     );
     let status = wait_for_phase(&double, kind, name, "Failed").await;
-    assert_eq!(condition(&status, "Failed")["reason"], "NoRdmaDevice", "{status}");
+    assert_eq!(
+        condition(&status, "Failed")["reason"],
+        "NoRdmaDevice",
+        "{status}"
+    );
 }
 
 #[tokio::test]

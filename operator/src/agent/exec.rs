@@ -373,60 +373,6 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn open_mpi_quoting_becomes_an_argument_vector() {
-        let words: Vec<String> = [
-            " orted",
-            "-mca",
-            "ess",
-            "\"env\"",
-            "-mca",
-            "orte_hnp_uri",
-            "\"1.0;tcp://10.0.0.1:5000\"",
-            "-mca",
-            "plm_rsh_agent",
-            "\"perfsweep rsh\"",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        assert_eq!(
-            split_command(&words).unwrap(),
-            [
-                "orted",
-                "-mca",
-                "ess",
-                "env",
-                "-mca",
-                "orte_hnp_uri",
-                "1.0;tcp://10.0.0.1:5000",
-                "-mca",
-                "plm_rsh_agent",
-                "perfsweep rsh"
-            ]
-        );
-        assert!(split_command(&["PATH=/x;".into(), "orted".into()]).is_err());
-        assert!(split_command(&["\"open".into()]).is_err());
-    }
-
-    #[test]
-    fn the_mac_binds_nonce_and_command() {
-        let argv = vec!["orted".to_owned(), "-x".to_owned()];
-        let mac = sign(b"secret", "n1", &argv);
-        assert!(verify(b"secret", "n1", &argv, &mac));
-        assert!(!verify(b"other", "n1", &argv, &mac));
-        assert!(
-            !verify(b"secret", "n2", &argv, &mac),
-            "no replay with another nonce"
-        );
-        assert!(!verify(b"secret", "n1", &["sh".to_owned()], &mac));
-        assert!(!verify(b"secret", "n1", &argv, "zz"));
-    }
-}
-
 /// The environment of the role's commands: the role's `env` with placeholders filled;
 /// `PATH` led by the agent's own directory (so `perfsweep rsh` and `perfsweep mpi-rank`
 /// resolve to this very binary); and, in a plan that launches remotely, the map
@@ -480,4 +426,58 @@ pub fn command_env(
         env.insert(agent_env::RSH_PEERS.to_owned(), map);
     }
     Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_mpi_quoting_becomes_an_argument_vector() {
+        let words: Vec<String> = [
+            " orted",
+            "-mca",
+            "ess",
+            "\"env\"",
+            "-mca",
+            "orte_hnp_uri",
+            "\"1.0;tcp://10.0.0.1:5000\"",
+            "-mca",
+            "plm_rsh_agent",
+            "\"perfsweep rsh\"",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            split_command(&words).unwrap(),
+            [
+                "orted",
+                "-mca",
+                "ess",
+                "env",
+                "-mca",
+                "orte_hnp_uri",
+                "1.0;tcp://10.0.0.1:5000",
+                "-mca",
+                "plm_rsh_agent",
+                "perfsweep rsh"
+            ]
+        );
+        assert!(split_command(&["PATH=/x;".into(), "orted".into()]).is_err());
+        assert!(split_command(&["\"open".into()]).is_err());
+    }
+
+    #[test]
+    fn the_mac_binds_nonce_and_command() {
+        let argv = vec!["orted".to_owned(), "-x".to_owned()];
+        let mac = sign(b"secret", "n1", &argv);
+        assert!(verify(b"secret", "n1", &argv, &mac));
+        assert!(!verify(b"other", "n1", &argv, &mac));
+        assert!(
+            !verify(b"secret", "n2", &argv, &mac),
+            "no replay with another nonce"
+        );
+        assert!(!verify(b"secret", "n1", &["sh".to_owned()], &mac));
+        assert!(!verify(b"secret", "n1", &argv, "zz"));
+    }
 }

@@ -205,9 +205,9 @@ pub fn case_files(spec: &OpenFOAMSpec, mesh: Mesh) -> Vec<PlanFile> {
 pub fn split(procs: u32) -> (u32, u32, u32) {
     let procs = procs.max(1);
     let mut best = (procs, 1, 1);
-    for x in (1..=procs).filter(|x| procs % x == 0) {
+    for x in (1..=procs).filter(|x| procs.is_multiple_of(*x)) {
         let rest = procs / x;
-        for y in (1..=rest).filter(|y| rest % y == 0) {
+        for y in (1..=rest).filter(|y| rest.is_multiple_of(*y)) {
             let z = rest / y;
             if x >= y && y >= z && x + y + z < best.0 + best.1 + best.2 {
                 best = (x, y, z);

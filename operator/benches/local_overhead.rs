@@ -64,27 +64,36 @@ fn direct_run(port: u16) -> (f64, Duration) {
         .stdout(Stdio::null())
         .spawn()
         .expect("iperf3 server starts");
-    // Without an agent there is no readiness signal; retry the client until it connects.
-    let output = loop {
-        let output = Command::new("iperf3")
-            .args([
-                "--client",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--time",
-                &SECONDS.to_string(),
-                "--json",
-            ])
-            .output()
-            .expect("iperf3 client runs");
-        if output.status.success() {
-            break output;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // The same readiness check the agent uses: a listener in /proc/net/tcp, without a
+    // probing connection that iperf3 would take for its one client.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !perfsweep::agent::listening::is_listening(port) {
+        assert!(
+            Instant::now() < deadline,
+            "iperf3 server did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let output = Command::new("iperf3")
+        .args([
+            "--client",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--time",
+            &SECONDS.to_string(),
+            "--json",
+        ])
+        .output()
+        .expect("iperf3 client runs");
     let elapsed = start.elapsed();
+    let _ = server.kill();
     let _ = server.wait();
+    assert!(
+        output.status.success(),
+        "iperf3 client failed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let parsed = registry::lookup("IPerf")
         .expect("IPerf kind")
         .parse(&String::from_utf8_lossy(&output.stdout))

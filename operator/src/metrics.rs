@@ -22,9 +22,12 @@ use crate::controller::benchmark::Benchmark;
 type Labels = Vec<(&'static str, String)>;
 type Collector = Box<dyn Fn(&mut Families) + Send + Sync>;
 
-/// Metric families being assembled for one scrape: name → (help, type, samples).
+/// One metric family: (help, type, samples).
+type Family = (&'static str, &'static str, Vec<(Labels, f64)>);
+
+/// Metric families being assembled for one scrape, by name.
 #[derive(Default)]
-pub struct Families(BTreeMap<&'static str, (&'static str, &'static str, Vec<(Labels, f64)>)>);
+pub struct Families(BTreeMap<&'static str, Family>);
 
 impl Families {
     pub fn add(

@@ -180,7 +180,7 @@ impl MpiJob {
             name: "worker".into(),
             replicas: self.workers,
             setup: std::iter::once(require_program(
-                &self.rank_command[0],
+                self.rank_command.first().map_or("", String::as_str),
                 &self.rank_install_hint,
             ))
             .chain(self.worker_setup.iter().cloned())

@@ -94,10 +94,11 @@ pub async fn run_planned(
     let clock = Instant::now();
     let outcome = match plan {
         Err(error) => Err(("Unsupported".to_owned(), error.to_string())),
-        Ok(plan) => match missing_tools(&plan) {
-            Some(message) => Err(("ToolMissing".to_owned(), message)),
-            None => match preflight(&plan) {
-                Some(failure) => Err((failure.reason.to_owned(), failure.message)),
+        // A missing device or unpackaged tool first: installing packages would not help.
+        Ok(plan) => match preflight(&plan) {
+            Some(failure) => Err((failure.reason.to_owned(), failure.message)),
+            None => match missing_tools(&plan) {
+                Some(message) => Err(("ToolMissing".to_owned(), message)),
                 None => run_plan(&plan, name, options).await,
             },
         },

@@ -204,7 +204,34 @@ mod tests {
     const RESNET: &str = include_str!("../../../testdata/pytorch/resnet50-train-cpu.txt");
     const LLAMA: &str = include_str!("../../../testdata/pytorch/llama-small-eval-cuda.txt");
     const OOM: &str = include_str!("../../../testdata/pytorch/cuda-oom-traceback.txt");
-    const ALL: &[&str] = &[RESNET, LLAMA, OOM];
+    const REAL: &str = include_str!("../../../testdata/pytorch/alexnet-eval-cpu-real.txt");
+    const ALL: &[&str] = &[RESNET, LLAMA, OOM, REAL];
+
+    #[test]
+    fn a_real_cpu_run() {
+        // The last line of a real run (Debian torch 1.13 on this VM), read independently.
+        let line = REAL
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("PERFSWEEP_RESULT "))
+            .expect("a result line");
+        let raw: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        let r = parse(REAL).unwrap();
+        assert_eq!(r.model, "alexnet");
+        assert_eq!(r.device, "cpu");
+        assert_eq!(r.benchmark_type, PyTorchBenchmarkType::Eval);
+        assert_eq!(Some(r.batch_size), raw["batchSize"].as_u64());
+        assert_eq!(
+            Some(r.throughput_samples_per_second),
+            raw["throughputSamplesPerSecond"].as_f64()
+        );
+        assert_eq!(
+            Some(r.time_per_batch_seconds.mean),
+            raw["timePerBatchSeconds"]["mean"].as_f64()
+        );
+        assert_eq!(r.torch_version.as_deref(), raw["torchVersion"].as_str());
+        assert!(r.throughput_samples_per_second > 0.0);
+    }
 
     #[test]
     fn resnet_cpu_train() {

@@ -2,26 +2,12 @@
 //! whose criteria any loopback run meets (template-level criteria) and one whose
 //! set-level criterion no machine meets (1 Pbit/s), then `perfsweep results report`.
 
+mod local_support;
+
+use local_support::{perfsweep, scratch, tool_or_skip};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn perfsweep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-}
-
-fn iperf3_available() -> bool {
-    Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
+use std::process::Output;
 
 /// Any loopback run meets these: at least 1 kbit/s, at least 1% of 1 Mbit/s.
 const PASSING: &str = r#"
@@ -106,12 +92,7 @@ fn read(path: &Path) -> String {
 
 #[test]
 fn acceptance_report_of_a_local_sweep() {
-    if !iperf3_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "iperf3 is missing in CI (.ci/run installs it)"
-        );
-        eprintln!("SKIPPED: iperf3 is not installed (apt-get install iperf3); .ci/run installs it");
+    if !tool_or_skip("iperf3", "iperf3") {
         return;
     }
     let dir = scratch("acceptance-report");

@@ -2,28 +2,13 @@
 //! their own loopback addresses, driven by one `fio --client` — and every recorded number
 //! is the one fio itself reported in its JSON (kept as evidence beside the record).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod local_support;
+
+use local_support::{perfsweep, records, scratch, tool_or_skip};
+
+use std::path::Path;
 
 use serde_json::Value;
-
-fn perfsweep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-}
-
-fn fio_available() -> bool {
-    Command::new("fio")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
 
 // psync and direct: 0 work on any filesystem (tmpfs has no O_DIRECT, libaio may be
 // missing); small files and 1 s runs keep the sweep to seconds.
@@ -50,26 +35,6 @@ spec:
       bs: [4k, 64k]
 "#;
 
-fn records(dir: &Path) -> Vec<Value> {
-    let mut records: Vec<Value> = std::fs::read_dir(dir)
-        .expect("output directory")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .map(|p| {
-            serde_json::from_str(&std::fs::read_to_string(&p).expect("readable record"))
-                .expect("JSON record")
-        })
-        .collect();
-    records.sort_by_key(|r| {
-        r["benchmark"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    });
-    records
-}
-
 fn number(value: &Value, pointer: &str) -> f64 {
     value
         .pointer(pointer)
@@ -79,8 +44,7 @@ fn number(value: &Value, pointer: &str) -> f64 {
 
 #[test]
 fn a_local_fio_sweep_reports_what_fio_measured_on_two_workers() {
-    if !fio_available() {
-        eprintln!("SKIPPED: fio is not installed (apt-get install fio); .ci/run installs it");
+    if !tool_or_skip("fio", "fio") {
         return;
     }
     let dir = scratch("fio");
@@ -211,8 +175,7 @@ fn a_local_fio_sweep_reports_what_fio_measured_on_two_workers() {
 
 #[test]
 fn prefill_and_a_raw_job_file_run_for_real() {
-    if !fio_available() {
-        eprintln!("SKIPPED: fio is not installed (apt-get install fio); .ci/run installs it");
+    if !tool_or_skip("fio", "fio") {
         return;
     }
     let dir = scratch("fio-prefill");

@@ -1,28 +1,13 @@
 //! The local backend runs a real iperf3 sweep, and every recorded number is the one
 //! iperf3 itself reported in its JSON (kept as evidence beside the record).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod local_support;
+
+use local_support::{perfsweep, records, scratch, tool_or_skip};
+
+use std::path::Path;
 
 use serde_json::Value;
-
-fn perfsweep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-}
-
-fn iperf3_available() -> bool {
-    Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
 
 const SWEEP: &str = r#"
 apiVersion: perfsweep.io/v1alpha1
@@ -42,30 +27,9 @@ spec:
       streams: [1, 2]
 "#;
 
-fn records(dir: &Path) -> Vec<Value> {
-    let mut records: Vec<Value> = std::fs::read_dir(dir)
-        .expect("output directory")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .map(|p| {
-            serde_json::from_str(&std::fs::read_to_string(&p).expect("readable record"))
-                .expect("JSON record")
-        })
-        .collect();
-    records.sort_by_key(|r| {
-        r["benchmark"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    });
-    records
-}
-
 #[test]
 fn a_local_iperf_sweep_reports_what_iperf3_measured() {
-    if !iperf3_available() {
-        eprintln!("SKIPPED: iperf3 is not installed (apt-get install iperf3); .ci/run installs it");
+    if !tool_or_skip("iperf3", "iperf3") {
         return;
     }
     let dir = scratch("iperf");

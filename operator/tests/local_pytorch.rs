@@ -2,21 +2,14 @@
 //! (Debian's python3-torch and python3-torchvision; CI does not install them, they are
 //! large), and names what is missing when it is not.
 
+mod local_support;
+
+use local_support::{perfsweep, scratch};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-fn perfsweep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
 
 /// The directories of the `python3` programs on PATH (and Debian's), split by whether
 /// they can import torch and torchvision.

@@ -1,28 +1,14 @@
 //! `perfsweep results` over the records of a real local iperf3 sweep: list, statistics,
 //! CSV, SVG, and a comparison that finds a planted regression and nothing else.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod local_support;
+
+use local_support::{perfsweep, scratch, tool_or_skip};
+
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
-
-fn perfsweep() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-}
-
-fn iperf3_available() -> bool {
-    Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
 
 const SWEEP: &str = r#"
 apiVersion: perfsweep.io/v1alpha1
@@ -92,8 +78,7 @@ fn plant_regression(from: &Path, to: &Path) {
 
 #[test]
 fn results_of_a_local_sweep() {
-    if !iperf3_available() {
-        eprintln!("SKIPPED: iperf3 is not installed (apt-get install iperf3); .ci/run installs it");
+    if !tool_or_skip("iperf3", "iperf3") {
         return;
     }
     let dir = scratch("results");

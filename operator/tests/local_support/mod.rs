@@ -1,0 +1,64 @@
+//! Shared by the tests that run real tools through the `perfsweep` binary on this
+//! machine (`perfsweep run --local`, `perfsweep parse`, `perfsweep results`).
+
+// Each target that includes this module uses a different subset of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The binary under test.
+pub fn perfsweep() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+}
+
+/// Whether `program` runs here. When it does not, the test is skipped with the reason
+/// printed — except under CI, where `.ci/run` installs the Debian `package`, so a
+/// missing tool fails the test instead of hiding it.
+pub fn tool_or_skip(program: &str, package: &str) -> bool {
+    let available = Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing under CI: .ci/run installs the Debian package {package}"
+        );
+        eprintln!(
+            "SKIPPED: {program} is not installed (apt-get install {package}); .ci/run installs it"
+        );
+    }
+    available
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// The result records `perfsweep run --output DIR` wrote, sorted by benchmark name.
+pub fn records(dir: &Path) -> Vec<Value> {
+    let mut records: Vec<Value> = std::fs::read_dir(dir)
+        .expect("output directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            serde_json::from_str(&std::fs::read_to_string(&p).expect("readable record"))
+                .expect("JSON record")
+        })
+        .collect();
+    records.sort_by_key(|r| {
+        r["benchmark"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    records
+}

@@ -3,9 +3,12 @@
 //! CRD, Multus's selection syntax and Kubernetes' own API schemas (through the PyPI tool
 //! `kubernetes-validate`, which bundles them) — and for what the agent will read.
 
+mod support;
+
+use support::{kubernetes_validate, third_party, to_value, volcano_schema};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodSpec, Service};
@@ -134,10 +137,6 @@ fn annotation(pod: &Pod, key: &str) -> Option<String> {
 
 fn label(pod: &Pod, key: &str) -> Option<String> {
     pod.metadata.labels.as_ref()?.get(key).cloned()
-}
-
-fn to_value(object: &impl serde::Serialize) -> Value {
-    serde_json::to_value(object).expect("serializable")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -657,32 +656,6 @@ fn the_api_server_rules_catch_what_the_schemas_cannot() {
 // ---------------------------------------------------------------------------------------
 // Schemas.
 
-fn third_party(path: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/third-party")
-        .join(path);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Volcano's PodGroup `v1beta1` schema, from the copied CRD.
-fn volcano_schema() -> &'static Node {
-    static SCHEMA: OnceLock<Node> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let docs = yaml::documents(&third_party("volcano/scheduling.volcano.sh_podgroups.yaml"))
-            .expect("YAML");
-        let crd = docs
-            .iter()
-            .find(|d| d["kind"] == "CustomResourceDefinition")
-            .expect("a CRD");
-        assert_eq!(crd["spec"]["names"]["kind"], "PodGroup");
-        let version = crd["spec"]["versions"]
-            .as_array()
-            .and_then(|v| v.iter().find(|v| v["name"] == "v1beta1"))
-            .expect("v1beta1");
-        Node::compile(&version["schema"]["openAPIV3Schema"]).expect("compiles")
-    })
-}
-
 fn selection_schema() -> &'static Node {
     static SCHEMA: OnceLock<Node> = OnceLock::new();
     SCHEMA.get_or_init(|| {
@@ -736,72 +709,6 @@ fn the_multus_selection_schema_rejects_broken_json_forms() {
             "{bad} must be rejected"
         );
     }
-}
-
-/// Runs `kubernetes-validate --strict` on `objects` for the oldest and newest Kubernetes
-/// versions k8s-openapi 0.29 supports. `None` when the tool is not installed.
-fn kubernetes_validate(label: &str, objects: &[Value]) -> Option<Result<(), String>> {
-    let probe = Command::new("python3")
-        .args(["-m", "kubernetes_validate", "--version"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        let reason = "kubernetes-validate is not installed (python3 -m pip install kubernetes-validate==1.37.0; .ci/run installs it)";
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{reason}, and CI must run this check"
-        );
-        // Straight to stderr: the test harness captures `eprintln!` of passing tests.
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED Kubernetes schema validation ({label}): {reason}"
-        );
-        return None;
-    }
-    let dir = scratch_dir(label);
-    let files: Vec<PathBuf> = objects
-        .iter()
-        .enumerate()
-        .map(|(i, object)| {
-            let file = dir.join(format!("{i:03}.yaml"));
-            // JSON is YAML.
-            std::fs::write(&file, serde_json::to_string_pretty(object).expect("JSON"))
-                .expect("writable temp dir");
-            file
-        })
-        .collect();
-    let mut result = Ok(());
-    for version in ["1.33.0", "1.37.0"] {
-        let output = Command::new("python3")
-            .args([
-                "-m",
-                "kubernetes_validate",
-                "--strict",
-                "--quiet",
-                "-k",
-                version,
-            ])
-            .args(&files)
-            .output()
-            .expect("kubernetes-validate runs");
-        if !output.status.success() {
-            result = Err(format!(
-                "Kubernetes {version}:\n{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-            break;
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    Some(result)
-}
-
-fn scratch_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfsweep-render-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 #[test]

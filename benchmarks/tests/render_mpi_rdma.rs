@@ -3,15 +3,14 @@
 //! Volcano's PodGroup CRD and Kubernetes' own API schemas (`kubernetes-validate`, as in
 //! render.rs), and for the launch wiring the agents rely on.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
+
+use support::{to_value, volcano_schema};
 
 use perfsweep_benchmarks::agent_env;
 use perfsweep_benchmarks::plan::{Plan, fill};
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::render::{BenchmarkRef, Rendered, launch, render};
-use perfsweep_benchmarks::schema::Node;
-use perfsweep_benchmarks::yaml;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "perf";
@@ -34,84 +33,11 @@ fn rendered(kind: &str, name: &str, spec: Value) -> (Rendered, Plan) {
     (render(&reference, &spec, &plan).expect("renders"), plan)
 }
 
-fn to_value(object: &impl serde::Serialize) -> Value {
-    serde_json::to_value(object).expect("serializable")
-}
-
 fn env<'a>(pod: &'a Value, name: &str) -> &'a Value {
     pod["spec"]["containers"][0]["env"]
         .as_array()
         .and_then(|env| env.iter().find(|e| e["name"] == name))
         .unwrap_or(&Value::Null)
-}
-
-fn volcano_schema() -> Node {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/third-party/volcano/scheduling.volcano.sh_podgroups.yaml");
-    let text = std::fs::read_to_string(&path).expect("the Volcano CRD");
-    let docs = yaml::documents(&text).expect("YAML");
-    let crd = docs
-        .iter()
-        .find(|d| d["kind"] == "CustomResourceDefinition")
-        .expect("a CRD");
-    let version = crd["spec"]["versions"]
-        .as_array()
-        .and_then(|v| v.iter().find(|v| v["name"] == "v1beta1"))
-        .expect("v1beta1");
-    Node::compile(&version["schema"]["openAPIV3Schema"]).expect("compiles")
-}
-
-/// `kubernetes-validate --strict` for the oldest and newest supported Kubernetes.
-fn kubernetes_validate(objects: &[Value]) {
-    let probe = Command::new("python3")
-        .args(["-m", "kubernetes_validate", "--version"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubernetes-validate is not installed, and CI must run this check"
-        );
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED Kubernetes schema validation: kubernetes-validate is not installed (python3 -m pip install kubernetes-validate==1.37.0)"
-        );
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("perfsweep-render-mpi-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let files: Vec<_> = objects
-        .iter()
-        .enumerate()
-        .map(|(i, object)| {
-            let file = dir.join(format!("{i:03}.yaml"));
-            std::fs::write(&file, serde_json::to_string_pretty(object).expect("JSON"))
-                .expect("written");
-            file
-        })
-        .collect();
-    for version in ["1.33.0", "1.37.0"] {
-        let output = Command::new("python3")
-            .args([
-                "-m",
-                "kubernetes_validate",
-                "--strict",
-                "--quiet",
-                "-k",
-                version,
-            ])
-            .args(&files)
-            .output()
-            .expect("kubernetes-validate runs");
-        assert!(
-            output.status.success(),
-            "Kubernetes {version} rejects rendered objects:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn all_objects(rendered: &Rendered) -> Vec<Value> {
@@ -260,5 +186,13 @@ fn rdma_benchmarks_need_no_token() {
     assert!(rendered.secrets.is_empty());
     for pod in &rendered.pods {
         assert!(env(&to_value(pod), agent_env::LAUNCH_TOKEN).is_null());
+    }
+}
+
+/// The objects must pass `kubernetes-validate --strict` (skipped outside CI when the tool
+/// is missing, with the reason printed).
+fn kubernetes_validate(objects: &[Value]) {
+    if let Some(Err(error)) = support::kubernetes_validate("mpi-rdma", objects) {
+        panic!("rendered objects are rejected by {error}");
     }
 }

@@ -4,8 +4,9 @@
 //! schemas (through the PyPI tool `kubernetes-validate`, which bundles them). PyTorch's
 //! single worker renders too.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
+
+use support::{kubernetes_validate, to_value};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use perfsweep_benchmarks::plan::{Plan, RoleVolume, VolumeSource};
@@ -91,10 +92,6 @@ fn check_owned_claim(claim: &PersistentVolumeClaim, benchmark: &str) {
         ("Fio", benchmark, UID)
     );
     assert_eq!(owners[0].controller, Some(true));
-}
-
-fn to_value(object: &impl serde::Serialize) -> Value {
-    serde_json::to_value(object).expect("serializable")
 }
 
 fn claim_template(mode: &str) -> Value {
@@ -283,71 +280,4 @@ fn rendered_claims_and_pods_pass_the_kubernetes_schemas() {
         result.is_err(),
         "kubernetes-validate accepted a broken claim"
     );
-}
-
-/// Runs `kubernetes-validate --strict` on `objects` for the oldest and newest Kubernetes
-/// versions k8s-openapi supports. `None` when the tool is not installed (outside CI).
-fn kubernetes_validate(label: &str, objects: &[Value]) -> Option<Result<(), String>> {
-    let probe = Command::new("python3")
-        .args(["-m", "kubernetes_validate", "--version"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        let reason = "kubernetes-validate is not installed (python3 -m pip install kubernetes-validate==1.37.0; .ci/run installs it)";
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{reason}, and CI must run this check"
-        );
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED Kubernetes schema validation ({label}): {reason}"
-        );
-        return None;
-    }
-    let dir = scratch_dir(label);
-    let files: Vec<PathBuf> = objects
-        .iter()
-        .enumerate()
-        .map(|(i, object)| {
-            let file = dir.join(format!("{i:03}.yaml"));
-            std::fs::write(&file, serde_json::to_string_pretty(object).expect("JSON"))
-                .expect("writable temp dir");
-            file
-        })
-        .collect();
-    let mut result = Ok(());
-    for version in ["1.33.0", "1.37.0"] {
-        let output = Command::new("python3")
-            .args([
-                "-m",
-                "kubernetes_validate",
-                "--strict",
-                "--quiet",
-                "-k",
-                version,
-            ])
-            .args(&files)
-            .output()
-            .expect("kubernetes-validate runs");
-        if !output.status.success() {
-            result = Err(format!(
-                "Kubernetes {version}:\n{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-            break;
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    Some(result)
-}
-
-fn scratch_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "perfsweep-render-volumes-{label}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }

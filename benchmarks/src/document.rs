@@ -77,7 +77,16 @@ pub fn describe(document: &Value) -> String {
 
 /// Checks one document: a BenchmarkSet (expanded and every child validated) or a
 /// single benchmark of any kind.
-pub fn check(mut document: Value) -> Result<Document, DocumentError> {
+pub fn check(document: Value) -> Result<Document, DocumentError> {
+    check_with_nodes(document, None)
+}
+
+/// [`check`], expanding a node-pair set over `nodes` (the nodes its selector would match;
+/// offline, the caller's list stands in for the cluster's).
+pub fn check_with_nodes(
+    mut document: Value,
+    nodes: Option<&[String]>,
+) -> Result<Document, DocumentError> {
     let converted_group = compat::convert_group(&mut document);
     let api_version = document
         .get("apiVersion")
@@ -110,7 +119,7 @@ pub fn check(mut document: Value) -> Result<Document, DocumentError> {
         .map(str::to_owned);
     let checked = if kind == "BenchmarkSet" {
         let set = set::parse_object(&document).map_err(DocumentError::Invalid)?;
-        let expansion = set::expand(&name, &set.spec)?;
+        let expansion = set::expand_with_nodes(&name, &set.spec, nodes)?;
         Checked::Set {
             name,
             namespace,

@@ -12,6 +12,7 @@ Prints what it checked; exits non-zero if anything failed.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any, Callable
@@ -198,6 +199,7 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
             "lease get/update limited to the Lease's name",
         )
     check(not of_kind(objects, "ServiceMonitor"), "no ServiceMonitor by default")
+    check(not of_kind(objects, "ConfigMap"), "no dashboard ConfigMap by default")
     check(not of_kind(objects, "CustomResourceDefinition"), "CRDs not templates by default")
     (service,) = of_kind(objects, "Service")
     check(service["spec"]["ports"][0]["port"] == 8080, "metrics Service on 8080")
@@ -205,9 +207,20 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
 
 def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, Any]]) -> None:
     watched = ["team-a", "team-b"]
-    check(not of_kind(objects, "ClusterRole"), "namespaced: no ClusterRole")
-    check(not of_kind(objects, "ClusterRoleBinding"), "namespaced: no ClusterRoleBinding")
-    cluster_rules = rules_of(of_kind(default, "ClusterRole")[0])
+    node_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    cluster_roles = of_kind(objects, "ClusterRole")
+    check(
+        [rules_of(r) for r in cluster_roles] == [node_rules],
+        "namespaced: one ClusterRole, for listing nodes only",
+    )
+    bindings = of_kind(objects, "ClusterRoleBinding")
+    check(
+        len(bindings) == 1
+        and cluster_roles
+        and bindings[0]["roleRef"]["name"] == cluster_roles[0]["metadata"]["name"],
+        "namespaced: its ClusterRoleBinding",
+    )
+    cluster_rules = [r for r in rules_of(of_kind(default, "ClusterRole")[0]) if r not in node_rules]
     roles = [r for r in of_kind(objects, "Role") if r["metadata"]["namespace"] in watched]
     check(sorted(r["metadata"]["namespace"] for r in roles) == watched, "a Role per namespace")
     for role in roles:
@@ -250,6 +263,25 @@ def scenario_service_monitor(objects: list[dict[str, Any]]) -> None:
         check(endpoint["port"] in port_names, "its endpoint names a Service port")
         check(endpoint["path"] == "/metrics", "it scrapes /metrics")
     check(monitor["metadata"]["labels"].get("release") == "prometheus", "its extra labels")
+
+
+def scenario_grafana_dashboard(objects: list[dict[str, Any]]) -> None:
+    maps = [o for o in of_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    check(len(maps) == 1, "a dashboard ConfigMap")
+    if not maps:
+        return
+    (config_map,) = maps
+    labels = config_map["metadata"]["labels"]
+    check(labels.get("grafana_dashboard") == "1", "labelled for Grafana's sidecar")
+    check(labels.get("team") == "perf", "with the extra labels")
+    check(config_map["metadata"]["namespace"] == "monitoring", "in the chosen namespace")
+    check(
+        config_map["metadata"].get("annotations", {}).get("grafana_folder") == "perfsweep",
+        "with the annotations",
+    )
+    with open(os.path.join(CHART, "dashboards", "perfsweep.json"), encoding="utf-8") as f:
+        shipped = json.load(f)
+    check(json.loads(config_map["data"]["perfsweep.json"]) == shipped, "the shipped dashboard")
 
 
 def scenario_crds_as_templates(objects: list[dict[str, Any]]) -> None:
@@ -301,6 +333,19 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
             },
         },
     ),
+    (
+        "Grafana dashboard ConfigMap on",
+        {
+            "metrics": {
+                "grafanaDashboard": {
+                    "enabled": True,
+                    "namespace": "monitoring",
+                    "labels": {"team": "perf"},
+                    "annotations": {"grafana_folder": "perfsweep"},
+                }
+            }
+        },
+    ),
 ]
 
 # Values that must not install, and what the error must say.
@@ -344,6 +389,7 @@ def main() -> int:
         SCENARIOS[2][0]: scenario_service_monitor,
         SCENARIOS[3][0]: scenario_crds_as_templates,
         SCENARIOS[4][0]: scenario_no_leader_election,
+        SCENARIOS[5][0]: scenario_grafana_dashboard,
     }
     for label, values in SCENARIOS:
         print(f"== {label}")

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod export;
 pub mod health;
 pub mod llm;
 pub mod local;

@@ -286,4 +286,109 @@ mod tests {
             "# HELP x h\n# TYPE x gauge\nx{l=\"a\\\"b\\\\c\\n\"} +Inf\n"
         );
     }
+    /// The `perfsweep_*` names in a PromQL expression.
+    fn metric_names(expr: &str) -> Vec<String> {
+        expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|token| token.starts_with("perfsweep_"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every `expr` and variable query in a Grafana dashboard, with where it is.
+    fn queries(value: &serde_json::Value, at: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    let here = format!("{at}.{key}");
+                    match (key.as_str(), value) {
+                        ("expr" | "query" | "definition", serde_json::Value::String(q)) => {
+                            out.push((here, q.clone()));
+                        }
+                        _ => queries(value, &here, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    queries(item, &format!("{at}[{index}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The chart's Grafana dashboard queries only metrics `/metrics` serves: every
+    /// family is made to appear (a succeeded, judged benchmark with a result in a set, a
+    /// judged set, a failed reconcile), then each name the dashboard uses must be one.
+    #[test]
+    fn the_grafana_dashboard_queries_only_served_metrics() {
+        use kube::runtime::{reflector, watcher};
+        use perfsweep_benchmarks::kinds::iperf::IPerf;
+        use serde_json::json;
+
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let raw = std::fs::read_to_string(root.join("benchmarks/testdata/iperf/tcp-4streams.json"))
+            .expect("the iperf3 fixture");
+        let info = perfsweep_benchmarks::registry::lookup("IPerf").expect("IPerf is registered");
+        let parsed = info.parse(&raw).expect("the fixture parses");
+        let accepted = json!({"type": "Accepted", "status": "True", "reason": "Met",
+            "message": "", "lastTransitionTime": "2026-11-21T10:00:00Z"});
+        let benchmark: IPerf = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+            "metadata": {"name": "s-0123456789-0", "namespace": "default",
+                         "labels": {labels::SET: "s", labels::CASE: "0123456789"}},
+            "spec": {},
+            "status": {"phase": "Succeeded", "result": parsed.result, "conditions": [accepted]},
+        }))
+        .expect("a succeeded IPerf");
+        let set: BenchmarkSet = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+            "metadata": {"name": "s", "namespace": "default"},
+            "spec": {"template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf"}},
+            "status": {"phase": "Succeeded", "conditions": [accepted]},
+        }))
+        .expect("a judged set");
+        let (benchmarks, mut writer) = reflector::store::<IPerf>();
+        writer.apply_watcher_event(&watcher::Event::Apply(benchmark));
+        let (sets, mut set_writer) = reflector::store::<BenchmarkSet>();
+        set_writer.apply_watcher_event(&watcher::Event::Apply(set));
+
+        let metrics = Metrics::default();
+        metrics.reconciled("IPerf", false);
+        metrics.watch_benchmarks::<IPerf>(info, benchmarks);
+        metrics.watch_sets(sets);
+        let served: Vec<String> = metrics
+            .render()
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split(' ').next())
+            .map(str::to_owned)
+            .collect();
+
+        let path = root.join("charts/perfsweep/dashboards/perfsweep.json");
+        let text = std::fs::read_to_string(&path).expect("the chart's dashboard");
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&text).expect("the dashboard is JSON");
+        let mut found = Vec::new();
+        queries(&dashboard, "", &mut found);
+        let mut used = std::collections::BTreeSet::new();
+        for (at, query) in &found {
+            let names = metric_names(query);
+            assert!(
+                !names.is_empty() || !query.contains("perfsweep"),
+                "{at}: {query}"
+            );
+            for name in names {
+                assert!(
+                    served.contains(&name),
+                    "{at} queries {name}, which /metrics does not serve ({served:?})"
+                );
+                used.insert(name);
+            }
+        }
+        // And the dashboard shows every family the operator serves.
+        for name in &served {
+            assert!(used.contains(name), "the dashboard does not show {name}");
+        }
+    }
 }

@@ -678,3 +678,75 @@ async fn changing_the_template_kind_deletes_the_old_kinds_children() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn node_pairs_expand_over_the_labelled_nodes() {
+    let double = double_with_crds().await;
+    for node in ["node-c", "node-a", "node-b"] {
+        create_node(&double, node, json!({"bench": "yes"}));
+    }
+    create_node(&double, "control-plane", json!({"bench": "no"}));
+    let _operator = Operator::start(&double, "test");
+    create_set(&double, node_pair_set("pairs", 3)).await;
+
+    let status = wait_for_status(&double, "pairs", "three children", |s| s["total"] == 3).await;
+    assert_eq!(status["permutationCount"], 3, "{status}");
+    let mut pairs: Vec<(String, String)> = wait_until(WAIT, "three children", || {
+        match children(&double, "pairs") {
+            c if c.len() == 3 => Ok(c),
+            c => Err(format!("{} children", c.len())),
+        }
+    })
+    .await
+    .iter()
+    .map(|child| {
+        let node = |role: &str| {
+            child["spec"]["placement"][role]["nodes"][0]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (node("server"), node("client"))
+    })
+    .collect();
+    pairs.sort();
+    let expected: Vec<(String, String)> = [
+        ("node-a", "node-b"),
+        ("node-a", "node-c"),
+        ("node-b", "node-c"),
+    ]
+    .iter()
+    .map(|(s, c)| ((*s).to_owned(), (*c).to_owned()))
+    .collect();
+    assert_eq!(pairs, expected, "the unlabelled node is in no pair");
+    assert_eq!(
+        status["nodes"],
+        json!(["node-a", "node-b", "node-c"]),
+        "{status}"
+    );
+
+    // A node labelled mid-sweep does not change this generation's pairs.
+    create_node(&double, "node-d", json!({"bench": "yes"}));
+    let first = name_of(&children(&double, "pairs")[0]).to_owned();
+    set_phase(&double, &first, "Succeeded");
+    let status = wait_for_status(&double, "pairs", "one succeeded", |s| s["succeeded"] == 1).await;
+    assert_eq!(status["total"], 3, "{status}");
+    assert_eq!(children(&double, "pairs").len(), 3);
+    assert!(
+        double
+            .requests()
+            .iter()
+            .any(|r| r.resource == "nodes" && r.verb == "list"),
+        "the operator lists the nodes"
+    );
+}
+
+#[tokio::test]
+async fn a_node_pair_set_selecting_fewer_than_two_nodes_is_invalid() {
+    // The double has no nodes at all.
+    assert_rejected(
+        node_pair_set("lonely", 1),
+        "spec.permutations.nodePairs.selector",
+    )
+    .await;
+}

@@ -106,6 +106,47 @@ fn render_prints_product_plus_explicit_times_repetitions_children() {
 }
 
 #[test]
+fn render_expands_node_pairs_over_the_given_nodes() {
+    let output = perfsweep(&["render", "examples/iperf-node-pairs.yaml"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("spec.permutations.nodePairs") && stderr.contains("--nodes"),
+        "{stderr}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("perfsweep-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let list = dir.join("nodes.txt");
+    // As `kubectl get nodes -o name` prints them.
+    std::fs::write(&list, "node/c\nnode/a\nnode/b\nnode/d\n").expect("writing the node list");
+    for nodes in ["a,b,c,d".to_owned(), format!("@{}", list.display())] {
+        let output = perfsweep(&[
+            "render",
+            "examples/iperf-node-pairs.yaml",
+            "--nodes",
+            &nodes,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        let children = yaml::documents(&String::from_utf8_lossy(&output.stdout)).expect("YAML");
+        // 4 nodes: 6 pairs × 3 repetitions.
+        assert_eq!(children.len(), 18, "--nodes {nodes}");
+        assert_eq!(children[0]["spec"]["placement"]["server"]["nodes"][0], "a");
+        assert_eq!(children[0]["spec"]["placement"]["client"]["nodes"][0], "b");
+        assert_eq!(children[5]["spec"]["placement"]["server"]["nodes"][0], "c");
+        assert_eq!(children[5]["spec"]["placement"]["client"]["nodes"][0], "d");
+    }
+    let output = perfsweep(&["validate", "examples/iperf-node-pairs.yaml", "--nodes", "a"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("matches 1 node (a)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn render_objects_gives_valid_podgroups_for_every_child() {
     let output = perfsweep(&[
         "render",

@@ -3,8 +3,8 @@
 //! The chart is rendered with Helm's own Go SDK (`charts/tests/render.py`, PyPI
 //! `helm-python-sdk`); its ClusterRole and leader election Role are read; then the
 //! operator runs, with leader election, against the API double through a BenchmarkSet
-//! whose children run to completion (the test plays the kubelet), and every request it
-//! made is checked against those rules:
+//! whose children run to completion (the test plays the kubelet) and a node-pair set
+//! (which lists nodes), and every request it made is checked against those rules:
 //!
 //! - every request is allowed (a missing permission would fail in a real cluster);
 //! - every permission is used by some request (an excess permission fails too), except
@@ -456,6 +456,15 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
         } else {
             Err(format!("pods {left:?}"))
         }
+    })
+    .await;
+
+    // A node-pair set lists the nodes its selector matches (none here: it is Invalid).
+    double
+        .create(&SETS, support::node_pair_set("pairs", 1))
+        .expect("creating the node-pair set");
+    wait_for_status(&double, "pairs", "phase Invalid", |s| {
+        s["phase"] == "Invalid"
     })
     .await;
 

@@ -156,6 +156,29 @@ fn results_of_a_local_sweep() {
     );
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg") && svg.matches("<circle").count() == 2);
+    let both = dir.join("both.svg");
+    let plotted = results(&[
+        "plot",
+        path(&out),
+        "--parameter",
+        "streams",
+        "--format",
+        "both",
+        "-o",
+        path(&both),
+    ]);
+    assert!(
+        plotted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plotted.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("both.svg"))
+            .unwrap()
+            .starts_with("<svg")
+    );
+    let png = std::fs::read(dir.join("both.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR");
 
     // Same records on both sides: nothing changed (exit 0).
     let same = results(&["compare", path(&out), path(&out)]);

@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod csv;
 pub mod plot;
+pub mod raster;
 pub mod report;
 
 use serde_json::{Map, Value};

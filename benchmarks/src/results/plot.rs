@@ -60,8 +60,75 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
+/// Where a text's x coordinate is: its start, middle or end.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Anchor {
+    Start,
+    Middle,
+    End,
+}
+
+/// One drawing primitive of a chart, in pixels from the top left. The SVG and the PNG
+/// are drawn from the same shapes, so they show the same chart.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    Rect {
+        x: f64,
+        y: f64,
+        w: f64,
+        h: f64,
+        fill: Option<&'static str>,
+        stroke: Option<&'static str>,
+    },
+    Line {
+        from: (f64, f64),
+        to: (f64, f64),
+        color: &'static str,
+    },
+    Polyline {
+        points: Vec<(f64, f64)>,
+        color: &'static str,
+        width: f64,
+    },
+    /// One error bar: its segments (the bar and its caps).
+    ErrorBar {
+        segments: Vec<((f64, f64), (f64, f64))>,
+        color: &'static str,
+    },
+    Circle {
+        center: (f64, f64),
+        r: f64,
+        color: &'static str,
+    },
+    /// `(x, y)` is the baseline point; `vertical` text reads bottom to top around it.
+    Text {
+        at: (f64, f64),
+        text: String,
+        anchor: Anchor,
+        size: f64,
+        color: &'static str,
+        vertical: bool,
+    },
+    /// The start of a series' shapes (SVG `<g>`), with its legend name.
+    SeriesStart(String),
+    SeriesEnd,
+}
+
+/// A chart as shapes on a `width` × `height` canvas.
+#[derive(Clone, Debug)]
+pub struct Scene {
+    pub width: f64,
+    pub height: f64,
+    pub shapes: Vec<Shape>,
+}
+
 /// The chart as an SVG document.
 pub fn svg(cases: &[Case], spec: &PlotSpec) -> Result<String, PlotError> {
+    Ok(to_svg(&scene(cases, spec)?))
+}
+
+/// The chart as shapes, for [`to_svg`] or a rasterizer.
+pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
     let (x_label, series) = collect(cases, spec)?;
     let categories: Vec<String> = {
         let mut seen = Vec::new();
@@ -105,137 +172,254 @@ pub fn svg(cases: &[Case], spec: &PlotSpec) -> Result<String, PlotError> {
     let plot_h = HEIGHT - TOP - BOTTOM;
     let sx = |x: f64| LEFT + (x - x_min) / (x_max - x_min) * plot_w;
     let sy = |y: f64| TOP + plot_h - (y - y_min) / (y_max - y_min) * plot_h;
+    let styled = |at: (f64, f64), text: String, anchor: Anchor, size: f64, color| Shape::Text {
+        at,
+        text,
+        anchor,
+        size,
+        color,
+        vertical: false,
+    };
+    let text = |at, text, anchor| styled(at, text, anchor, 12.0, "#000");
 
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        out,
-        r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
-    );
+    let mut shapes = vec![Shape::Rect {
+        x: 0.0,
+        y: 0.0,
+        w: WIDTH,
+        h: HEIGHT,
+        fill: Some("white"),
+        stroke: None,
+    }];
     let title = spec
         .title
         .clone()
         .unwrap_or_else(|| format!("{} by {x_label}", spec.y));
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        escape(&title)
-    );
+    shapes.push(styled(
+        (LEFT + plot_w / 2.0, 24.0),
+        title,
+        Anchor::Middle,
+        15.0,
+        "#000",
+    ));
     // Axes, grid and ticks.
-    let _ = writeln!(
-        out,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#333"/>"##
-    );
+    shapes.push(Shape::Rect {
+        x: LEFT,
+        y: TOP,
+        w: plot_w,
+        h: plot_h,
+        fill: None,
+        stroke: Some("#333"),
+    });
     for tick in ticks(y_min, y_max) {
         let y = sy(tick);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            y + 4.0,
-            escape(&si(tick))
-        );
+        shapes.push(Shape::Line {
+            from: (LEFT, y),
+            to: (LEFT + plot_w, y),
+            color: "#ddd",
+        });
+        shapes.push(text((LEFT - 6.0, y + 4.0), si(tick), Anchor::End));
     }
     if categories.is_empty() {
         for tick in ticks(x_min, x_max) {
             let x = sx(tick);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                TOP + plot_h,
-                TOP + plot_h + 18.0,
-                escape(&si(tick))
-            );
+            shapes.push(Shape::Line {
+                from: (x, TOP),
+                to: (x, TOP + plot_h),
+                color: "#eee",
+            });
+            shapes.push(text((x, TOP + plot_h + 18.0), si(tick), Anchor::Middle));
         }
     } else {
         for (i, category) in categories.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                sx(i as f64),
-                TOP + plot_h + 18.0,
-                escape(category)
-            );
+            shapes.push(text(
+                (sx(i as f64), TOP + plot_h + 18.0),
+                category.clone(),
+                Anchor::Middle,
+            ));
         }
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 30.0,
-        escape(&x_label)
-    );
-    let _ = writeln!(
-        out,
-        r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
-        escape(&spec.y)
-    );
-    let _ = writeln!(
-        out,
-        r##"<text x="{LEFT}" y="{:.1}" fill="#555" font-size="11">points: mean of the repetitions; error bars: 95% confidence interval of the mean (Student t)</text>"##,
-        HEIGHT - 10.0
-    );
+    shapes.push(text(
+        (LEFT + plot_w / 2.0, HEIGHT - 30.0),
+        x_label,
+        Anchor::Middle,
+    ));
+    shapes.push(Shape::Text {
+        at: (20.0, TOP + plot_h / 2.0),
+        text: spec.y.clone(),
+        anchor: Anchor::Middle,
+        size: 12.0,
+        color: "#000",
+        vertical: true,
+    });
+    shapes.push(styled(
+        (LEFT, HEIGHT - 10.0),
+        "points: mean of the repetitions; error bars: 95% confidence interval of the mean (Student t)".to_owned(),
+        Anchor::Start,
+        11.0,
+        "#555",
+    ));
     // Series.
     for (index, (name, points)) in series.iter().enumerate() {
         let color = COLORS[index % COLORS.len()];
         let mut sorted: Vec<&Point> = points.iter().collect();
         sorted.sort_by(|a, b| x_of(&a.x).total_cmp(&x_of(&b.x)));
-        let path: Vec<String> = sorted
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", sx(x_of(&p.x)), sy(p.y)))
-            .collect();
-        let _ = writeln!(
-            out,
-            r#"<g class="series" data-series="{}"><polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5"/>"#,
-            escape(name),
-            path.join(" ")
-        );
+        shapes.push(Shape::SeriesStart(name.clone()));
+        shapes.push(Shape::Polyline {
+            points: sorted.iter().map(|p| (sx(x_of(&p.x)), sy(p.y))).collect(),
+            color,
+            width: 1.5,
+        });
         for p in sorted {
             let (x, y) = (sx(x_of(&p.x)), sy(p.y));
             if let Some((low, high)) = p.y_err {
-                let _ = write!(
-                    out,
-                    r#"<path d="M{x:.1},{:.1}V{:.1}M{:.1},{:.1}h8M{:.1},{:.1}h8" stroke="{color}" class="error-bar"/>"#,
-                    sy(low),
-                    sy(high),
-                    x - 4.0,
-                    sy(low),
-                    x - 4.0,
-                    sy(high)
-                );
+                let (low, high) = (sy(low), sy(high));
+                shapes.push(Shape::ErrorBar {
+                    segments: vec![
+                        ((x, low), (x, high)),
+                        ((x - 4.0, low), (x + 4.0, low)),
+                        ((x - 4.0, high), (x + 4.0, high)),
+                    ],
+                    color,
+                });
             }
             if let Some((low, high)) = p.x_err {
-                let _ = write!(
-                    out,
-                    r#"<path d="M{:.1},{y:.1}H{:.1}" stroke="{color}" class="error-bar"/>"#,
-                    sx(low),
-                    sx(high)
-                );
+                shapes.push(Shape::ErrorBar {
+                    segments: vec![((sx(low), y), (sx(high), y))],
+                    color,
+                });
             }
-            let _ = writeln!(
-                out,
-                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"/>"#
-            );
+            shapes.push(Shape::Circle {
+                center: (x, y),
+                r: 3.5,
+                color,
+            });
         }
         let legend_y = TOP + 10.0 + index as f64 * 18.0;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{:.1}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
-            WIDTH - RIGHT + 16.0,
-            legend_y - 4.0,
-            WIDTH - RIGHT + 34.0,
-            legend_y,
-            escape(if name.is_empty() { "all cases" } else { name })
-        );
+        shapes.push(Shape::Rect {
+            x: WIDTH - RIGHT + 16.0,
+            y: legend_y - 4.0,
+            w: 12.0,
+            h: 3.0,
+            fill: Some(color),
+            stroke: None,
+        });
+        shapes.push(text(
+            (WIDTH - RIGHT + 34.0, legend_y),
+            if name.is_empty() {
+                "all cases".to_owned()
+            } else {
+                name.clone()
+            },
+            Anchor::Start,
+        ));
+        shapes.push(Shape::SeriesEnd);
+    }
+    Ok(Scene {
+        width: WIDTH,
+        height: HEIGHT,
+        shapes,
+    })
+}
+
+/// The scene as an SVG document.
+pub fn to_svg(scene: &Scene) -> String {
+    let (width, height) = (scene.width, scene.height);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    for shape in &scene.shapes {
+        match shape {
+            Shape::Rect {
+                x,
+                y,
+                w,
+                h,
+                fill,
+                stroke,
+            } => {
+                let _ = write!(
+                    out,
+                    r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{}""#,
+                    fill.unwrap_or("none")
+                );
+                if let Some(stroke) = stroke {
+                    let _ = write!(out, r#" stroke="{stroke}""#);
+                }
+                out.push_str("/>\n");
+            }
+            Shape::Line { from, to, color } => {
+                let _ = writeln!(
+                    out,
+                    r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}"/>"#,
+                    from.0, from.1, to.0, to.1
+                );
+            }
+            Shape::Polyline {
+                points,
+                color,
+                width,
+            } => {
+                let path: Vec<String> = points
+                    .iter()
+                    .map(|(x, y)| format!("{x:.1},{y:.1}"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}"/>"#,
+                    path.join(" ")
+                );
+            }
+            Shape::ErrorBar { segments, color } => {
+                let d: String = segments
+                    .iter()
+                    .map(|(a, b)| format!("M{:.1},{:.1}L{:.1},{:.1}", a.0, a.1, b.0, b.1))
+                    .collect();
+                let _ = writeln!(out, r#"<path d="{d}" stroke="{color}" class="error-bar"/>"#);
+            }
+            Shape::Circle { center, r, color } => {
+                let _ = writeln!(
+                    out,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}"/>"#,
+                    center.0, center.1
+                );
+            }
+            Shape::Text {
+                at,
+                text,
+                anchor,
+                size,
+                color,
+                vertical,
+            } => {
+                let anchor = match anchor {
+                    Anchor::Start => "start",
+                    Anchor::Middle => "middle",
+                    Anchor::End => "end",
+                };
+                let position = if *vertical {
+                    format!(
+                        r#"transform="translate({:.1} {:.1}) rotate(-90)""#,
+                        at.0, at.1
+                    )
+                } else {
+                    format!(r#"x="{:.1}" y="{:.1}""#, at.0, at.1)
+                };
+                let _ = writeln!(
+                    out,
+                    r#"<text {position} text-anchor="{anchor}" font-size="{size}" fill="{color}">{}</text>"#,
+                    escape(text)
+                );
+            }
+            Shape::SeriesStart(name) => {
+                let _ = writeln!(out, r#"<g class="series" data-series="{}">"#, escape(name));
+            }
+            Shape::SeriesEnd => out.push_str("</g>\n"),
+        }
     }
     out.push_str("</svg>\n");
-    Ok(out)
+    out
 }
 
 type Series = Vec<(String, Vec<Point>)>;
@@ -420,6 +604,59 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("received_bits_per_second"));
+    }
+
+    #[test]
+    fn png_decodes_with_the_series_drawn_where_the_svg_has_them() {
+        let scene = scene(
+            &cases(),
+            &PlotSpec {
+                x: Axis::Parameter("streams".into()),
+                y: "received_bits_per_second".into(),
+                title: None,
+            },
+        )
+        .unwrap();
+        let bytes = crate::results::raster::png(&scene).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR comes first: width and height, big-endian.
+        assert_eq!(&bytes[12..16], b"IHDR");
+        assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 800);
+        assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 480);
+
+        let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+            .read_info()
+            .unwrap();
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut pixels).unwrap();
+        assert_eq!((info.width, info.height), (800, 480));
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        let at = |x: f64, y: f64| {
+            let i = (y as usize * 800 + x as usize) * 3;
+            [pixels[i], pixels[i + 1], pixels[i + 2]]
+        };
+        let circles: Vec<(f64, f64)> = scene
+            .shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Circle { center, .. } => Some(*center),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(circles.len(), 3);
+        for (x, y) in &circles {
+            // The first series' color, #1f77b4, at every point.
+            assert_eq!(at(*x, *y), [0x1f, 0x77, 0xb4], "point at ({x}, {y})");
+        }
+        // Halfway between two points, on the line: drawn; well above it: background.
+        let (a, b) = (circles[0], circles[1]);
+        let middle = at((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
+        assert_ne!(middle, [255, 255, 255], "the line between the points");
+        assert_eq!(at((a.0 + b.0) / 2.0 + 7.0, TOP + 20.0), [255, 255, 255]);
+        // Text is drawn: the title's row has dark pixels, the row above it none.
+        let dark = |y: f64| (0..800).filter(|x| at(f64::from(*x), y)[0] < 128).count();
+        assert!(dark(20.0) > 20, "title pixels");
+        assert_eq!(dark(2.0), 0);
     }
 
     #[test]

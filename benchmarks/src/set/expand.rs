@@ -76,6 +76,11 @@ pub enum SetError {
     },
     #[error("metadata.name: {0}")]
     InvalidName(String),
+    /// The set sweeps node pairs and the caller has no node list to expand them with.
+    #[error(
+        "spec.permutations.nodePairs: expanding node pairs needs the list of nodes matching the selector ({selector}); the operator lists them; `perfsweep validate` and `render` take them with --nodes"
+    )]
+    NodesNeeded { selector: String },
     #[error("{}", describe_child_errors(.0))]
     InvalidChildren(Vec<ChildError>),
     /// A set-level field that is wrong for the template's kind (e.g. an acceptance
@@ -93,6 +98,7 @@ impl SetError {
             Self::EmptyProduct { key } => format!("spec.permutations.product[{key}]"),
             Self::TooManyChildren { .. } => "spec.maxChildren".into(),
             Self::InvalidName(_) => "metadata.name".into(),
+            Self::NodesNeeded { .. } => "spec.permutations.nodePairs".into(),
             Self::InvalidChildren(errors) => errors
                 .first()
                 .map(|e| e.error.path.clone())
@@ -135,6 +141,7 @@ fn describe_child_errors(errors: &[ChildError]) -> String {
 }
 
 /// Where a permutation's values came from, to point errors at the right place.
+#[derive(Clone)]
 enum Source {
     /// Product keys with the index of the chosen value.
     Product(Vec<(String, usize)>),
@@ -144,7 +151,19 @@ enum Source {
 }
 
 /// Expands `spec` of the set named `set_name` into its children, or explains why not.
+/// A set with `permutations.nodePairs` needs the node list: see [`expand_with_nodes`].
 pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetError> {
+    expand_with_nodes(set_name, spec, None)
+}
+
+/// [`expand`], with the names of the nodes that match `permutations.nodePairs.selector`
+/// (in any order; the caller lists them, this stays pure). `None` is only an error for a
+/// set that sweeps node pairs.
+pub fn expand_with_nodes(
+    set_name: &str,
+    spec: &BenchmarkSetSpec,
+    nodes: Option<&[String]>,
+) -> Result<Expansion, SetError> {
     let converted_from = compat::template_api_version(&spec.template.api_version)
         .map_err(SetError::UnknownApiVersion)?;
     let kind = registry::lookup(&spec.template.kind).ok_or_else(|| SetError::UnknownKind {
@@ -154,7 +173,9 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
     if let Some((key, _)) = spec.permutations.product.iter().find(|(_, v)| v.is_empty()) {
         return Err(SetError::EmptyProduct { key: key.clone() });
     }
-    let permutation_count = count_permutations(spec)?;
+    let plan = pair_plan(spec, kind, nodes)?;
+    // Counted before the pairs exist: a large node list over the cap costs nothing.
+    let permutation_count = count_permutations(spec, plan.as_ref().map_or(0, PairPlan::count))?;
     check_set_name(set_name, spec.repetitions)?;
     if let Some(error) =
         crate::acceptance::check(&spec.acceptance, kind.metric_defs, "spec.acceptance")
@@ -164,22 +185,49 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
         return Err(SetError::InvalidField(error));
     }
 
-    let sources = permutation_sources(spec);
-    let mut permutations = Vec::with_capacity(sources.len());
+    let pairs = plan.map(|plan| plan.pairs()).unwrap_or_default();
+    // Node pairs are the innermost product dimension: each permutation of `product` and
+    // `explicit` on every pair, in pair order.
+    let cases: Vec<(Source, Option<&Pair>)> = permutation_sources(spec)
+        .into_iter()
+        .flat_map(|source| {
+            let pairs: Vec<Option<&Pair>> = if pairs.is_empty() {
+                vec![None]
+            } else {
+                pairs.iter().map(Some).collect()
+            };
+            pairs.into_iter().map(move |pair| (source.clone(), pair))
+        })
+        .collect();
+    let mut permutations = Vec::with_capacity(cases.len());
     let mut errors = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (index, source) in sources.into_iter().enumerate() {
-        let permutation = permutation_values(spec, &source);
+    for (index, (source, pair)) in cases.into_iter().enumerate() {
+        let mut permutation = permutation_values(spec, &source);
+        let base_description = describe(&permutation, &source);
         let mut merged = spec.template.spec.clone();
         merge(
             &mut merged,
             &to_patch(&permutation, &source),
             spec.list_merge,
         );
+        if let Some(pair) = pair {
+            // Set after the merge, whatever `listMerge` says: a pair's nodes replace any
+            // the template or a permutation gave these roles.
+            for (key, node) in pair.placements() {
+                let value = json!([node]);
+                set_path(&mut merged, &split_path(&key), value.clone());
+                permutation.insert(key, value);
+            }
+        }
         // Acceptance criteria are not the workload: they leave the case id alone.
         let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
         add_set_acceptance(&mut merged, spec);
-        let description = describe(&permutation, &source);
+        let description = match (pair, &source) {
+            (Some(pair), Source::Template) => pair.to_string(),
+            (Some(pair), _) => format!("{base_description}, {pair}"),
+            (None, _) => base_description,
+        };
         if let Some(first) = seen.insert(digest.clone(), index) {
             errors.push(ChildError {
                 permutation_index: index,
@@ -200,7 +248,12 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
             errors.push(ChildError {
                 permutation_index: index,
                 permutation: description.clone(),
-                error: locate(error, &source, spec),
+                error: match pair {
+                    Some(pair) if pair.owns(&error.path) => {
+                        FieldError::new("spec.permutations.nodePairs", error.message)
+                    }
+                    _ => locate(error, &source, spec),
+                },
             });
         }
         permutations.push((digest, Arc::new(permutation), Arc::new(merged)));
@@ -263,7 +316,7 @@ fn add_set_acceptance(child: &mut Map<String, Value>, spec: &BenchmarkSetSpec) {
     }
 }
 
-fn count_permutations(spec: &BenchmarkSetSpec) -> Result<usize, SetError> {
+fn count_permutations(spec: &BenchmarkSetSpec, pairs: usize) -> Result<usize, SetError> {
     let product: u128 = if spec.permutations.product.is_empty() {
         0
     } else {
@@ -276,7 +329,8 @@ fn count_permutations(spec: &BenchmarkSetSpec) -> Result<usize, SetError> {
     };
     let permutations = product
         .saturating_add(spec.permutations.explicit.len() as u128)
-        .max(1);
+        .max(1)
+        .saturating_mul((pairs as u128).max(1));
     let count = permutations.saturating_mul(u128::from(spec.repetitions));
     if count > u128::from(spec.max_children) {
         return Err(SetError::TooManyChildren {
@@ -553,4 +607,205 @@ pub struct SetRef {
     pub name: String,
     pub namespace: Option<String>,
     pub uid: Option<String>,
+}
+
+/// One node pair: the first role on the first node, the second role on the second.
+#[derive(Clone, Debug, PartialEq)]
+struct Pair {
+    roles: [String; 2],
+    nodes: [String; 2],
+}
+
+impl Pair {
+    /// The permutation values the pair sets: `placement.<role>.nodes` of each role.
+    fn placements(&self) -> impl Iterator<Item = (String, &str)> {
+        self.roles
+            .iter()
+            .zip(&self.nodes)
+            .map(|(role, node)| (format!("placement.{role}.nodes"), node.as_str()))
+    }
+
+    /// Whether a child error at `path` is about a field the pair sets.
+    fn owns(&self, path: &str) -> bool {
+        self.roles.iter().any(|role| {
+            let field = format!("spec.placement.{role}.nodes");
+            path == field || path.starts_with(&format!("{field}["))
+        })
+    }
+}
+
+impl fmt::Display for Pair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}={}, {}={}",
+            self.roles[0], self.nodes[0], self.roles[1], self.nodes[1]
+        )
+    }
+}
+
+/// A checked `nodePairs`: its roles and sorted nodes, and the reference node of
+/// `AgainstReference`.
+struct PairPlan {
+    roles: [String; 2],
+    nodes: Vec<String>,
+    reference: Option<String>,
+}
+
+impl PairPlan {
+    fn count(&self) -> usize {
+        let n = self.nodes.len();
+        match self.reference {
+            Some(_) => n - 1,
+            None => n * (n - 1) / 2,
+        }
+    }
+
+    /// The pairs, ordered by node name.
+    fn pairs(&self) -> Vec<Pair> {
+        let pair = |a: &String, b: &String| Pair {
+            roles: self.roles.clone(),
+            nodes: [a.clone(), b.clone()],
+        };
+        match &self.reference {
+            None => self
+                .nodes
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| self.nodes[i + 1..].iter().map(move |b| (a, b)))
+                .map(|(a, b)| pair(a, b))
+                .collect(),
+            Some(reference) => self
+                .nodes
+                .iter()
+                .filter(|n| *n != reference)
+                .map(|n| pair(reference, n))
+                .collect(),
+        }
+    }
+}
+
+/// Checks a set's `nodePairs` against its kind and the node list; `None` without
+/// `nodePairs`.
+fn pair_plan(
+    spec: &BenchmarkSetSpec,
+    kind: &KindInfo,
+    nodes: Option<&[String]>,
+) -> Result<Option<PairPlan>, SetError> {
+    let Some(config) = &spec.permutations.node_pairs else {
+        return Ok(None);
+    };
+    let invalid = |path: &str, message: String| {
+        SetError::InvalidField(FieldError::new(
+            format!("spec.permutations.nodePairs{path}"),
+            message,
+        ))
+    };
+    let roles: [String; 2] = match config.roles.as_slice() {
+        [] => match kind.roles {
+            [first, second, ..] => [(*first).to_owned(), (*second).to_owned()],
+            _ => {
+                return Err(invalid(
+                    "",
+                    format!(
+                        "{} has one role ({}): a node pair needs two",
+                        kind.kind,
+                        kind.roles.join(", ")
+                    ),
+                ));
+            }
+        },
+        [first, second] => [first.clone(), second.clone()],
+        other => {
+            return Err(invalid(
+                ".roles",
+                format!("must name two roles, not {}", other.len()),
+            ));
+        }
+    };
+    for (index, role) in roles.iter().enumerate() {
+        if !kind.roles.contains(&role.as_str()) {
+            return Err(invalid(
+                &format!(".roles[{index}]"),
+                format!(
+                    "unknown role {role:?}: {}'s roles are {}",
+                    kind.kind,
+                    kind.roles.join(", ")
+                ),
+            ));
+        }
+    }
+    if roles[0] == roles[1] {
+        return Err(invalid(
+            ".roles",
+            format!("must name two different roles, not {:?} twice", roles[0]),
+        ));
+    }
+    let selector = config.selector.to_label_selector();
+    let Some(nodes) = nodes else {
+        return Err(SetError::NodesNeeded {
+            selector: if selector.is_empty() {
+                "every node".to_owned()
+            } else {
+                selector
+            },
+        });
+    };
+    // Sorted and deduplicated: the pairs, and so the permutation order, do not depend on
+    // the order the API server lists nodes in.
+    let mut nodes: Vec<String> = nodes.to_vec();
+    nodes.sort();
+    nodes.dedup();
+    let selected = if selector.is_empty() {
+        "every node".to_owned()
+    } else {
+        format!("selector {selector}")
+    };
+    if nodes.len() < 2 {
+        return Err(invalid(
+            ".selector",
+            format!(
+                "{selected} matches {} node{} ({}): node pairs need at least two",
+                nodes.len(),
+                if nodes.len() == 1 { "" } else { "s" },
+                if nodes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    nodes.join(", ")
+                },
+            ),
+        ));
+    }
+    let reference = match config.mode {
+        super::PairMode::AllPairs if config.reference.is_some() => {
+            return Err(invalid(
+                ".reference",
+                "is only used by mode AgainstReference (mode is AllPairs)".to_owned(),
+            ));
+        }
+        super::PairMode::AllPairs => None,
+        super::PairMode::AgainstReference => {
+            let Some(reference) = &config.reference else {
+                return Err(invalid(
+                    ".reference",
+                    "mode AgainstReference needs a reference node".to_owned(),
+                ));
+            };
+            if !nodes.contains(reference) {
+                return Err(invalid(
+                    ".reference",
+                    format!(
+                        "node {reference:?} is not among the nodes {selected} matches ({})",
+                        nodes.join(", ")
+                    ),
+                ));
+            }
+            Some(reference.clone())
+        }
+    };
+    Ok(Some(PairPlan {
+        roles,
+        nodes,
+        reference,
+    }))
 }

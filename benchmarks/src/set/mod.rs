@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use expand::{Child, Expansion, SetError, expand};
+pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes};
 pub use merge::ListMergeMode;
 pub use status::BenchmarkSetStatus;
 
@@ -134,6 +134,70 @@ pub struct Permutations {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "explicit_schema")]
     pub explicit: Vec<Map<String, Value>>,
+
+    /// Node pairs: the nodes matching `selector`, paired up, with each pair pinning one
+    /// role to each node (`placement.<role>.nodes`). A further product dimension: every
+    /// permutation of `product` and `explicit` (or the template alone) runs on every
+    /// pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pairs: Option<NodePairs>,
+}
+
+/// A sweep over pairs of nodes: "every node pair meets spec" in one set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePairs {
+    /// The nodes to pair up, by label. The operator lists the nodes that match when it
+    /// expands the set; at least two must match.
+    pub selector: NodePairSelector,
+
+    /// `AllPairs` (default): every unordered pair of distinct nodes once, n(n-1)/2
+    /// pairs. `AgainstReference`: each other node paired with `reference`, n-1 pairs.
+    #[serde(default)]
+    pub mode: PairMode,
+
+    /// The reference node of `AgainstReference`; it must match `selector`. It plays the
+    /// first role of every pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub reference: Option<String>,
+
+    /// The two roles a pair pins, the first on the pair's first node (the one earlier in
+    /// name order, or the reference). Defaults to the kind's first two roles (e.g.
+    /// `server`, `client`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 2, max = 2))]
+    pub roles: Vec<String>,
+}
+
+/// Which nodes a [`NodePairs`] sweep pairs up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePairSelector {
+    /// Labels a node must all carry. Empty selects every node.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl NodePairSelector {
+    /// As a Kubernetes label selector string (`k=v,k2=v2`; empty for all nodes).
+    pub fn to_label_selector(&self) -> String {
+        self.match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// How a [`NodePairs`] sweep pairs its nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PairMode {
+    /// Every unordered pair of distinct nodes, once.
+    #[default]
+    AllPairs,
+    /// Every other node against `reference`.
+    AgainstReference,
 }
 
 /// What a failed child does to the rest of its set.

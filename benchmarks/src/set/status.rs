@@ -85,6 +85,13 @@ pub struct BenchmarkSetStatus {
     /// `Accepted` condition has the overall verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<crate::acceptance::SetAcceptance>,
+
+    /// A node-pair set's nodes (sorted): those its selector matched when this generation
+    /// was first expanded. Kept for the generation, so a node that loses its label or goes
+    /// away does not delete its pairs' children and results; edit the set to pick up
+    /// nodes labelled since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 /// A failed child.

@@ -3,8 +3,9 @@ What the operator does to the cluster, exactly: derived from operator/src/contro
 (the CLI's own calls do not count) and checked by operator/tests/rbac_completeness.rs,
 which runs the operator against an API double and fails on a request these rules do not
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
-per-namespace Roles (watch.namespaces). No read access to Secrets; no cluster-scoped
-objects.
+per-namespace Roles (watch.namespaces). No read access to Secrets. The one
+cluster-scoped permission, listing nodes, is in perfsweep.nodeRules: in the ClusterRole
+cluster-wide, in a ClusterRole of its own in namespaced mode (a Role cannot grant it).
 Discovery of Volcano's API group is a non-resource URL every authenticated user may read
 (system:discovery), so it needs no rule here.
 */}}
@@ -89,6 +90,17 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end -}}
+
+{{/*
+Cluster-scoped rules. Node-pair sweeps (BenchmarkSet spec.permutations.nodePairs): the
+set controller lists the nodes matching the set's label selector to pair them up (list
+with a label selector on each reconcile; never get, never watch, never a change).
+*/}}
+{{- define "perfsweep.nodeRules" -}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{- end -}}
 
 {{/* Plural names of the benchmark kinds, from the CRDs the chart ships. */}}

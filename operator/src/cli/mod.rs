@@ -1,6 +1,7 @@
 //! The `perfsweep` command line.
 
 mod crds;
+mod export;
 mod files;
 mod operator;
 mod parse;
@@ -41,6 +42,12 @@ pub enum Command {
         /// YAML files (`-` for stdin), each with one or more documents.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// The nodes a node-pair set (`permutations.nodePairs`) pairs up, standing in for
+        /// the nodes its selector matches in the cluster: `a,b,c`, or `@FILE` with names
+        /// separated by commas, spaces or newlines (`kubectl get nodes -l ... -o name`
+        /// output works).
+        #[arg(long, value_name = "NODES")]
+        nodes: Option<String>,
     },
     /// Print the child benchmarks a set expands to, as multi-document YAML.
     Render {
@@ -54,6 +61,9 @@ pub enum Command {
         /// pods, ...), as the operator would create them.
         #[arg(long)]
         objects: bool,
+        /// The nodes a node-pair set pairs up, as for `validate --nodes`.
+        #[arg(long, value_name = "NODES")]
+        nodes: Option<String>,
     },
     /// Run benchmarks and sweeps (`--local`: on this machine, no cluster).
     Run(run::RunArgs),
@@ -109,14 +119,22 @@ pub enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { output_dir } => crds::run(output_dir.as_deref()),
-        Command::Validate { files } => validate::run(&files),
+        Command::Validate { files, nodes } => {
+            validate::run(&files, validate::node_list(nodes.as_deref())?.as_deref())
+        }
         Command::Render {
             files,
             namespace,
             objects,
-        } => render::run(&files, namespace.as_deref(), objects),
+            nodes,
+        } => render::run(
+            &files,
+            namespace.as_deref(),
+            objects,
+            validate::node_list(nodes.as_deref())?.as_deref(),
+        ),
         Command::Run(args) => run::run(args).await,
-        Command::Results(args) => results::run(args),
+        Command::Results(args) => results::run(args).await,
         Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {
             telemetry::init(cli.log_format);

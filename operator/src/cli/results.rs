@@ -9,6 +9,7 @@ use anyhow::Context;
 use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::results::compare::{self, Criteria, Verdict};
 use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
+use perfsweep_benchmarks::results::raster;
 use perfsweep_benchmarks::results::{self, describe_permutation, si};
 use perfsweep_benchmarks::stats::Stability;
 
@@ -61,8 +62,8 @@ pub enum ResultsCommand {
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
     },
-    /// A metric against a swept parameter (or another metric) as SVG, with 95%
-    /// confidence intervals as error bars. (SVG only: no PNG renderer is built in.)
+    /// A metric against a swept parameter (or another metric) as SVG or PNG, with 95%
+    /// confidence intervals as error bars.
     Plot {
         dir: PathBuf,
         /// The metric on the vertical axis (default: the headline metric).
@@ -74,8 +75,13 @@ pub enum ResultsCommand {
         /// A metric on the horizontal axis instead (e.g. latency against throughput).
         #[arg(long)]
         x_metric: Option<String>,
+        /// The file to write; with `--format both`, its `.svg` and `.png` siblings.
         #[arg(long, short = 'o')]
         output: PathBuf,
+        /// `svg`, `png` or `both` (default: `png` for an output ending in `.png`,
+        /// otherwise `svg`).
+        #[arg(long, value_enum)]
+        format: Option<PlotFormat>,
     },
     /// An acceptance report: verdicts under the criteria in the records' spec
     /// (`acceptance`), statistics, SVG charts and lineage (run ids, spec digests,
@@ -87,9 +93,16 @@ pub enum ResultsCommand {
         #[arg(long, short = 'o')]
         output: PathBuf,
     },
+    /// Upload a results directory (`run --output DIR`) to an export location: records as
+    /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed).
+    Upload {
+        dir: PathBuf,
+        #[command(flatten)]
+        export: super::export::ExportArgs,
+    },
 }
 
-pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
     let stability = Stability {
         max_cv: args.max_cv,
         min_repetitions: args.min_repetitions,
@@ -144,12 +157,14 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
+        ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
         ResultsCommand::Plot {
             dir,
             metric,
             parameter,
             x_metric,
             output,
+            format,
         } => {
             let cases = results::group(&load(&dir)?, stability);
             let metric = match metric {
@@ -172,7 +187,7 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                         .context("the runs have no permutation parameters: give --x-metric")?,
                 ),
             };
-            let svg = plot::svg(
+            let scene = plot::scene(
                 &cases,
                 &PlotSpec {
                     x,
@@ -180,12 +195,50 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                     title: None,
                 },
             )?;
-            std::fs::write(&output, svg)
-                .with_context(|| format!("cannot write {}", output.display()))?;
-            eprintln!("wrote {}", output.display());
+            let format = format.unwrap_or(
+                if output
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+                {
+                    PlotFormat::Png
+                } else {
+                    PlotFormat::Svg
+                },
+            );
+            let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+            let (svg, png) = match format {
+                PlotFormat::Svg => (Some(output.clone()), None),
+                PlotFormat::Png => (None, Some(output.clone())),
+                PlotFormat::Both => (
+                    Some(output.with_extension("svg")),
+                    Some(output.with_extension("png")),
+                ),
+            };
+            if let Some(path) = svg {
+                files.push((path, plot::to_svg(&scene).into_bytes()));
+            }
+            if let Some(path) = png {
+                let bytes =
+                    raster::png(&scene).with_context(|| format!("drawing {}", path.display()))?;
+                files.push((path, bytes));
+            }
+            for (path, bytes) in files {
+                std::fs::write(&path, bytes)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                eprintln!("wrote {}", path.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// What `results plot` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+    /// An `.svg` and a `.png` file.
+    Both,
 }
 
 fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Result<ExitCode> {

@@ -24,7 +24,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub local: bool,
     /// Write one JSON result record per run, and the raw evidence, into this directory
-    /// (default for cluster runs: `perfsweep-results/<run id>`).
+    /// (default for cluster runs, and for local runs with `--export`:
+    /// `perfsweep-results/<run id>`).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
     /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
@@ -39,6 +40,8 @@ pub struct RunArgs {
     /// Keep the benchmarks (and a created namespace) in the cluster afterwards.
     #[arg(long)]
     pub keep: bool,
+    #[command(flatten)]
+    pub export: super::export::ExportArgs,
 }
 
 /// One benchmark to run, from a set or on its own.
@@ -53,17 +56,33 @@ struct Job {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Before anything runs: a bad export URI or missing credentials fail now.
+    let sink = args.export.open()?;
+    let run_id = run_id();
+    let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
         let jobs = load_jobs(&args.files)?;
         let options = LocalOptions::from_current_exe()?;
-        return run_jobs(&jobs, &options, args.output.as_deref()).await;
+        // Exporting needs the local copy: it is written first and kept.
+        let output = match (&args.output, &sink) {
+            (Some(dir), _) => Some(dir.clone()),
+            (None, Some(_)) => Some(default_output()),
+            (None, None) => None,
+        };
+        let code = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
+        return Ok(match (sink, output) {
+            (Some(sink), Some(dir)) => {
+                if super::export::export(&dir, sink.as_ref(), &args.export).await {
+                    code
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            _ => code,
+        });
     }
     let documents = checked_documents(&args.files)?;
-    let run_id = run_id();
-    let artifacts = args
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("perfsweep-results").join(&run_id));
+    let artifacts = args.output.clone().unwrap_or_else(default_output);
     let target = crate::cluster::Target {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
@@ -74,7 +93,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let succeeded = crate::cluster::run(documents, &target, &artifacts, &run_id, interrupt).await?;
+    let mut succeeded =
+        crate::cluster::run(documents, &target, &artifacts, &run_id, interrupt).await?;
+    if let Some(sink) = sink {
+        succeeded &= super::export::export(&artifacts, sink.as_ref(), &args.export).await;
+    }
     Ok(if succeeded {
         ExitCode::SUCCESS
     } else {
@@ -152,8 +175,8 @@ async fn run_jobs(
     jobs: &[Job],
     options: &LocalOptions,
     output: Option<&Path>,
+    run_id: &str,
 ) -> anyhow::Result<ExitCode> {
-    let run_id = run_id();
     if let Some(dir) = output {
         std::fs::create_dir_all(dir.join("evidence"))
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -190,7 +213,7 @@ async fn run_jobs(
         };
         eprintln!("{shown} ({:.1}s)", run.elapsed.as_secs_f64());
         if let Some(dir) = output {
-            write_record(dir, &run_id, job, &run)?;
+            write_record(dir, run_id, job, &run)?;
         }
         rows.push(table::Row {
             name: job.name.clone(),

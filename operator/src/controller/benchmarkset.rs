@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -76,41 +77,77 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
         ctx.expansions.forget(&set);
         return Ok(Action::await_change());
     }
-    let action = match ctx.expansions.expand(&set).as_ref() {
+    let nodes = selected_nodes(&set, &ctx).await?;
+    let action = match ctx.expansions.expand(&set, nodes.as_deref()).as_ref() {
         Err(error) => reject(&set, &namespace, error, &ctx).await?,
         Ok(expansion) => {
             if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
                 prune_other_kinds(&set, &namespace, expansion, &ctx).await?;
             }
-            advance(&set, &namespace, expansion, &ctx).await?
+            advance(&set, &namespace, expansion, nodes.as_deref(), &ctx).await?
         }
     };
     ctx.backoff.reset(&key);
     Ok(action)
 }
 
-/// Expansions of the sets seen, keyed by uid and generation.
+/// The names of the nodes a node-pair set selects, or `None` for a set without
+/// `nodePairs`. Listed once per generation and then kept in `status.nodes`: a re-listing
+/// on every reconcile would delete the children (and results) of a node that goes away
+/// mid-sweep or after it. An invalid set (e.g. too few nodes) is listed again each time.
+async fn selected_nodes(set: &BenchmarkSet, ctx: &Context) -> Result<Option<Vec<String>>, Error> {
+    let Some(pairs) = &set.spec.permutations.node_pairs else {
+        return Ok(None);
+    };
+    if let Some(status) = &set.status
+        && status.observed_generation == set.meta().generation
+        && status.phase != Some(SetPhase::Invalid)
+        && !status.nodes.is_empty()
+    {
+        return Ok(Some(status.nodes.clone()));
+    }
+    let selector = pairs.selector.to_label_selector();
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let list = nodes
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube(format!(
+            "listing the nodes matching {selector:?} for BenchmarkSet {}/{}",
+            set.namespace().unwrap_or_default(),
+            set.name_any()
+        )))?;
+    let mut names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+    names.sort();
+    Ok(Some(names))
+}
+
+/// Expansions of the sets seen, keyed by uid, generation and selected nodes.
 #[derive(Default)]
 pub struct ExpansionCache {
-    entries: std::sync::Mutex<HashMap<String, (Option<i64>, CachedExpansion)>>,
+    entries: std::sync::Mutex<HashMap<String, (CacheKey, CachedExpansion)>>,
 }
+
+/// What an expansion depends on besides the set's uid: its generation and, for a
+/// node-pair set, the sorted names of the nodes it selects.
+type CacheKey = (Option<i64>, Option<Vec<String>>);
 
 /// A set's expansion, or why it has none.
 type CachedExpansion = Arc<Result<Expansion, SetError>>;
 
 impl ExpansionCache {
-    /// The set's expansion, computed once per generation.
-    pub fn expand(&self, set: &BenchmarkSet) -> CachedExpansion {
+    /// The set's expansion, computed once per generation and node list (`nodes`: the
+    /// nodes a node-pair set selects, see [`set::expand_with_nodes`]).
+    pub fn expand(&self, set: &BenchmarkSet, nodes: Option<&[String]>) -> CachedExpansion {
         let key = set.uid().unwrap_or_else(|| set.name_any());
-        let generation = set.meta().generation;
+        let cache_key: CacheKey = (set.meta().generation, nodes.map(<[String]>::to_vec));
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((cached, expansion)) = entries.get(&key)
-            && *cached == generation
+            && *cached == cache_key
         {
             return Arc::clone(expansion);
         }
-        let expansion = Arc::new(set::expand(&set.name_any(), &set.spec));
-        entries.insert(key, (generation, Arc::clone(&expansion)));
+        let expansion = Arc::new(set::expand_with_nodes(&set.name_any(), &set.spec, nodes));
+        entries.insert(key, (cache_key, Arc::clone(&expansion)));
         expansion
     }
 
@@ -211,6 +248,7 @@ async fn advance(
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
+    nodes: Option<&[String]>,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let name = set.name_any();
@@ -321,6 +359,7 @@ async fn advance(
     let mut status = progress_status(set, expansion, &states, &old);
     status.summary = results_summary(expansion, &results);
     apply_acceptance(&mut status, set, expansion, &judged);
+    status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
     if status_differs(&old, &status) {
         if old.phase != status.phase {
             announce_phase(ctx, set, &status).await;
@@ -527,6 +566,7 @@ fn progress_status(
         },
         summary: old.summary.clone(),
         acceptance: old.acceptance.clone(),
+        nodes: Vec::new(),
     }
 }
 

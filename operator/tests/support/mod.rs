@@ -294,3 +294,26 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .and_then(|conditions| conditions.iter().find(|c| c["type"] == type_))
         .unwrap_or(&Value::Null)
 }
+
+/// Creates a node with these labels in the double (nodes are cluster-scoped).
+pub fn create_node(double: &ApiDouble, name: &str, labels: Value) {
+    double
+        .create(
+            &Gvr::NODES,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+            }),
+        )
+        .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
+}
+
+/// An IPerf set over every pair of the nodes labelled `bench=yes`.
+pub fn node_pair_set(name: &str, max_parallel: u32) -> Value {
+    let mut set = iperf_set(name, json!({}), 1, max_parallel, "Continue");
+    set["spec"]["permutations"] = json!({
+        "nodePairs": {"selector": {"matchLabels": {"bench": "yes"}}},
+    });
+    set
+}

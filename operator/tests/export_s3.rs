@@ -1,0 +1,427 @@
+//! Export sinks against a real S3-compatible server: moto's server mode (PyPI
+//! `moto[server]`), started per test on a free port. The records and evidence of a
+//! results directory are uploaded by the `perfsweep` binary, then read back over plain
+//! HTTP and compared byte for byte; a proxy that fails the first requests with 503 shows
+//! the retries; an unreachable endpoint shows the local copy is kept.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use perfsweep::export::Credentials;
+use perfsweep::export::sigv4::{self, EMPTY_SHA256, sha256_hex};
+
+const SECRET: &str = "s3cr3t-never-printed-0123456789";
+const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n[  5] 0.00-1.00 sec 1.1 GBytes\n";
+
+/// A moto server, killed on drop.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts moto, or skips (prints why, returns `None`) when it is not installed and CI is
+/// unset; under CI (where `.ci/run` installs it) a missing moto fails.
+fn moto() -> Option<Moto> {
+    let installed = Command::new("moto_server")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto_server is missing under CI: .ci/run installs moto[server] from PyPI"
+        );
+        eprintln!(
+            "SKIPPED: moto_server is not installed (python3 -m pip install 'moto[server]'); .ci/run installs it"
+        );
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let moto = Moto { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "moto_server did not listen within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(moto)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One plain HTTP/1.1 request without a body, signed with perfsweep's own SigV4 signer
+/// (moto checks that object reads come from the owner); status and body.
+fn http(port: u16, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let host = format!("127.0.0.1:{port}");
+    let amz_date = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let headers = [
+        ("host", host.as_str()),
+        ("x-amz-content-sha256", EMPTY_SHA256),
+        ("x-amz-date", amz_date.as_str()),
+    ];
+    let authorization = sigv4::authorization(
+        &Credentials {
+            access_key_id: "testing".into(),
+            secret_access_key: SECRET.into(),
+            session_token: None,
+        },
+        &sigv4::Request {
+            method,
+            path,
+            query,
+            headers: &headers,
+            payload_sha256: EMPTY_SHA256,
+            region: "us-east-1",
+            amz_date: &amz_date,
+        },
+    );
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        stream,
+        "{method} {path_and_query} HTTP/1.1\r\nHost: {host}\r\nx-amz-content-sha256: {EMPTY_SHA256}\r\n\
+         x-amz-date: {amz_date}\r\nAuthorization: {authorization}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("receive");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("response headers");
+    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+    let status = head[9..12].parse().expect("status code");
+    let mut body = response[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
+        let size = usize::from_str_radix(std::str::from_utf8(&data[..line_end]).expect("hex"), 16)
+            .expect("chunk size");
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[line_end + 2..line_end + 2 + size]);
+        data = &data[line_end + 4 + size..];
+    }
+}
+
+/// A results directory as `perfsweep run --output` writes it: one record, one evidence file.
+fn results_dir(name: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("evidence")).expect("scratch directory");
+    let sha256 = sha256_hex(EVIDENCE.as_bytes());
+    std::fs::write(dir.join(format!("evidence/{sha256}.txt")), EVIDENCE).expect("evidence");
+    let record = serde_json::json!({
+        "schemaVersion": "perfsweep.io/result/v1alpha1",
+        "runId": "20260101T000000Z-abc123",
+        "benchmark": {"kind": "IPerf", "name": "iperf-0", "set": "sweep", "repetition": 0},
+        "workloadSpecDigest": "digest",
+        "spec": {"duration": 1},
+        "backend": "local",
+        "environment": {"hosts": ["here"], "perfsweepVersion": "0.1.0", "command": ["iperf3"]},
+        "startedAt": "2026-01-01T00:00:00Z",
+        "finishedAt": "2026-01-01T00:00:01Z",
+        "outcome": {"status": "succeeded", "summary": "1 Gbit/s", "result": {},
+                    "metrics": [{"name": "received_bits_per_second", "value": 1e9, "better": "higher"}]},
+        "evidence": {"sha256": sha256, "bytes": EVIDENCE.len(), "path": format!("evidence/{sha256}.txt")}
+    });
+    std::fs::write(
+        dir.join("iperf-0.json"),
+        serde_json::to_string_pretty(&record).expect("json"),
+    )
+    .expect("record");
+    (dir, sha256)
+}
+
+fn upload(dir: &Path, uri: &str, endpoint_port: u16, attempts: u32) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["results", "upload"])
+        .arg(dir)
+        .args(["--export", uri, "--export-param"])
+        .arg(format!("endpoint=http://127.0.0.1:{endpoint_port}"))
+        .args(["--export-attempts", &attempts.to_string()])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .output()
+        .expect("perfsweep runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert!(!stderr.contains(SECRET), "the secret key was printed");
+    output
+}
+
+fn create_bucket(port: u16, bucket: &str) {
+    let (status, body) = http(port, "PUT", &format!("/{bucket}"));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+}
+
+/// The uploaded objects match the local files: evidence byte for byte, JSON Lines one
+/// record per line equal to the record file, Parquet a Parquet file.
+fn assert_uploaded(port: u16, bucket: &str, prefix: &str, dir: &Path, sha256: &str) {
+    let run = "20260101T000000Z-abc123";
+    let (status, listing) = http(port, "GET", &format!("/{bucket}?list-type=2"));
+    assert_eq!(status, 200);
+    let listing = String::from_utf8_lossy(&listing);
+    for key in [
+        format!("{prefix}/{run}/evidence/{sha256}.txt"),
+        format!("{prefix}/{run}/records.jsonl"),
+        format!("{prefix}/{run}/records.parquet"),
+    ] {
+        assert!(
+            listing.contains(&format!("<Key>{key}</Key>")),
+            "{key} missing: {listing}"
+        );
+    }
+    let (status, evidence) = http(
+        port,
+        "GET",
+        &format!("/{bucket}/{prefix}/{run}/evidence/{sha256}.txt"),
+    );
+    assert_eq!((status, evidence.as_slice()), (200, EVIDENCE.as_bytes()));
+    let (status, lines) = http(
+        port,
+        "GET",
+        &format!("/{bucket}/{prefix}/{run}/records.jsonl"),
+    );
+    assert_eq!(status, 200);
+    let lines = String::from_utf8(lines).expect("UTF-8");
+    assert_eq!(lines.lines().count(), 1);
+    let uploaded: serde_json::Value = serde_json::from_str(lines.trim_end()).expect("JSON");
+    let local: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("iperf-0.json")).expect("record"))
+            .expect("JSON");
+    assert_eq!(uploaded, local);
+    let (status, parquet) = http(
+        port,
+        "GET",
+        &format!("/{bucket}/{prefix}/{run}/records.parquet"),
+    );
+    assert_eq!(status, 200);
+    assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
+}
+
+#[test]
+fn records_and_evidence_upload_to_an_s3_compatible_server_and_read_back_identically() {
+    let Some(moto) = moto() else { return };
+    create_bucket(moto.port, "perf-results");
+    let (dir, sha256) = results_dir("export-s3");
+    let output = upload(&dir, "s3://perf-results/nightly/", moto.port, 3);
+    assert!(output.status.success());
+    assert_uploaded(moto.port, "perf-results", "nightly", &dir, &sha256);
+}
+
+/// Forwards to `target`, answering the first `failures` connections with 503 instead.
+fn flaky_proxy(target: u16, failures: u32) -> (u16, Arc<AtomicU32>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("proxy listens");
+    let port = listener.local_addr().expect("address").port();
+    let failed = Arc::new(AtomicU32::new(0));
+    let counter = failed.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { continue };
+            if counter.load(Ordering::SeqCst) < failures {
+                counter.fetch_add(1, Ordering::SeqCst);
+                read_request(&mut client);
+                let _ = client.write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
+            }
+            let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let (mut client_in, mut server_out) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            let (mut server_in, mut client_out) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_in, &mut server_out);
+                let _ = server_out.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut server_in, &mut client_out);
+                let _ = client_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (port, failed)
+}
+
+/// Reads one request (headers and a Content-Length body) so the 503 is not sent into a
+/// half-written request.
+fn read_request(stream: &mut TcpStream) {
+    let mut data = Vec::new();
+    let mut buffer = [0u8; 8192];
+    loop {
+        let Ok(n) = stream.read(&mut buffer) else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        data.extend_from_slice(&buffer[..n]);
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through() {
+    let Some(moto) = moto() else { return };
+    create_bucket(moto.port, "flaky");
+    let (proxy, failed) = flaky_proxy(moto.port, 2);
+    let (dir, sha256) = results_dir("export-retry");
+    let output = upload(&dir, "s3://flaky/p", proxy, 4);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        2,
+        "the proxy failed two requests"
+    );
+    assert!(stderr.contains("attempt 1/4 failed") && stderr.contains("HTTP 503"));
+    assert!(stderr.contains("2 retried attempt(s)"), "{stderr}");
+    assert_uploaded(moto.port, "flaky", "p", &dir, &sha256);
+}
+
+#[test]
+fn an_unreachable_server_fails_after_bounded_retries_and_keeps_the_local_copy() {
+    // No moto needed: nothing listens on the port.
+    let port = free_port();
+    let (dir, _) = results_dir("export-unreachable");
+    let output = upload(&dir, "s3://nowhere/p", port, 2);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("attempt 2 of 2"), "{stderr}");
+    assert!(stderr.contains("the results are kept in"), "{stderr}");
+    assert!(stderr.contains("perfsweep results upload"), "{stderr}");
+    assert!(dir.join("iperf-0.json").is_file());
+}
+
+#[test]
+fn export_destinations_are_checked_before_anything_runs() {
+    let run = |args: &[&str], env_secret: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_perfsweep"));
+        command
+            .args(["run", "--local", "../examples/llm-local.yaml"])
+            .args(args)
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY");
+        if env_secret {
+            command
+                .env("AWS_ACCESS_KEY_ID", "id")
+                .env("AWS_SECRET_ACCESS_KEY", SECRET);
+        }
+        let output = command.output().expect("perfsweep runs");
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(run(&["--export", "az://c/p"], false).contains("not supported yet"));
+    assert!(run(&["--export", "pvc://claim/p"], false).contains("in-cluster"));
+    assert!(run(&["--export", "s3://b/p"], false).contains("AWS_ACCESS_KEY_ID"));
+    let stderr = run(
+        &["--export", "s3://b/p", "--export-param", "secretName=x"],
+        true,
+    );
+    assert!(
+        stderr.contains("secretName is for the operator"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SECRET));
+}
+
+/// The whole journey: `perfsweep run --local --export s3://...` runs a small LLM sweep
+/// against the built-in simulator, writes the local copy, and uploads it.
+#[test]
+fn a_local_run_exports_its_records_and_evidence_to_s3() {
+    let Some(moto) = moto() else { return };
+    create_bucket(moto.port, "runs");
+    let dir =
+        std::env::temp_dir().join(format!("perfsweep-test-export-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sweep = dir.join("llm.yaml");
+    std::fs::write(
+        &sweep,
+        format!(
+            "apiVersion: perfsweep.io/v1alpha1\nkind: LLMInference\nmetadata:\n  name: export-llm\n\
+             spec:\n  endpoint:\n    simulator:\n      ttftMillis: 5\n      itlMillis: 1\n      port: {}\n\
+             \x20 trafficScenarios: [\"D(16,4)\"]\n  numConcurrency: [1]\n  maxRequestsPerIteration: 4\n",
+            free_port()
+        ),
+    )
+    .expect("sweep file");
+    let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["run", "--local"])
+        .arg(&sweep)
+        .arg("--output")
+        .arg(dir.join("out"))
+        .args(["--export", "s3://runs/ci", "--export-param"])
+        .arg(format!("endpoint=http://127.0.0.1:{}", moto.port))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .output()
+        .expect("perfsweep runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains(SECRET));
+    assert!(stderr.contains("exported 3 object(s)"), "{stderr}");
+    let (status, listing) = http(moto.port, "GET", "/runs?list-type=2");
+    assert_eq!(status, 200);
+    let listing = String::from_utf8_lossy(&listing);
+    assert!(listing.contains("/records.jsonl</Key>"), "{listing}");
+    assert!(listing.contains("/records.parquet</Key>"), "{listing}");
+    assert!(listing.contains("/evidence/"), "{listing}");
+}

@@ -254,3 +254,79 @@ async fn ctrl_c_cleans_up_too() {
     .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_pair_sweep_runs_over_the_clusters_labelled_nodes() {
+    let double = std::sync::Arc::new(double_with_crds().await);
+    for (node, labelled) in [("n1", true), ("n2", true), ("n3", true), ("n4", false)] {
+        let labels = if labelled {
+            json!({"rack": "r7"})
+        } else {
+            json!({})
+        };
+        double
+            .create(
+                &Gvr::NODES,
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}}),
+            )
+            .expect("node created");
+    }
+    let operator = Operator::start(&double, "journey-pairs");
+    let kubelet = tokio::spawn(kubelet(double.clone()));
+    let dir = scratch("pairs");
+    double
+        .write_kubeconfig(dir.join("kubeconfig"))
+        .expect("kubeconfig written");
+    let sweep = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: pairs
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: IPerf
+    spec: {duration: 10}
+  maxParallel: 3
+  permutations:
+    nodePairs:
+      selector: {matchLabels: {rack: r7}}
+"#;
+    std::fs::write(dir.join("pairs.yaml"), sweep).expect("sweep written");
+    let child = perfsweep(
+        &[
+            "run",
+            "--kubeconfig",
+            "kubeconfig",
+            "-n",
+            NS,
+            "-o",
+            "results",
+            "pairs.yaml",
+        ],
+        &dir,
+    )
+    .await;
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the run finishes")
+        .expect("output collected");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("created BenchmarkSet pairs: 3 IPerf benchmarks"),
+        "{stderr}"
+    );
+    let records = std::fs::read_dir(dir.join("results"))
+        .expect("results")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(
+        records, 3,
+        "one record per pair of the three labelled nodes"
+    );
+    kubelet.abort();
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -81,7 +81,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             _ => code,
         });
     }
-    let documents = checked_documents(&args.files)?;
     let artifacts = args.output.clone().unwrap_or_else(default_output);
     let target = crate::cluster::Target {
         kubeconfig: args.kubeconfig.clone(),
@@ -90,6 +89,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         keep: args.keep,
         poll: std::time::Duration::from_secs(2),
     };
+    let documents = checked_documents(&args.files, Some(&target)).await?;
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -105,18 +105,30 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn checked_documents(paths: &[PathBuf]) -> anyhow::Result<Vec<Checked>> {
+/// Checks every document. A node-pair set is expanded over the nodes its selector
+/// matches in `cluster`, as the operator will expand it.
+async fn checked_documents(
+    paths: &[PathBuf],
+    cluster: Option<&crate::cluster::Target>,
+) -> anyhow::Result<Vec<Checked>> {
     let mut documents = Vec::new();
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let checked = document::check(input.document).map_err(|error| {
-                anyhow::anyhow!(
-                    "{location}: {what}:\n  - {}",
-                    error.messages().join("\n  - ")
-                )
-            })?;
+            let nodes = match (cluster, node_pair_selector(&input.document)) {
+                (Some(target), Some(selector)) => {
+                    Some(crate::cluster::node_names(target, &selector).await?)
+                }
+                _ => None,
+            };
+            let checked =
+                document::check_with_nodes(input.document, nodes.as_deref()).map_err(|error| {
+                    anyhow::anyhow!(
+                        "{location}: {what}:\n  - {}",
+                        error.messages().join("\n  - ")
+                    )
+                })?;
             if checked.converted_group {
                 eprintln!(
                     "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
@@ -126,6 +138,23 @@ fn checked_documents(paths: &[PathBuf]) -> anyhow::Result<Vec<Checked>> {
         }
     }
     Ok(documents)
+}
+
+/// The label selector of a set's `permutations.nodePairs`, if it has one.
+fn node_pair_selector(document: &Value) -> Option<String> {
+    let pairs = document.pointer("/spec/permutations/nodePairs")?;
+    let labels = pairs
+        .pointer("/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    Some(labels)
 }
 
 fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {

@@ -65,6 +65,17 @@ pub async fn client(target: &Target) -> anyhow::Result<(Client, String)> {
     Ok((client, namespace))
 }
 
+/// Names of the cluster's nodes matching `selector` (`k=v,...`; empty for all).
+pub async fn node_names(target: &Target, selector: &str) -> anyhow::Result<Vec<String>> {
+    let (client, _) = client(target).await?;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let list = nodes
+        .list(&ListParams::default().labels(selector))
+        .await
+        .with_context(|| format!("listing the nodes matching {selector:?} for a node-pair set"))?;
+    Ok(list.items.iter().map(ResourceExt::name_any).collect())
+}
+
 /// What was applied, to follow and clean up.
 enum Applied {
     Set {

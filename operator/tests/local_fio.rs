@@ -4,7 +4,7 @@
 
 mod local_support;
 
-use local_support::{perfsweep, records, scratch, tool_or_skip};
+use local_support::{perfsweep, records, run_local_sweep, scratch, tool_or_skip};
 
 use std::path::Path;
 
@@ -48,18 +48,7 @@ fn a_local_fio_sweep_reports_what_fio_measured_on_two_workers() {
         return;
     }
     let dir = scratch("fio");
-    let sweep = dir.join("sweep.yaml");
-    std::fs::write(&sweep, SWEEP).expect("sweep written");
-    let out = dir.join("results");
-    let output = perfsweep()
-        .args(["run", "--local", "--output"])
-        .arg(&out)
-        .arg(&sweep)
-        .output()
-        .expect("perfsweep runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    let (out, stdout) = run_local_sweep(&dir, "results", SWEEP);
     assert!(
         stdout.contains("BENCHMARK") && stdout.contains("IOPS"),
         "results table:\n{stdout}"

@@ -3,7 +3,7 @@
 
 mod local_support;
 
-use local_support::{perfsweep, records, scratch, tool_or_skip};
+use local_support::{perfsweep, records, run_local_sweep, scratch, tool_or_skip};
 
 use std::path::Path;
 
@@ -33,18 +33,7 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
         return;
     }
     let dir = scratch("iperf");
-    let sweep = dir.join("sweep.yaml");
-    std::fs::write(&sweep, SWEEP).expect("sweep written");
-    let out = dir.join("results");
-    let output = perfsweep()
-        .args(["run", "--local", "--output"])
-        .arg(&out)
-        .arg(&sweep)
-        .output()
-        .expect("perfsweep runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    let (out, stdout) = run_local_sweep(&dir, "results", SWEEP);
     assert!(
         stdout.contains("BENCHMARK") && stdout.contains("Gbit/s"),
         "results table:\n{stdout}"

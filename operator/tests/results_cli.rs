@@ -3,7 +3,7 @@
 
 mod local_support;
 
-use local_support::{perfsweep, scratch, tool_or_skip};
+use local_support::{perfsweep, run_local_sweep, scratch, tool_or_skip};
 
 use std::path::Path;
 use std::process::Output;
@@ -82,20 +82,7 @@ fn results_of_a_local_sweep() {
         return;
     }
     let dir = scratch("results");
-    let sweep = dir.join("sweep.yaml");
-    std::fs::write(&sweep, SWEEP).expect("sweep written");
-    let out = dir.join("run");
-    let run = perfsweep()
-        .args(["run", "--local", "--output"])
-        .arg(&out)
-        .arg(&sweep)
-        .output()
-        .expect("perfsweep runs");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (out, _) = run_local_sweep(&dir, "run", SWEEP);
 
     // Records carry metrics, the network mode and the artifact manifest digest.
     let one = std::fs::read_dir(&out)

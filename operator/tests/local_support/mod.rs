@@ -62,3 +62,25 @@ pub fn records(dir: &Path) -> Vec<Value> {
     });
     records
 }
+
+/// Writes `sweep` into `dir`, runs it with `perfsweep run --local --output <dir>/<name>`,
+/// fails the test with both output streams unless it succeeded, and returns the output
+/// directory and the printed results table.
+pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String) {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, sweep).expect("sweep written");
+    let out = dir.join(name);
+    let output = perfsweep()
+        .args(["run", "--local", "--output"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "run failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (out, stdout)
+}

@@ -1,7 +1,8 @@
 //! Export sinks against a real S3-compatible server: moto's server mode (PyPI
 //! `moto[server]`), started per test on a free port. The records and evidence of a
-//! results directory are uploaded by the `perfsweep` binary, then read back over plain
-//! HTTP and compared byte for byte; a proxy that fails the first requests with 503 shows
+//! results directory are uploaded by the `perfsweep` binary, then read back (through
+//! object_store, and with `perfsweep results list/show s3://...`) and compared byte for
+//! byte; a proxy that fails the first requests with 503 shows
 //! the retries; an unreachable endpoint shows the local copy is kept.
 
 use std::io::{Read, Write};
@@ -12,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use perfsweep::export::Credentials;
-use perfsweep::export::sigv4::{self, EMPTY_SHA256, sha256_hex};
+use perfsweep::export::{self, Credentials, Destination, Retry, Store};
+use perfsweep_benchmarks::report::sha256_hex;
 
 const SECRET: &str = "s3cr3t-never-printed-0123456789";
 const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n[  5] 0.00-1.00 sec 1.1 GBytes\n";
@@ -76,74 +77,33 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One plain HTTP/1.1 request without a body, signed with perfsweep's own SigV4 signer
-/// (moto checks that object reads come from the owner); status and body.
-fn http(port: u16, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
-    let (path, query) = path_and_query
-        .split_once('?')
-        .unwrap_or((path_and_query, ""));
-    let host = format!("127.0.0.1:{port}");
-    let amz_date = jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
-    let headers = [
-        ("host", host.as_str()),
-        ("x-amz-content-sha256", EMPTY_SHA256),
-        ("x-amz-date", amz_date.as_str()),
-    ];
-    let authorization = sigv4::authorization(
-        &Credentials {
-            access_key_id: "testing".into(),
-            secret_access_key: SECRET.into(),
-            session_token: None,
-        },
-        &sigv4::Request {
-            method,
-            path,
-            query,
-            headers: &headers,
-            payload_sha256: EMPTY_SHA256,
-            region: "us-east-1",
-            amz_date: &amz_date,
-        },
-    );
+/// Creates a bucket: one plain, unsigned HTTP/1.1 request (moto accepts it).
+fn create_bucket(port: u16, bucket: &str) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     write!(
         stream,
-        "{method} {path_and_query} HTTP/1.1\r\nHost: {host}\r\nx-amz-content-sha256: {EMPTY_SHA256}\r\n\
-         x-amz-date: {amz_date}\r\nAuthorization: {authorization}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .expect("send");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("receive");
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("response headers");
-    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
-    let status = head[9..12].parse().expect("status code");
-    let mut body = response[split + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        body = dechunk(&body);
-    }
-    (status, body)
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("receive");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size");
-        let size = usize::from_str_radix(std::str::from_utf8(&data[..line_end]).expect("hex"), 16)
-            .expect("chunk size");
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[line_end + 2..line_end + 2 + size]);
-        data = &data[line_end + 4 + size..];
-    }
+/// The bucket through perfsweep's own object_store client, with the test's credentials.
+fn store(port: u16, bucket: &str, prefix: &str) -> Store {
+    let parameters = [("endpoint".to_owned(), format!("http://127.0.0.1:{port}"))].into();
+    let Destination::Bucket(location) =
+        export::parse(&format!("s3://{bucket}/{prefix}"), &parameters).expect("a location")
+    else {
+        panic!("not a bucket")
+    };
+    let credentials = Credentials::Aws {
+        access_key_id: "testing".into(),
+        secret_access_key: SECRET.into(),
+        session_token: None,
+    };
+    Store::bucket(&location, &credentials, &Retry::default()).expect("a store")
 }
 
 /// A results directory as `perfsweep run --output` writes it: one record, one evidence file.
@@ -192,64 +152,74 @@ fn upload(dir: &Path, uri: &str, endpoint_port: u16, attempts: u32) -> Output {
     output
 }
 
-fn create_bucket(port: u16, bucket: &str) {
-    let (status, body) = http(port, "PUT", &format!("/{bucket}"));
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-}
-
 /// The uploaded objects match the local files: evidence byte for byte, JSON Lines one
 /// record per line equal to the record file, Parquet a Parquet file.
-fn assert_uploaded(port: u16, bucket: &str, prefix: &str, dir: &Path, sha256: &str) {
+async fn assert_uploaded(port: u16, bucket: &str, prefix: &str, dir: &Path, sha256: &str) {
     let run = "20260101T000000Z-abc123";
-    let (status, listing) = http(port, "GET", &format!("/{bucket}?list-type=2"));
-    assert_eq!(status, 200);
-    let listing = String::from_utf8_lossy(&listing);
+    let store = store(port, bucket, prefix);
+    let names = store.list().await.expect("the listing");
     for key in [
-        format!("{prefix}/{run}/evidence/{sha256}.txt"),
-        format!("{prefix}/{run}/records.jsonl"),
-        format!("{prefix}/{run}/records.parquet"),
+        format!("{run}/evidence/{sha256}.txt"),
+        format!("{run}/records.jsonl"),
+        format!("{run}/records.parquet"),
     ] {
-        assert!(
-            listing.contains(&format!("<Key>{key}</Key>")),
-            "{key} missing: {listing}"
-        );
+        assert!(names.contains(&key), "{key} missing: {names:?}");
     }
-    let (status, evidence) = http(
-        port,
-        "GET",
-        &format!("/{bucket}/{prefix}/{run}/evidence/{sha256}.txt"),
-    );
-    assert_eq!((status, evidence.as_slice()), (200, EVIDENCE.as_bytes()));
-    let (status, lines) = http(
-        port,
-        "GET",
-        &format!("/{bucket}/{prefix}/{run}/records.jsonl"),
-    );
-    assert_eq!(status, 200);
-    let lines = String::from_utf8(lines).expect("UTF-8");
+    let evidence = store
+        .get(&format!("{run}/evidence/{sha256}.txt"))
+        .await
+        .expect("the evidence");
+    assert_eq!(evidence.as_ref(), EVIDENCE.as_bytes());
+    let lines = store
+        .get(&format!("{run}/records.jsonl"))
+        .await
+        .expect("the records");
+    let lines = String::from_utf8(lines.to_vec()).expect("UTF-8");
     assert_eq!(lines.lines().count(), 1);
     let uploaded: serde_json::Value = serde_json::from_str(lines.trim_end()).expect("JSON");
     let local: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("iperf-0.json")).expect("record"))
             .expect("JSON");
     assert_eq!(uploaded, local);
-    let (status, parquet) = http(
-        port,
-        "GET",
-        &format!("/{bucket}/{prefix}/{run}/records.parquet"),
-    );
-    assert_eq!(status, 200);
+    let parquet = store
+        .get(&format!("{run}/records.parquet"))
+        .await
+        .expect("the table");
     assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
 }
 
-#[test]
-fn records_and_evidence_upload_to_an_s3_compatible_server_and_read_back_identically() {
+#[tokio::test]
+async fn records_and_evidence_upload_to_an_s3_compatible_server_and_read_back_identically() {
     let Some(moto) = moto() else { return };
     create_bucket(moto.port, "perf-results");
     let (dir, sha256) = results_dir("export-s3");
     let output = upload(&dir, "s3://perf-results/nightly/", moto.port, 3);
     assert!(output.status.success());
-    assert_uploaded(moto.port, "perf-results", "nightly", &dir, &sha256);
+    assert_uploaded(moto.port, "perf-results", "nightly", &dir, &sha256).await;
+
+    // `perfsweep results list/show` read the same location back.
+    let endpoint = format!("endpoint=http://127.0.0.1:{}", moto.port);
+    for command in ["list", "show"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+            .args(["results", command, "s3://perf-results/nightly"])
+            .args(["--location-param", &endpoint])
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .output()
+            .expect("perfsweep runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "results {command}: {stderr}");
+        assert!(
+            stdout.contains("iperf-0") || stdout.contains("IPerf"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("received_bits_per_second") || command == "list",
+            "{stdout}"
+        );
+        assert!(!stderr.contains(SECRET));
+    }
 }
 
 /// Forwards to `target`, answering the first `failures` connections with 503 instead.
@@ -317,8 +287,8 @@ fn read_request(stream: &mut TcpStream) {
     }
 }
 
-#[test]
-fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through() {
+#[tokio::test]
+async fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through() {
     let Some(moto) = moto() else { return };
     create_bucket(moto.port, "flaky");
     let (proxy, failed) = flaky_proxy(moto.port, 2);
@@ -333,7 +303,7 @@ fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through() {
     );
     assert!(stderr.contains("attempt 1/4 failed") && stderr.contains("HTTP 503"));
     assert!(stderr.contains("2 retried attempt(s)"), "{stderr}");
-    assert_uploaded(moto.port, "flaky", "p", &dir, &sha256);
+    assert_uploaded(moto.port, "flaky", "p", &dir, &sha256).await;
 }
 
 #[test]
@@ -368,7 +338,7 @@ fn export_destinations_are_checked_before_anything_runs() {
         assert!(!output.status.success());
         String::from_utf8_lossy(&output.stderr).into_owned()
     };
-    assert!(run(&["--export", "az://c/p"], false).contains("not supported yet"));
+    assert!(run(&["--export", "az://c/p"], false).contains("AZURE_STORAGE_ACCOUNT_KEY"));
     assert!(run(&["--export", "pvc://claim/p"], false).contains("in-cluster"));
     assert!(run(&["--export", "s3://b/p"], false).contains("AWS_ACCESS_KEY_ID"));
     let stderr = run(
@@ -384,8 +354,8 @@ fn export_destinations_are_checked_before_anything_runs() {
 
 /// The whole journey: `perfsweep run --local --export s3://...` runs a small LLM sweep
 /// against the built-in simulator, writes the local copy, and uploads it.
-#[test]
-fn a_local_run_exports_its_records_and_evidence_to_s3() {
+#[tokio::test]
+async fn a_local_run_exports_its_records_and_evidence_to_s3() {
     let Some(moto) = moto() else { return };
     create_bucket(moto.port, "runs");
     let dir =
@@ -418,10 +388,17 @@ fn a_local_run_exports_its_records_and_evidence_to_s3() {
     assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains(SECRET));
     assert!(stderr.contains("exported 3 object(s)"), "{stderr}");
-    let (status, listing) = http(moto.port, "GET", "/runs?list-type=2");
-    assert_eq!(status, 200);
-    let listing = String::from_utf8_lossy(&listing);
-    assert!(listing.contains("/records.jsonl</Key>"), "{listing}");
-    assert!(listing.contains("/records.parquet</Key>"), "{listing}");
-    assert!(listing.contains("/evidence/"), "{listing}");
+    let names = store(moto.port, "runs", "ci")
+        .list()
+        .await
+        .expect("the listing");
+    assert!(
+        names.iter().any(|n| n.ends_with("/records.jsonl")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.ends_with("/records.parquet")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.contains("/evidence/")), "{names:?}");
 }

@@ -12,21 +12,24 @@ use crate::export::{self, Retry};
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
     /// Also export the records (JSON Lines and Parquet) and raw evidence to URI:
-    /// `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///dir` (see docs/results.md).
-    /// Credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    /// `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix` or
+    /// `file:///dir` (see docs/results.md). Credentials come from the environment:
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT_KEY (or
+    /// GOOGLE_APPLICATION_CREDENTIALS), AZURE_STORAGE_ACCOUNT_KEY.
     #[arg(long, value_name = "URI")]
     pub export: Option<String>,
     /// A parameter of the export location, KEY=VALUE (repeatable): `endpoint` (an
-    /// S3-compatible server, e.g. http://127.0.0.1:9000) or `region`.
+    /// S3-compatible server, e.g. http://127.0.0.1:9000), `region`, or `account`
+    /// (Azure storage account).
     #[arg(long = "export-param", value_name = "KEY=VALUE", value_parser = key_value)]
     pub export_params: Vec<(String, String)>,
-    /// Attempts per object before the export gives up (exponential backoff between them).
+    /// Attempts per request before the export gives up (exponential backoff between them).
     #[arg(long, value_name = "N", default_value_t = Retry::default().attempts,
           value_parser = clap::value_parser!(u32).range(1..=20))]
     pub export_attempts: u32,
 }
 
-fn key_value(text: &str) -> Result<(String, String), String> {
+pub fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.into(), value.into())),
         _ => Err(format!("expected KEY=VALUE, got {text:?}")),
@@ -36,13 +39,13 @@ fn key_value(text: &str) -> Result<(String, String), String> {
 impl ExportArgs {
     /// Checks the destination before anything runs, so a typo in the URI or missing
     /// credentials fail fast rather than after an hour of benchmarks.
-    pub fn open(&self) -> anyhow::Result<Option<Box<dyn export::ObjectSink>>> {
+    pub fn open(&self) -> anyhow::Result<Option<export::Store>> {
         let Some(uri) = &self.export else {
             return Ok(None);
         };
         let parameters: BTreeMap<String, String> = self.export_params.iter().cloned().collect();
         let destination = export::parse(uri, &parameters)?;
-        export::open_for_cli(destination).map(Some)
+        export::open_for_cli(destination, &self.retry()).map(Some)
     }
 
     fn retry(&self) -> Retry {
@@ -55,9 +58,9 @@ impl ExportArgs {
 
 /// Exports `dir` to `sink`; on failure says where the results are and how to retry.
 /// Returns whether the export succeeded.
-pub async fn export(dir: &Path, sink: &dyn export::ObjectSink, args: &ExportArgs) -> bool {
+pub async fn export(dir: &Path, sink: &export::Store, args: &ExportArgs) -> bool {
     eprintln!("exporting {} to {} ...", dir.display(), sink.location());
-    match export::export_dir(dir, sink, &args.retry()).await {
+    match export::export_dir(dir, sink).await {
         Ok(report) => {
             eprintln!(
                 "exported {} object(s), {} bytes, to {}{}",
@@ -94,7 +97,7 @@ pub async fn upload(dir: &Path, args: &ExportArgs) -> anyhow::Result<std::proces
     let sink = args
         .open()?
         .context("results upload needs --export URI (where to upload to)")?;
-    Ok(if export(dir, sink.as_ref(), args).await {
+    Ok(if export(dir, &sink, args).await {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE

@@ -23,6 +23,13 @@ pub struct ResultsArgs {
     /// Fewest repetitions for a case to count as stable.
     #[arg(long, global = true, default_value_t = 3)]
     pub min_repetitions: usize,
+    /// Where a results argument is an export location (`s3://bucket/prefix`,
+    /// `gs://...`, `az://...`, `file:///dir`) rather than a directory: one of its
+    /// parameters, KEY=VALUE (repeatable), e.g. `endpoint=http://127.0.0.1:9000`.
+    /// Credentials come from the environment, as for `--export`.
+    #[arg(long = "location-param", global = true, value_name = "KEY=VALUE",
+          value_parser = super::export::key_value)]
+    pub location_params: Vec<(String, String)>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -107,13 +114,19 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
         max_cv: args.max_cv,
         min_repetitions: args.min_repetitions,
     };
+    let params: std::collections::BTreeMap<String, String> =
+        args.location_params.iter().cloned().collect();
+    let load_any = |path: PathBuf| {
+        let params = params.clone();
+        async move { load_location_or_dir(&path, &params).await }
+    };
     match args.command {
         ResultsCommand::List { dir } => {
-            print!("{}", list(&load(&dir)?));
+            print!("{}", list(&load_any(dir).await?));
             Ok(ExitCode::SUCCESS)
         }
         ResultsCommand::Show { dir, headline } => {
-            let records = load(&dir)?;
+            let records = load_any(dir).await?;
             print!("{}", show(&results::group(&records, stability), headline));
             Ok(ExitCode::SUCCESS)
         }
@@ -125,8 +138,8 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             all_metrics,
             json,
         } => {
-            let before = results::group(&load(&baseline)?, stability);
-            let after = results::group(&load(&candidate)?, stability);
+            let before = results::group(&load_any(baseline).await?, stability);
+            let after = results::group(&load_any(candidate).await?, stability);
             let comparison = compare::compare(
                 &before,
                 &after,
@@ -148,7 +161,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             })
         }
         ResultsCommand::Export { dir, output } => {
-            let csv = results::csv::export(&load(&dir)?);
+            let csv = results::csv::export(&load_any(dir).await?);
             match output {
                 Some(path) => std::fs::write(&path, csv)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -166,7 +179,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             output,
             format,
         } => {
-            let cases = results::group(&load(&dir)?, stability);
+            let cases = results::group(&load_any(dir).await?, stability);
             let metric = match metric {
                 Some(metric) => metric,
                 None => cases
@@ -272,6 +285,22 @@ fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Resu
     })
 }
 
+/// The records at an export location (`s3://...`, read through object_store) or under
+/// a local path ([`load`]), sorted alike.
+pub async fn load_location_or_dir(
+    path: &Path,
+    params: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<Vec<ResultRecord>> {
+    match path.to_str() {
+        Some(uri) if crate::export::read::is_location(uri) => {
+            let mut records = crate::export::read::load(uri, params).await?;
+            sort(&mut records);
+            Ok(records)
+        }
+        _ => load(path),
+    }
+}
+
 /// Every record under `path` (a record file, or a directory searched recursively,
 /// skipping `evidence/`), sorted by set, case and repetition.
 pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
@@ -288,6 +317,12 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
             .with_context(|| format!("{} is not a result record", file.display()))?;
         records.push(record);
     }
+    sort(&mut records);
+    Ok(records)
+}
+
+/// By run, set, repetition and name.
+fn sort(records: &mut [ResultRecord]) {
     records.sort_by(|a, b| {
         let key = |r: &ResultRecord| {
             (
@@ -299,7 +334,6 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
         };
         key(a).cmp(&key(b))
     });
-    Ok(records)
 }
 
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {

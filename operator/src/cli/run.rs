@@ -72,7 +72,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let code = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
         return Ok(match (sink, output) {
             (Some(sink), Some(dir)) => {
-                if super::export::export(&dir, sink.as_ref(), &args.export).await {
+                if super::export::export(&dir, &sink, &args.export).await {
                     code
                 } else {
                     ExitCode::FAILURE
@@ -96,7 +96,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut succeeded =
         crate::cluster::run(documents, &target, &artifacts, &run_id, interrupt).await?;
     if let Some(sink) = sink {
-        succeeded &= super::export::export(&artifacts, sink.as_ref(), &args.export).await;
+        succeeded &= super::export::export(&artifacts, &sink, &args.export).await;
     }
     Ok(if succeeded {
         ExitCode::SUCCESS

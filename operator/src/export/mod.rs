@@ -1,26 +1,37 @@
-//! Export sinks: where result records and their raw evidence are copied after a run.
+//! Export sinks: where result records and their raw evidence are copied after a run, by
+//! the CLI (`run --export`, `results upload`) and by the operator (`outputLocation`).
 //!
 //! A destination is a URI plus parameters, in the shape of OME's BenchmarkJob
-//! `outputLocation {storageUri, parameters}`:
+//! `outputLocation {storageUri, parameters}`; every object store goes through the
+//! `object_store` crate:
 //!
+//! - `s3://bucket/prefix`: Amazon S3, or any S3-compatible server (MinIO, Ceph RGW,
+//!   moto, other clouds' S3 APIs) with the parameter `endpoint`
+//!   (`http(s)://host[:port]`, path-style addressing); `region` (default `us-east-1`).
+//! - `gs://bucket/prefix`: Google Cloud Storage (a service account key); `endpoint`
+//!   for an emulator.
+//! - `az://container/prefix`: Azure Blob Storage; the storage account in the parameter
+//!   `account` (or the credential `AZURE_STORAGE_ACCOUNT_NAME`); `endpoint` for Azurite.
 //! - `file:///path`: a local directory.
-//! - `pvc://claim/path`: a PersistentVolumeClaim, meaningful only where the claim is
-//!   mounted (in the cluster); the CLI rejects it with an explanation.
-//! - `s3://bucket/prefix`: Amazon S3, or any S3-compatible server with the parameter
-//!   `endpoint` (`http(s)://host[:port]`, path-style addressing); `region`
-//!   (default `us-east-1`); `secretName` (the operator's Secret reference; the CLI reads
-//!   `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN` from its environment).
-//! - `gs://bucket/prefix`: Google Cloud Storage through its S3-compatible XML API, with
-//!   HMAC keys as the access key id and secret.
-//! - `az://`: not supported yet (Azure Blob Storage has no S3-compatible API).
+//! - `pvc://claim/path`: a PersistentVolumeClaim, only meaningful where the claim is
+//!   mounted; both the CLI and the operator refuse it with an explanation (see
+//!   docs/results.md).
 //!
-//! What is written, per run id: `<prefix>/<run id>/records.jsonl`, `records.parquet` and
-//! `evidence/<sha256>.txt`. The local results directory is always written first and is
-//! never removed, so a failed upload loses nothing.
+//! Credentials are named like the environment variables of each cloud's own tools
+//! ([`Credentials::from_lookup`]): the CLI reads them from its environment, the operator
+//! from the Secret an `outputLocation` names. `Debug` redacts them and no message here
+//! contains them.
+//!
+//! What is written, per run id: `<prefix>/<run id>/<name>.jsonl` and `<name>.parquet`
+//! (`records` from the CLI, the benchmark's name from the operator) and
+//! `evidence/<sha256>.txt`, evidence first so that whoever finds the records finds their
+//! evidence. The local copy (the CLI's results directory, the operator's evidence
+//! ConfigMap and status) is never removed, so a failed upload loses nothing.
 
 pub mod format;
-pub mod s3;
-pub mod sigv4;
+pub mod http;
+pub mod read;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +39,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use futures::future::BoxFuture;
-use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::record::{Evidence, ResultRecord};
+use perfsweep_benchmarks::report::sha256_hex;
+
+pub use store::Store;
 
 /// A parsed export destination.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,61 +51,62 @@ pub enum Destination {
     Directory(PathBuf),
     /// `pvc://claim/path`.
     Claim { claim: String, path: String },
-    /// `s3://` and `gs://`.
-    S3(S3Location),
+    /// `s3://`, `gs://` and `az://`.
+    Bucket(BucketLocation),
 }
 
-/// An S3 bucket and key prefix, and how to reach it.
+/// Which object storage service a bucket is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    S3,
+    Gcs,
+    Azure,
+}
+
+impl Service {
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Self::S3 => "s3",
+            Self::Gcs => "gs",
+            Self::Azure => "az",
+        }
+    }
+}
+
+/// A bucket (an Azure container) and key prefix, and how to reach it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct S3Location {
-    /// `s3` or `gs`, as written.
-    pub uri_scheme: String,
-    /// `http` or `https`.
-    pub scheme: String,
-    /// `host[:port]` of the endpoint.
-    pub authority: String,
+pub struct BucketLocation {
+    pub service: Service,
     pub bucket: String,
     /// Without leading or trailing `/`; may be empty.
     pub prefix: String,
-    pub region: String,
-    /// `bucket.endpoint` hosts (AWS) instead of `endpoint/bucket` paths.
-    pub virtual_host: bool,
-    /// The Secret holding the credentials (in-cluster); `None` for the CLI.
+    /// `http(s)://host[:port]` of an S3-compatible server or an emulator.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// The Azure storage account.
+    pub account: Option<String>,
+    /// The Secret holding the credentials (operator only; the CLI refuses it).
     pub secret_name: Option<String>,
 }
 
-impl S3Location {
-    /// The object key of `name` under the prefix.
-    pub fn key(&self, name: &str) -> String {
-        if self.prefix.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{}/{name}", self.prefix)
-        }
-    }
-
-    /// The `Host` requests go to.
-    pub fn host(&self) -> String {
-        if self.virtual_host {
-            format!("{}.{}", self.bucket, self.authority)
-        } else {
-            self.authority.clone()
-        }
-    }
-}
-
-impl std::fmt::Display for S3Location {
+impl std::fmt::Display for BucketLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}://{}/{} (endpoint {}://{})",
-            self.uri_scheme, self.bucket, self.prefix, self.scheme, self.authority
-        )
+            "{}://{}/{}",
+            self.service.scheme(),
+            self.bucket,
+            self.prefix
+        )?;
+        if let Some(endpoint) = &self.endpoint {
+            write!(f, " (endpoint {endpoint})")?;
+        }
+        Ok(())
     }
 }
 
 /// Parameters an export destination accepts.
-const PARAMETERS: &[&str] = &["endpoint", "region", "secretName"];
+pub const PARAMETERS: &[&str] = &["endpoint", "region", "account", "secretName"];
 
 /// Parses `uri` with its `parameters` (pure: no environment, no I/O).
 pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result<Destination> {
@@ -108,13 +122,13 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
     let (scheme, rest) = uri.split_once("://").with_context(|| {
         format!("export location {uri:?} is not a URI (e.g. s3://bucket/prefix, file:///dir)")
     })?;
-    match scheme {
+    let service = match scheme {
         "file" => {
             if !rest.starts_with('/') {
                 anyhow::bail!("{uri:?}: a file URI needs an absolute path (file:///dir)");
             }
             only(parameters, &[], uri)?;
-            Ok(Destination::Directory(PathBuf::from(rest)))
+            return Ok(Destination::Directory(PathBuf::from(rest)));
         }
         "pvc" => {
             only(parameters, &[], uri)?;
@@ -122,73 +136,65 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
             if claim.is_empty() {
                 anyhow::bail!("{uri:?}: no claim name (pvc://claim/path)");
             }
-            Ok(Destination::Claim {
+            return Ok(Destination::Claim {
                 claim: claim.into(),
                 path: path.trim_matches('/').into(),
-            })
+            });
         }
-        "s3" | "gs" => {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.is_empty() {
-                anyhow::bail!("{uri:?}: no bucket ({scheme}://bucket/prefix)");
-            }
-            let gcs = scheme == "gs";
-            let region = parameters
-                .get("region")
-                .cloned()
-                // GCS's XML API takes SigV4 with the region `auto`.
-                .unwrap_or_else(|| if gcs { "auto" } else { "us-east-1" }.into());
-            let (endpoint, virtual_host) = match parameters.get("endpoint") {
-                Some(endpoint) => (endpoint.clone(), false),
-                None if gcs => ("https://storage.googleapis.com".into(), false),
-                // Virtual-hosted style is what AWS recommends; a bucket name with dots
-                // would not match the wildcard certificate, so those go path-style.
-                None => (
-                    format!("https://s3.{region}.amazonaws.com"),
-                    !bucket.contains('.'),
-                ),
-            };
-            let endpoint_uri: http::Uri = endpoint
-                .parse()
-                .with_context(|| format!("export endpoint {endpoint:?} is not a URL"))?;
-            let endpoint_scheme = endpoint_uri.scheme_str().unwrap_or_default();
-            if !matches!(endpoint_scheme, "http" | "https") {
-                anyhow::bail!("export endpoint {endpoint:?} must start with http:// or https://");
-            }
-            let authority = endpoint_uri
-                .authority()
-                .with_context(|| format!("export endpoint {endpoint:?} has no host"))?;
-            // Endpoints are printed in messages; credentials belong in the environment.
-            if authority.as_str().contains('@') {
-                anyhow::bail!(
-                    "export endpoint must not contain credentials (user:password@); \
-                     set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead"
-                );
-            }
-            if !matches!(endpoint_uri.path(), "" | "/") {
-                anyhow::bail!(
-                    "export endpoint {endpoint:?} must not have a path (the bucket is in the URI)"
-                );
-            }
-            Ok(Destination::S3(S3Location {
-                uri_scheme: scheme.into(),
-                scheme: endpoint_scheme.into(),
-                authority: authority.to_string(),
-                bucket: bucket.into(),
-                prefix: prefix.trim_matches('/').into(),
-                region,
-                virtual_host,
-                secret_name: parameters.get("secretName").cloned(),
-            }))
-        }
-        "az" | "azure" | "abfs" | "abfss" => anyhow::bail!(
-            "{uri:?}: Azure Blob Storage is not supported yet (it has no S3-compatible API); \
-             export to file:// or an S3-compatible store instead"
-        ),
+        "s3" => Service::S3,
+        "gs" => Service::Gcs,
+        "az" => Service::Azure,
         other => anyhow::bail!(
-            "{uri:?}: unsupported export scheme {other:?} (supported: file, pvc, s3, gs)"
+            "{uri:?}: unsupported export scheme {other:?} (supported: s3, gs, az, file, pvc)"
         ),
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        anyhow::bail!("{uri:?}: no bucket ({scheme}://bucket/prefix)");
     }
+    match service {
+        Service::S3 => only(parameters, &["endpoint", "region", "secretName"], uri)?,
+        Service::Gcs => only(parameters, &["endpoint", "secretName"], uri)?,
+        Service::Azure => only(parameters, &["endpoint", "account", "secretName"], uri)?,
+    }
+    let endpoint = parameters.get("endpoint").cloned();
+    if let Some(endpoint) = &endpoint {
+        check_endpoint(endpoint)?;
+    }
+    Ok(Destination::Bucket(BucketLocation {
+        service,
+        bucket: bucket.into(),
+        prefix: prefix.trim_matches('/').into(),
+        endpoint,
+        region: parameters.get("region").cloned(),
+        account: parameters.get("account").cloned(),
+        secret_name: parameters.get("secretName").cloned(),
+    }))
+}
+
+/// An endpoint is printed in messages and status: it must not carry credentials.
+fn check_endpoint(endpoint: &str) -> anyhow::Result<()> {
+    let uri: ::http::Uri = endpoint
+        .parse()
+        .with_context(|| format!("export endpoint {endpoint:?} is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        anyhow::bail!("export endpoint {endpoint:?} must start with http:// or https://");
+    }
+    let authority = uri
+        .authority()
+        .with_context(|| format!("export endpoint {endpoint:?} has no host"))?;
+    if authority.as_str().contains('@') {
+        anyhow::bail!(
+            "export endpoint must not contain credentials (user:password@); put them in \
+             the credentials (environment or Secret) instead"
+        );
+    }
+    if !matches!(uri.path(), "" | "/") {
+        anyhow::bail!(
+            "export endpoint {endpoint:?} must not have a path (the bucket is in the URI)"
+        );
+    }
+    Ok(())
 }
 
 fn only(parameters: &BTreeMap<String, String>, allowed: &[&str], uri: &str) -> anyhow::Result<()> {
@@ -198,142 +204,139 @@ fn only(parameters: &BTreeMap<String, String>, allowed: &[&str], uri: &str) -> a
     }
 }
 
-/// Object-store credentials. `Debug` redacts them, and nothing in this module puts them
-/// in an error message, a log line or a status.
+/// The credentials of one object storage service. `Debug` redacts them, and nothing in
+/// this module puts them in an error message, a log line or a status.
 #[derive(Clone)]
-pub struct Credentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
+pub enum Credentials {
+    /// S3 and S3-compatible servers.
+    Aws {
+        access_key_id: String,
+        secret_access_key: String,
+        session_token: Option<String>,
+    },
+    /// A Google service account key (its JSON).
+    Gcs { service_account_key: String },
+    /// An Azure storage account key; the account may also come from the parameters.
+    Azure {
+        account: Option<String>,
+        access_key: String,
+    },
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Credentials { <redacted> }")
+        let service = match self {
+            Self::Aws { .. } => "Aws",
+            Self::Gcs { .. } => "Gcs",
+            Self::Azure { .. } => "Azure",
+        };
+        write!(f, "Credentials::{service} {{ <redacted> }}")
+    }
+}
+
+/// The names credentials are looked up by, per service: the environment variables each
+/// cloud's own tools read, and the keys of an operator Secret.
+pub fn credential_names(service: Service) -> &'static [&'static str] {
+    match service {
+        Service::S3 => &[
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ],
+        Service::Gcs => &["GOOGLE_SERVICE_ACCOUNT_KEY"],
+        Service::Azure => &["AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY"],
     }
 }
 
 impl Credentials {
-    /// The AWS SDKs' environment variables (the CLI's source of credentials).
-    pub fn from_env() -> anyhow::Result<Self> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        match (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) {
-            (Some(access_key_id), Some(secret_access_key)) => Ok(Self {
-                access_key_id,
-                secret_access_key,
-                session_token: var("AWS_SESSION_TOKEN"),
-            }),
-            _ => anyhow::bail!(
-                "object storage export needs credentials: set AWS_ACCESS_KEY_ID and \
-                 AWS_SECRET_ACCESS_KEY (for gs://, a GCS HMAC key and secret)"
-            ),
-        }
-    }
-}
-
-/// Why one object could not be written.
-#[derive(Debug)]
-pub struct PutError {
-    pub message: String,
-    /// Whether trying again may help (connection failures, 5xx, throttling).
-    pub retryable: bool,
-}
-
-impl PutError {
-    pub fn retryable(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: true,
-        }
-    }
-
-    pub fn permanent(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-}
-
-/// Somewhere objects can be written by key.
-pub trait ObjectSink: Send + Sync {
-    fn put<'a>(
-        &'a self,
-        key: &'a str,
-        body: Bytes,
-        content_type: &'static str,
-    ) -> BoxFuture<'a, Result<(), PutError>>;
-
-    /// Where the objects go, for messages (never with credentials).
-    fn location(&self) -> String;
-}
-
-/// A local directory (`file://`).
-#[derive(Debug)]
-pub struct DirectorySink {
-    pub root: PathBuf,
-}
-
-impl DirectorySink {
-    fn write(&self, key: &str, body: &[u8]) -> Result<(), PutError> {
-        let path = self.root.join(key);
-        let fail = |what: &str, error: std::io::Error| {
-            PutError::retryable(format!("cannot {what} {}: {error}", path.display()))
+    /// The credentials for `service` by name ([`credential_names`]); `lookup` is the
+    /// environment (CLI) or a Secret's data (operator). `source` says where, for the
+    /// message when some are missing.
+    pub fn from_lookup(
+        service: Service,
+        lookup: impl Fn(&str) -> Option<String>,
+        source: &str,
+    ) -> anyhow::Result<Self> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let missing = |names: &str| {
+            anyhow::anyhow!(
+                "{} export needs credentials: set {names} in {source}",
+                service.scheme()
+            )
         };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail("create the directory of", e))?;
+        match service {
+            Service::S3 => match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+                (Some(access_key_id), Some(secret_access_key)) => Ok(Self::Aws {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: get("AWS_SESSION_TOKEN"),
+                }),
+                _ => Err(missing("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")),
+            },
+            Service::Gcs => get("GOOGLE_SERVICE_ACCOUNT_KEY")
+                .map(|service_account_key| Self::Gcs {
+                    service_account_key,
+                })
+                .ok_or_else(|| {
+                    missing("GOOGLE_SERVICE_ACCOUNT_KEY (a service account key's JSON)")
+                }),
+            Service::Azure => get("AZURE_STORAGE_ACCOUNT_KEY")
+                .map(|access_key| Self::Azure {
+                    account: get("AZURE_STORAGE_ACCOUNT_NAME"),
+                    access_key,
+                })
+                .ok_or_else(|| missing("AZURE_STORAGE_ACCOUNT_KEY")),
         }
-        // Write then rename, so a reader never sees half a file.
-        let partial = path.with_extension("partial");
-        std::fs::write(&partial, body).map_err(|e| fail("write", e))?;
-        std::fs::rename(&partial, &path).map_err(|e| fail("rename into", e))
+    }
+
+    /// The CLI's credentials: its environment. For gs://, a key file named by
+    /// GOOGLE_APPLICATION_CREDENTIALS is read when GOOGLE_SERVICE_ACCOUNT_KEY is unset.
+    pub fn from_env(service: Service) -> anyhow::Result<Self> {
+        let env = |name: &str| std::env::var(name).ok();
+        let gcs_file = || {
+            let path = env("GOOGLE_APPLICATION_CREDENTIALS")?;
+            std::fs::read_to_string(path).ok()
+        };
+        Self::from_lookup(
+            service,
+            |name| match name {
+                "GOOGLE_SERVICE_ACCOUNT_KEY" => env(name).or_else(gcs_file),
+                _ => env(name),
+            },
+            "the environment",
+        )
     }
 }
 
-impl ObjectSink for DirectorySink {
-    fn put<'a>(
-        &'a self,
-        key: &'a str,
-        body: Bytes,
-        _content_type: &'static str,
-    ) -> BoxFuture<'a, Result<(), PutError>> {
-        Box::pin(async move { self.write(key, &body) })
-    }
-
-    fn location(&self) -> String {
-        format!("file://{}", self.root.display())
-    }
-}
-
-/// Opens a sink for the CLI: credentials from the environment; `pvc://` refused, since
+/// Opens a store for the CLI: credentials from the environment; `pvc://` refused, since
 /// a claim is only reachable where it is mounted.
-pub fn open_for_cli(destination: Destination) -> anyhow::Result<Box<dyn ObjectSink>> {
+pub fn open_for_cli(destination: Destination, retry: &Retry) -> anyhow::Result<Store> {
     match destination {
-        Destination::Directory(root) => Ok(Box::new(DirectorySink { root })),
+        Destination::Directory(root) => Store::directory(&root),
         Destination::Claim { claim, .. } => anyhow::bail!(
             "pvc://{claim}/... is an in-cluster destination (a PersistentVolumeClaim is only \
              reachable where it is mounted); from the command line export to file:///path \
              or to object storage"
         ),
-        Destination::S3(location) => {
+        Destination::Bucket(location) => {
             if location.secret_name.is_some() {
                 anyhow::bail!(
                     "the export parameter secretName is for the operator; the command line \
-                     reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from its environment"
+                     reads credentials from its environment (e.g. AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY)"
                 );
             }
-            Ok(Box::new(s3::S3Sink::new(
-                location,
-                Credentials::from_env()?,
-            )?))
+            let credentials = Credentials::from_env(location.service)?;
+            Store::bucket(&location, &credentials, retry)
         }
     }
 }
 
-/// Bounded exponential backoff.
+/// Bounded exponential backoff of the requests to an object store (object_store's
+/// `RetryConfig`: server errors, throttling and connection failures are retried).
 #[derive(Clone, Debug)]
 pub struct Retry {
-    /// Attempts per object, the first included.
+    /// Attempts per request, the first included.
     pub attempts: u32,
     pub initial_delay: Duration,
     pub max_delay: Duration,
@@ -356,114 +359,112 @@ impl Default for Retry {
 pub struct Report {
     pub objects: usize,
     pub bytes: u64,
-    /// Attempts that failed and were retried (0 when everything went through at once).
+    /// Requests that failed and were retried (0 when everything went through at once).
     pub retries: u32,
 }
 
-/// Puts one object, retrying retryable failures with exponential backoff.
-pub async fn put_with_retry(
-    sink: &dyn ObjectSink,
-    key: &str,
-    body: Bytes,
-    content_type: &'static str,
-    retry: &Retry,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    let mut delay = retry.initial_delay;
-    let mut attempt = 1;
-    loop {
-        match sink.put(key, body.clone(), content_type).await {
-            Ok(()) => {
-                report.objects += 1;
-                report.bytes += body.len() as u64;
-                return Ok(());
-            }
-            Err(error) if error.retryable && attempt < retry.attempts => {
-                // The operator logs through tracing; the CLI (no subscriber) talks on stderr.
-                tracing::warn!(key, attempt, error = %error.message, "export failed; retrying");
-                eprintln!(
-                    "  export: {key}: attempt {attempt}/{} failed ({}); retrying in {:.1}s",
-                    retry.attempts,
-                    error.message,
-                    delay.as_secs_f64()
-                );
-                report.retries += 1;
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(retry.max_delay);
-                attempt += 1;
-            }
-            Err(error) => anyhow::bail!(
-                "cannot export {key} to {} (attempt {attempt} of {}): {}",
-                sink.location(),
-                retry.attempts,
-                error.message
-            ),
-        }
-    }
+/// One object to write.
+pub struct Object {
+    pub key: String,
+    pub body: Bytes,
 }
 
-/// Exports the results directory `dir` (as `perfsweep run --output` writes it: one
-/// `*.json` record per run and `evidence/`): per run id, the evidence files first (each
-/// checked against its digest), then `records.jsonl` and `records.parquet`, so whoever
-/// finds the records finds their evidence.
-pub async fn export_dir(
-    dir: &Path,
-    sink: &dyn ObjectSink,
-    retry: &Retry,
-) -> anyhow::Result<Report> {
-    let records = read_records(dir)?;
+/// The objects of one export: per run id, the evidence files (checked against their
+/// digests), then `<name>.jsonl` and `<name>.parquet` with the records.
+pub fn objects(
+    records: &[ResultRecord],
+    evidence: &BTreeMap<String, Bytes>,
+    name: &str,
+) -> anyhow::Result<Vec<Object>> {
     let mut runs: BTreeMap<&str, Vec<ResultRecord>> = BTreeMap::new();
-    for record in &records {
+    for record in records {
         runs.entry(record.run_id.as_str())
             .or_default()
             .push(record.clone());
     }
-    let mut report = Report::default();
+    let mut objects = Vec::new();
     for (run_id, records) in runs {
-        let mut evidence: Vec<&perfsweep_benchmarks::record::Evidence> =
+        let mut items: Vec<&Evidence> =
             records.iter().filter_map(|r| r.evidence.as_ref()).collect();
-        evidence.sort_by(|a, b| a.path.cmp(&b.path));
-        evidence.dedup_by(|a, b| a.path == b.path);
-        for item in evidence {
-            let path = dir.join(&item.path);
-            let body = std::fs::read(&path)
-                .with_context(|| format!("cannot read evidence {}", path.display()))?;
-            let actual = sigv4::sha256_hex(&body);
+        items.sort_by(|a, b| a.path.cmp(&b.path));
+        items.dedup_by(|a, b| a.path == b.path);
+        for item in items {
+            // Evidence too large to keep (the operator's ConfigMap limit) has only its
+            // digest; the record says so, and there is no file to upload.
+            let Some(body) = evidence.get(&item.sha256) else {
+                continue;
+            };
+            let actual = sha256_hex(body);
             if actual != item.sha256 {
                 anyhow::bail!(
                     "evidence {} has SHA-256 {actual}, its record says {}: not exporting it",
-                    path.display(),
+                    item.path,
                     item.sha256
                 );
             }
-            let key = format!("{run_id}/evidence/{}.txt", item.sha256);
-            let body = Bytes::from(body);
-            put_with_retry(sink, &key, body, "text/plain", retry, &mut report).await?;
+            objects.push(Object {
+                key: format!("{run_id}/evidence/{}.txt", item.sha256),
+                body: body.clone(),
+            });
         }
-        let lines = Bytes::from(format::json_lines(&records)?);
-        let key = format!("{run_id}/records.jsonl");
-        put_with_retry(
-            sink,
-            &key,
-            lines,
-            "application/x-ndjson",
-            retry,
-            &mut report,
-        )
-        .await?;
-        let table = Bytes::from(format::parquet(&records)?);
-        let key = format!("{run_id}/records.parquet");
-        put_with_retry(
-            sink,
-            &key,
-            table,
-            "application/vnd.apache.parquet",
-            retry,
-            &mut report,
-        )
-        .await?;
+        objects.push(Object {
+            key: format!("{run_id}/{name}.jsonl"),
+            body: Bytes::from(format::json_lines(&records)?),
+        });
+        objects.push(Object {
+            key: format!("{run_id}/{name}.parquet"),
+            body: Bytes::from(format::parquet(&records)?),
+        });
+    }
+    Ok(objects)
+}
+
+/// Writes `objects` in order, stopping at the first that fails for good (after the
+/// store's own retries).
+pub async fn write(store: &Store, objects: &[Object]) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for object in objects {
+        let outcome = store.put(&object.key, object.body.clone()).await;
+        let failures = store.take_failures();
+        for (index, failure) in failures.iter().enumerate() {
+            // The operator logs through tracing; the CLI (no subscriber) talks on stderr.
+            tracing::warn!(key = %object.key, %failure, "export request failed");
+            eprintln!(
+                "  export: {}: attempt {}/{} failed ({failure})",
+                object.key,
+                index + 1,
+                store.attempts()
+            );
+        }
+        let failed = u32::try_from(failures.len()).unwrap_or(u32::MAX);
+        if let Err(error) = outcome {
+            anyhow::bail!(
+                "cannot export {} to {} (attempt {} of {}): {error}",
+                object.key,
+                store.location(),
+                failed.max(1),
+                store.attempts()
+            );
+        }
+        report.retries += failed;
+        report.objects += 1;
+        report.bytes += object.body.len() as u64;
     }
     Ok(report)
+}
+
+/// Exports the results directory `dir` (as `perfsweep run --output` writes it: one
+/// `*.json` record per run and `evidence/`).
+pub async fn export_dir(dir: &Path, store: &Store) -> anyhow::Result<Report> {
+    let records = read_records(dir)?;
+    let mut evidence = BTreeMap::new();
+    for item in records.iter().filter_map(|r| r.evidence.as_ref()) {
+        let path = dir.join(&item.path);
+        let body = std::fs::read(&path)
+            .with_context(|| format!("cannot read evidence {}", path.display()))?;
+        evidence.insert(item.sha256.clone(), Bytes::from(body));
+    }
+    write(store, &objects(&records, &evidence, "records")?).await
 }
 
 /// The records directly in `dir` (not recursive: one run's output directory).
@@ -491,8 +492,6 @@ fn read_records(dir: &Path) -> anyhow::Result<Vec<ResultRecord>> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU32, Ordering};
-
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -500,6 +499,13 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    fn bucket(uri: &str, p: &[(&str, &str)]) -> BucketLocation {
+        match parse(uri, &params(p)) {
+            Ok(Destination::Bucket(location)) => location,
+            other => panic!("{uri}: {other:?}"),
+        }
     }
 
     #[test]
@@ -515,34 +521,29 @@ mod tests {
                 path: "perf/a".into()
             }
         );
-        let Destination::S3(aws) = parse("s3://bench/nightly/", &params(&[])).expect("s3") else {
-            panic!("not S3")
-        };
-        assert_eq!(aws.host(), "bench.s3.us-east-1.amazonaws.com");
-        assert_eq!(aws.key("r/records.jsonl"), "nightly/r/records.jsonl");
-        let Destination::S3(minio) = parse(
+        let aws = bucket("s3://bench/nightly/", &[]);
+        assert_eq!(
+            (aws.service, aws.bucket.as_str(), aws.prefix.as_str()),
+            (Service::S3, "bench", "nightly")
+        );
+        let minio = bucket(
             "s3://bench",
-            &params(&[
+            &[
                 ("endpoint", "http://127.0.0.1:9000"),
                 ("region", "eu-1"),
                 ("secretName", "s3-creds"),
-            ]),
-        )
-        .expect("s3 with endpoint") else {
-            panic!("not S3")
-        };
-        assert_eq!(
-            (minio.scheme.as_str(), minio.host(), minio.virtual_host),
-            ("http", "127.0.0.1:9000".to_owned(), false)
+            ],
         );
-        assert_eq!(minio.key("x"), "x");
+        assert_eq!(minio.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(minio.region.as_deref(), Some("eu-1"));
         assert_eq!(minio.secret_name.as_deref(), Some("s3-creds"));
-        let Destination::S3(gcs) = parse("gs://b/p", &params(&[])).expect("gs") else {
-            panic!("not S3")
-        };
+        assert_eq!(minio.prefix, "");
+        let gcs = bucket("gs://b/p/q", &[]);
+        assert_eq!((gcs.service, gcs.prefix.as_str()), (Service::Gcs, "p/q"));
+        let azure = bucket("az://results/x", &[("account", "perfacct")]);
         assert_eq!(
-            (gcs.host(), gcs.region.as_str()),
-            ("storage.googleapis.com".to_owned(), "auto")
+            (azure.service, azure.account.as_deref()),
+            (Service::Azure, Some("perfacct"))
         );
     }
 
@@ -550,114 +551,114 @@ mod tests {
     fn unsupported_or_malformed_destinations_are_explained() {
         let error =
             |uri: &str, p: &[(&str, &str)]| parse(uri, &params(p)).expect_err(uri).to_string();
-        assert!(error("az://container/x", &[]).contains("not supported yet"));
         assert!(error("ftp://x", &[]).contains("unsupported export scheme"));
         assert!(error("results/", &[]).contains("not a URI"));
         assert!(error("file://relative", &[]).contains("absolute path"));
         assert!(error("s3:///p", &[]).contains("no bucket"));
         assert!(error("s3://b", &[("endpont", "x")]).contains("unknown export parameter"));
+        assert!(error("s3://b", &[("account", "x")]).contains("takes no parameter"));
+        assert!(error("gs://b", &[("region", "x")]).contains("takes no parameter"));
         assert!(error("s3://b", &[("endpoint", "ftp://h")]).contains("http:// or https://"));
         let leaked = error("s3://b", &[("endpoint", "http://id:pw@h:9000")]);
         assert!(leaked.contains("must not contain credentials") && !leaked.contains("pw"));
         assert!(error("file:///x", &[("region", "r")]).contains("takes no parameter"));
-        let cli = open_for_cli(parse("pvc://claim/x", &params(&[])).expect("pvc"));
-        assert!(
-            cli.err()
-                .expect("refused")
-                .to_string()
-                .contains("in-cluster")
+        let cli = open_for_cli(
+            parse("pvc://claim/x", &params(&[])).expect("pvc"),
+            &Retry::default(),
         );
+        assert!(cli.expect_err("refused").to_string().contains("in-cluster"));
     }
 
     #[test]
-    fn credentials_never_show_in_debug_output() {
-        let credentials = Credentials {
-            access_key_id: "AKIDVISIBLE".into(),
-            secret_access_key: "very-secret-key".into(),
-            session_token: Some("session-token-value".into()),
-        };
-        let Destination::S3(location) = parse("s3://b/p", &params(&[])).expect("s3") else {
-            panic!("not S3")
-        };
-        let sink = s3::S3Sink::new(location, credentials.clone()).expect("sink");
-        for text in [format!("{credentials:?}"), format!("{sink:?}")] {
+    fn credentials_are_looked_up_by_the_cloud_tools_names_and_never_shown() {
+        let secret: BTreeMap<&str, &str> = [
+            ("AWS_ACCESS_KEY_ID", "AKIDVISIBLE"),
+            ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
+            ("AWS_SESSION_TOKEN", "session-token-value"),
+        ]
+        .into();
+        let lookup = |name: &str| secret.get(name).map(|v| (*v).to_owned());
+        let credentials = Credentials::from_lookup(Service::S3, lookup, "Secret s").expect("s3");
+        let store = Store::bucket(&bucket("s3://b/p", &[]), &credentials, &Retry::default())
+            .expect("store");
+        for text in [format!("{credentials:?}"), format!("{store:?}")] {
             for secret in ["AKIDVISIBLE", "very-secret-key", "session-token-value"] {
                 assert!(!text.contains(secret), "{text}");
             }
         }
+        let missing = Credentials::from_lookup(Service::Azure, lookup, "Secret s")
+            .expect_err("no Azure key")
+            .to_string();
+        assert!(
+            missing.contains("AZURE_STORAGE_ACCOUNT_KEY") && missing.contains("Secret s"),
+            "{missing}"
+        );
     }
 
-    /// Fails the first `failures` puts (retryably), then accepts.
-    struct Flaky {
-        failures: u32,
-        calls: AtomicU32,
-        permanent: bool,
+    fn record(run: &str, sha: Option<&str>) -> ResultRecord {
+        let mut value = serde_json::json!({
+            "schemaVersion": "perfsweep.io/result/v1alpha1", "runId": run,
+            "benchmark": {"kind": "IPerf", "name": "a"}, "workloadSpecDigest": "d",
+            "spec": {}, "backend": "local", "environment": {"perfsweepVersion": "0"},
+            "startedAt": "", "finishedAt": "",
+            "outcome": {"status": "failed", "reason": "R", "message": "m"}
+        });
+        if let Some(sha) = sha {
+            value["evidence"] = serde_json::json!({"sha256": sha, "bytes": 3, "path": format!("evidence/{sha}.txt")});
+        }
+        serde_json::from_value(value).expect("record")
     }
 
-    impl ObjectSink for Flaky {
-        fn put<'a>(
-            &'a self,
-            _key: &'a str,
-            _body: Bytes,
-            _content_type: &'static str,
-        ) -> BoxFuture<'a, Result<(), PutError>> {
-            let call = self.calls.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                if self.permanent {
-                    Err(PutError::permanent("HTTP 403"))
-                } else if call < self.failures {
-                    Err(PutError::retryable("HTTP 503"))
-                } else {
-                    Ok(())
-                }
-            })
-        }
-
-        fn location(&self) -> String {
-            "flaky://".into()
-        }
+    #[test]
+    fn objects_put_evidence_first_and_refuse_evidence_that_does_not_match_its_digest() {
+        let body = Bytes::from_static(b"raw");
+        let sha = sha256_hex(&body);
+        let evidence = BTreeMap::from([(sha.clone(), body)]);
+        let objects = objects(
+            &[record("r1", Some(&sha)), record("r2", None)],
+            &evidence,
+            "bench",
+        )
+        .expect("objects");
+        let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        let evidence_key = format!("r1/evidence/{sha}.txt");
+        assert_eq!(
+            keys,
+            [
+                evidence_key.as_str(),
+                "r1/bench.jsonl",
+                "r1/bench.parquet",
+                "r2/bench.jsonl",
+                "r2/bench.parquet"
+            ]
+        );
+        let tampered = BTreeMap::from([(sha.clone(), Bytes::from_static(b"changed"))]);
+        let error = super::objects(&[record("r1", Some(&sha))], &tampered, "x")
+            .err()
+            .expect("a digest mismatch");
+        assert!(error.to_string().contains("not exporting it"), "{error}");
     }
 
     #[tokio::test]
-    async fn retryable_failures_are_retried_up_to_the_bound_and_permanent_ones_not() {
-        let retry = Retry {
-            attempts: 3,
-            initial_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(2),
-        };
-        let put = |sink: &'static Flaky| async {
-            let mut report = Report::default();
-            let outcome = put_with_retry(
-                sink,
-                "k",
-                Bytes::from_static(b"x"),
-                "t",
-                &retry,
-                &mut report,
-            )
-            .await;
-            (outcome, report, sink.calls.load(Ordering::SeqCst))
-        };
-        let leak = |failures, permanent| {
-            &*Box::leak(Box::new(Flaky {
-                failures,
-                calls: AtomicU32::new(0),
-                permanent,
-            }))
-        };
-        let (outcome, report, calls) = put(leak(2, false)).await;
-        assert!(outcome.is_ok());
-        assert_eq!((report.retries, report.objects, calls), (2, 1, 3));
-        let (outcome, _, calls) = put(leak(3, false)).await;
-        assert!(
-            outcome
-                .expect_err("gave up")
-                .to_string()
-                .contains("attempt 3 of 3")
+    async fn a_directory_store_writes_objects_under_its_root() {
+        let root =
+            std::env::temp_dir().join(format!("perfsweep-export-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let store = Store::directory(&root).expect("directory store");
+        let report = write(
+            &store,
+            &[Object {
+                key: "run/a.jsonl".into(),
+                body: Bytes::from_static(b"{}\n"),
+            }],
+        )
+        .await
+        .expect("written");
+        assert_eq!((report.objects, report.bytes, report.retries), (1, 3, 0));
+        assert_eq!(
+            std::fs::read_to_string(root.join("run/a.jsonl")).expect("file"),
+            "{}\n"
         );
-        assert_eq!(calls, 3);
-        let (outcome, _, calls) = put(leak(0, true)).await;
-        assert!(outcome.is_err());
-        assert_eq!(calls, 1);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -14,6 +14,7 @@ pub mod labels;
 pub mod metrics;
 pub mod parse_error;
 pub mod plan;
+pub mod progress;
 pub mod record;
 pub mod registry;
 pub mod render;

@@ -61,10 +61,55 @@ pub struct Role {
     /// Extra environment for the commands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Environment variables whose values come from Secrets (API keys, tokens): never
+    /// in the plan, arguments, logs or status. See [`SecretEnv`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<SecretEnv>,
     /// Volumes the role's processes mount (the storage a benchmark measures). Any role
     /// may name where another role's volume is mounted with `{volume:NAME}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<RoleVolume>,
+}
+
+/// An environment variable of a role's processes taken from a key of a user's Secret.
+///
+/// On Kubernetes it is the agent container's `valueFrom.secretKeyRef` (the kubelet
+/// resolves it; the controller never reads the Secret), and the tool inherits it from
+/// the agent. The local backend has no Secrets: it copies the value from its own
+/// environment variable [`SecretEnv::local_variable`] and fails before starting
+/// anything when that is unset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretEnv {
+    /// The variable the processes see.
+    pub name: String,
+    /// The Secret, in the benchmark's namespace.
+    pub secret: String,
+    /// The key within the Secret.
+    pub key: String,
+}
+
+impl SecretEnv {
+    /// `PERFSWEEP_SECRET_<SECRET>_<KEY>`, upper-cased, other characters as `_`: where a
+    /// local run finds the value.
+    pub fn local_variable(&self) -> String {
+        let clean = |s: &str| {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect::<String>()
+        };
+        format!(
+            "PERFSWEEP_SECRET_{}_{}",
+            clean(&self.secret),
+            clean(&self.key)
+        )
+    }
 }
 
 /// A volume mounted into every process of a role.
@@ -464,6 +509,7 @@ mod tests {
             uses_devices: false,
             capabilities: Vec::new(),
             env: BTreeMap::new(),
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         };
         let roles: Vec<String> = role.referenced_roles().into_iter().collect();

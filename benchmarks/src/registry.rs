@@ -63,6 +63,10 @@ pub trait BenchmarkKind:
     /// has is its headline metric. See [`crate::metrics`].
     const METRICS: &'static [MetricDef] = &[];
 
+    /// Whether the kind's tool prints progress lines ([`crate::progress`]) worth reading
+    /// into `status.progress` while it runs.
+    const REPORTS_PROGRESS: bool = false;
+
     /// The result as named numbers, drawn from [`BenchmarkKind::METRICS`], headline first.
     fn metrics(_output: &Self::Output) -> Vec<Metric> {
         Vec::new()
@@ -90,6 +94,8 @@ pub struct KindInfo {
     image: &'static str,
     /// The metrics this kind reports, headline first.
     pub metric_defs: &'static [MetricDef],
+    /// Its tool prints progress lines for `status.progress`.
+    pub reports_progress: bool,
     metrics: fn(&Value) -> Vec<Metric>,
 }
 
@@ -125,6 +131,7 @@ impl KindInfo {
             parse_name: K::PARSE_NAME,
             image: K::IMAGE,
             metric_defs: K::METRICS,
+            reports_progress: K::REPORTS_PROGRESS,
             metrics: metrics_of::<K>,
         }
     }

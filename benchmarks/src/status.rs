@@ -64,6 +64,12 @@ pub struct BenchmarkStatus<R> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 
+    /// Where a running benchmark is, from the tool's latest progress line (for example
+    /// `iteration 2/6: D(100,100) concurrency 8: 340 requests done in 30 s`); refreshed
+    /// on the controller's periodic checks of running benchmarks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+
     /// The structured result, parsed from the tool's own output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<R>,
@@ -78,6 +84,7 @@ impl<R> Default for BenchmarkStatus<R> {
             started_at: None,
             finished_at: None,
             summary: None,
+            progress: None,
             result: None,
         }
     }

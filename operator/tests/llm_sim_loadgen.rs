@@ -166,3 +166,184 @@ async fn the_capacity_model_slows_tokens_down_under_load() {
         heavy.inter_token_latency_millis.mean
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_offers_the_asked_rate_and_reports_its_schedule_lag() {
+    let sim = simulator(|a| {
+        a.ttft_ms = 10.0;
+        a.itl_ms = 2.0;
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(8,4)".into()];
+    args.request_rates = vec![40.0];
+    args.arrivals = loadgen::ArrivalKind::Poisson;
+    args.max_requests = Some(60);
+    args.warmup_requests = Some(5);
+    let report = loadgen::execute(&args).await.expect("run");
+    assert_eq!(report.iterations.len(), 1, "only the rate: no default concurrency");
+    let iteration = &report.iterations[0];
+    assert_eq!((iteration.requests, iteration.errors), (60, 0));
+    assert_eq!(iteration.warmup_requests, 5);
+    assert_eq!(iteration.request_rate, Some(40.0));
+    assert_eq!(iteration.arrivals.as_deref(), Some("poisson"));
+    assert_eq!(sim.stats().requests, 65);
+    // 60 Poisson arrivals at 40/s take about 1.5 s (± a few tenths).
+    assert!(
+        (25.0..60.0).contains(&iteration.requests_per_second),
+        "{} req/s",
+        iteration.requests_per_second
+    );
+    let lag = iteration.schedule_lag_millis.as_ref().expect("open loop lag");
+    assert_eq!(lag.count, 60);
+    let from_send = iteration.ttft_from_send_millis.as_ref().expect("open loop");
+    assert!(from_send.mean >= 10.0 && iteration.ttft_millis.mean >= from_send.mean);
+    assert_eq!(report.best_request_rate, Some(40.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_concurrency_cap_shows_as_latency_from_the_due_time() {
+    // One request in flight at most, each taking about 50 ms, offered at 50/s: the
+    // server keeps up with 20/s, so requests queue in the client. A closed-loop style
+    // measurement from the send would report 50 ms and hide the queue.
+    let sim = simulator(|a| {
+        a.ttft_ms = 50.0;
+        a.itl_ms = 0.0;
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,2)".into()];
+    args.request_rates = vec![50.0];
+    args.arrivals = loadgen::ArrivalKind::Constant;
+    args.max_concurrency = Some(1);
+    args.max_requests = Some(20);
+    args.warmup_requests = Some(0);
+    let report = loadgen::execute(&args).await.expect("run");
+    let iteration = &report.iterations[0];
+    assert_eq!(iteration.requests, 20);
+    assert_eq!(iteration.concurrency, 1);
+    let from_send = iteration.ttft_from_send_millis.as_ref().expect("open loop");
+    assert!(
+        (50.0..60.0).contains(&from_send.mean),
+        "send to first token {} ms",
+        from_send.mean
+    );
+    // The 20th request is due at 380 ms and goes out after 19 × ~50 ms = 950 ms.
+    let lag = iteration.schedule_lag_millis.as_ref().expect("open loop");
+    assert!(lag.max > 450.0, "schedule lag {lag:?}");
+    assert!(
+        iteration.ttft_millis.p99 > iteration.ttft_from_send_millis.as_ref().map_or(0.0, |d| d.p99) + 400.0,
+        "due-to-first-token p99 {} ms vs send-to-first-token {:?}",
+        iteration.ttft_millis.p99,
+        iteration.ttft_from_send_millis
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_budget_cancels_requests_in_flight_as_cooldown() {
+    // Requests take ~200 ms (10 tokens 20 ms apart); 4 streams for 0.5 s finish two
+    // rounds, and the third is in flight when the time is up.
+    let sim = simulator(|a| {
+        a.ttft_ms = 5.0;
+        a.itl_ms = 20.0;
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,10)".into()];
+    args.concurrency = vec![4];
+    args.max_time_s = Some(0.5);
+    args.warmup_requests = Some(0);
+    let started = std::time::Instant::now();
+    let report = loadgen::execute(&args).await.expect("run");
+    let elapsed = started.elapsed();
+    let iteration = &report.iterations[0];
+    assert_eq!(iteration.cooldown_requests, 4, "{iteration:?}");
+    assert_eq!(iteration.requests, 8, "{iteration:?}");
+    assert!(iteration.duration_seconds <= 0.5, "{}", iteration.duration_seconds);
+    assert!(elapsed < std::time::Duration::from_millis(900), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warmup_by_seconds_leaves_the_first_requests_out() {
+    let sim = simulator(|a| {
+        a.ttft_ms = 20.0;
+        a.itl_ms = 1.0;
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,2)".into()];
+    args.concurrency = vec![2];
+    args.warmup_s = Some(0.2);
+    args.max_requests = Some(10);
+    let report = loadgen::execute(&args).await.expect("run");
+    let iteration = &report.iterations[0];
+    assert_eq!(iteration.requests, 10);
+    // About 0.2 s / 22 ms × 2 streams of warmup, and no default warmup on top.
+    assert!(
+        (12..=24).contains(&iteration.warmup_requests),
+        "{} warmup requests",
+        iteration.warmup_requests
+    );
+    assert_eq!(sim.stats().requests, 10 + iteration.warmup_requests);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_saturation_search_lands_on_the_simulators_knee() {
+    // Capacity 4 and 2 ms between tokens: at concurrency c > 4 the gap is 2 × c / 4 ms,
+    // so a 5.25 ms time-per-token objective holds up to c = 10 and fails from c = 11.
+    let sim = simulator(|a| {
+        a.ttft_ms = 1.0;
+        a.itl_ms = 2.0;
+        a.capacity = Some(4);
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,16)".into()];
+    args.saturate = Some(loadgen::SaturationLoad::Concurrency);
+    args.saturation_max = 64.0;
+    args.slo_tpot_ms = Some(5.25);
+    args.slo_attainment_percent = 90.0;
+    args.max_requests = Some(40);
+    let report = loadgen::execute(&args).await.expect("run");
+    let search = &report.saturation[0];
+    assert_eq!(search.load, "concurrency");
+    let found = search.max_meeting_slo.expect("a level meets the objective");
+    assert!((9.0..=11.0).contains(&found), "found {found}: {search:?}");
+    // Every probe is an iteration of the result, doubling first.
+    assert_eq!(search.iterations.len(), report.iterations.len());
+    let levels: Vec<u32> = report.iterations.iter().map(|i| i.concurrency).collect();
+    assert_eq!(&levels[..4], [1, 2, 4, 8], "{levels:?}");
+    assert!(levels.len() <= 12, "{levels:?}");
+    assert!(report.iterations.iter().any(|i| i.concurrency == found as u32));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_is_required_and_sent_as_a_bearer_header() {
+    let sim = simulator(|a| {
+        a.ttft_ms = 1.0;
+        a.itl_ms = 0.5;
+        a.api_key = Some("s3cret".into());
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,2)".into()];
+    args.concurrency = vec![2];
+    args.max_requests = Some(6);
+    args.api_key_env = "PERFSWEEP_TEST_UNSET_KEY".into();
+    // Without the key the model check is refused first...
+    let error = loadgen::execute(&args).await.expect_err("no key");
+    assert!(format!("{error:#}").contains("401"), "{error:#}");
+    // ...and every request counts as an error by its status code.
+    args.skip_model_check = true;
+    let report = loadgen::execute(&args).await.expect("run");
+    assert_eq!(report.iterations[0].errors_by_kind.get("http_401"), Some(&6));
+    assert!(report.failure.is_some());
+    // A custom header carries it just as well as the key from the environment would.
+    args.skip_model_check = false;
+    args.headers = vec!["Authorization: Bearer s3cret".into(), "X-Bench: 1".into()];
+    let report = loadgen::execute(&args).await.expect("run");
+    assert_eq!(
+        (report.iterations[0].requests, report.iterations[0].errors),
+        (6, 0)
+    );
+}

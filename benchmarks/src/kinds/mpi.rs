@@ -174,6 +174,7 @@ impl MpiJob {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         };
         let worker = Role {
@@ -199,6 +200,7 @@ impl MpiJob {
             uses_devices: true,
             capabilities: worker_capabilities,
             env: worker_env,
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         };
         Plan {

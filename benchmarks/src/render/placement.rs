@@ -142,6 +142,7 @@ mod tests {
             uses_devices,
             capabilities: Vec::new(),
             env: Default::default(),
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         }
     }

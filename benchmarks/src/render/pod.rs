@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec, Volume, VolumeMount,
+    EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec, SecretKeySelector, Volume, VolumeMount,
 };
 
 use crate::agent_env::{self, DEFAULT_CONTROL_PORT, PeerEndpoints};
@@ -185,6 +185,19 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
     if context.plan.remote_launch() {
         env.push(super::launch::token_env(&context.benchmark.name));
     }
+    // The kubelet resolves these; the agent's tool inherits them.
+    env.extend(role.secret_env.iter().map(|secret| EnvVar {
+        name: secret.name.clone(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.secret.clone(),
+                key: secret.key.clone(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }));
     env.extend([
         value(agent_env::TERMINATION_LOG, TERMINATION_LOG.to_owned()),
         value("TMPDIR", TMPDIR.to_owned()),

@@ -160,6 +160,7 @@ mod tests {
             uses_devices: false,
             capabilities: Vec::new(),
             env: Default::default(),
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         }
     }

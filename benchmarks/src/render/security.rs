@@ -118,6 +118,7 @@ mod tests {
             uses_devices: true,
             capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
             env: Default::default(),
+            secret_env: Vec::new(),
             volumes: Vec::new(),
         }
     }

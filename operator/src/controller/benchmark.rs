@@ -67,6 +67,11 @@ pub const EVIDENCE_ANNOTATION: &str = "perfsweep.io/evidence-sha256";
 
 /// How often a running benchmark is looked at even without a change.
 const RESYNC: Duration = Duration::from_secs(60);
+/// How often a running benchmark whose tool reports progress is looked at, to refresh
+/// `status.progress` (one bounded read of the result pod's log tail each time).
+const PROGRESS_EVERY: Duration = Duration::from_secs(15);
+/// Log lines read for the latest progress line.
+const PROGRESS_TAIL_LINES: i64 = 40;
 /// How soon to look again after acting on a stale copy of a benchmark.
 const STALE_RETRY: Duration = Duration::from_secs(1);
 
@@ -665,9 +670,16 @@ async fn advance<K: Benchmark>(
     }
     let (failure, evidence) = match verdict {
         Verdict::Waiting { recheck_in } | Verdict::Running { recheck_in } => {
+            let mut recheck_in = recheck_in.min(RESYNC);
             if matches!(verdict, Verdict::Running { .. }) {
                 status.phase = Some(Phase::Running);
                 status.started_at.get_or_insert(Time(now));
+                if target.info.reports_progress {
+                    if let Some(progress) = read_progress(engine, target, &prepared).await {
+                        status.progress = Some(progress);
+                    }
+                    recheck_in = recheck_in.min(PROGRESS_EVERY);
+                }
             } else if phase != Phase::Running {
                 // A benchmark that ran never goes back to Pending.
                 status.phase = Some(Phase::Pending);
@@ -699,7 +711,7 @@ async fn advance<K: Benchmark>(
                 )
                 .await;
             }
-            return Ok(Action::requeue(recheck_in.min(RESYNC)));
+            return Ok(Action::requeue(recheck_in));
         }
         Verdict::ReadResult => match read_result::<K::Result>(engine, target, &prepared).await? {
             Ok(success) => {
@@ -760,6 +772,28 @@ async fn read_result<R: DeserializeOwned>(
     ))
 }
 
+/// The latest progress line in the tail of the result pod's log; best effort (a log
+/// that cannot be read now leaves the last progress shown).
+async fn read_progress(engine: &Engine, target: &Target, prepared: &Prepared) -> Option<String> {
+    let params = LogParams {
+        container: Some(AGENT_CONTAINER.to_owned()),
+        tail_lines: Some(PROGRESS_TAIL_LINES),
+        limit_bytes: Some(64 * 1024),
+        ..LogParams::default()
+    };
+    match target
+        .api::<Pod>(&engine.ctx)
+        .logs(&prepared.result_pod, &params)
+        .await
+    {
+        Ok(log) => perfsweep_benchmarks::progress::latest(&log),
+        Err(error) => {
+            tracing::debug!(benchmark = %target.describe(), %error, "progress not readable");
+            None
+        }
+    }
+}
+
 /// What the agent of a failed result pod reported, if it got to report a failure.
 async fn reported_failure(
     engine: &Engine,
@@ -816,6 +850,7 @@ fn finished<R: Clone>(
     let mut status = status.clone();
     status.observed_generation = target.generation;
     status.finished_at = Some(Time(now));
+    status.progress = None;
     let generation = target.generation;
     match outcome {
         Ok(success) => {

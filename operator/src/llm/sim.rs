@@ -100,6 +100,10 @@ pub struct SimArgs {
     /// Append one JSON line per finished request to this file.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Require `Authorization: Bearer <key>` on the `/v1` routes (401 otherwise), as a
+    /// hosted endpoint does.
+    #[arg(long)]
+    pub api_key: Option<String>,
 }
 
 impl SimArgs {
@@ -340,6 +344,18 @@ fn error_response(status: StatusCode, message: &str) -> Response<SimBody> {
 async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<SimBody> {
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
+    if let Some(key) = &state.args.api_key
+        && path.starts_with("/v1/")
+    {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(key.as_str()) {
+            return error_response(StatusCode::UNAUTHORIZED, "missing or wrong API key");
+        }
+    }
     match (method, path.as_str()) {
         (Method::GET, "/v1/models") => {
             let data: Vec<Value> = state

@@ -15,7 +15,7 @@ use perfsweep_benchmarks::plan::{Plan, process_name};
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::process::{Child, Command};
 
 /// How local runs are made.
@@ -231,6 +231,28 @@ async fn run_plan(
         serde_json::to_string(&peers).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
     let host = hostname();
 
+    // Secrets come from our environment (there is no Secret store locally); a missing
+    // one fails the run before anything starts.
+    let mut secrets: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for role in &plan.roles {
+        for secret in &role.secret_env {
+            let variable = secret.local_variable();
+            let value = std::env::var(&variable).map_err(|_| {
+                (
+                    "SecretMissing".to_owned(),
+                    format!(
+                        "role {} needs key {:?} of Secret {:?}: set the environment variable {variable} for a local run",
+                        role.name, secret.key, secret.secret
+                    ),
+                )
+            })?;
+            secrets
+                .entry(role.name.as_str())
+                .or_default()
+                .push((secret.name.clone(), value));
+        }
+    }
+
     let mut result_process = None;
     let mut others = Vec::new();
     for (role, index) in plan.processes() {
@@ -255,6 +277,7 @@ async fn run_plan(
             .env(agent_env::VOLUMES_DIR, &volumes)
             .env(agent_env::HOST, &host)
             .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
+            .envs(secrets.get(role.name.as_str()).into_iter().flatten().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -265,11 +288,13 @@ async fn run_plan(
                 e,
             )
         })?;
+        let is_result = role.name == plan.result_role && index == 0;
         let process = AgentProcess {
             label: process_name(&role.name, index),
             child,
+            echo_progress: is_result,
         };
-        if role.name == plan.result_role && index == 0 {
+        if is_result {
             result_process = Some(process);
         } else {
             others.push(process);
@@ -331,6 +356,8 @@ async fn run_plan(
 struct AgentProcess {
     label: String,
     child: Child,
+    /// Echo the tool's progress lines (`perfsweep-progress: …`) as they arrive.
+    echo_progress: bool,
 }
 
 struct AgentOutput {
@@ -357,9 +384,26 @@ impl AgentProcess {
                 let _ = out.read_to_string(&mut stdout).await;
             }
         };
+        let echo = self.echo_progress;
         let read_err = async {
-            if let Some(mut err) = err {
-                let _ = err.read_to_string(&mut stderr).await;
+            let Some(err) = err else { return };
+            let mut lines = tokio::io::BufReader::new(err);
+            let mut line = String::new();
+            let mut first = true;
+            loop {
+                line.clear();
+                match lines.read_line(&mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if echo && let Some(text) = perfsweep_benchmarks::progress::parse(&line) {
+                    // The run's own line ("[1/3] … ...") is still open: start below it.
+                    if std::mem::take(&mut first) {
+                        eprintln!();
+                    }
+                    eprintln!("    {text}");
+                }
+                stderr.push_str(&line);
             }
         };
         tokio::join!(read_out, read_err);

@@ -65,6 +65,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: vec![volume],
     };
 
@@ -118,6 +119,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         uses_devices: false,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     Plan {

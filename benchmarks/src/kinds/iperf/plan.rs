@@ -39,6 +39,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     let client = Role {
@@ -58,6 +59,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     Plan {

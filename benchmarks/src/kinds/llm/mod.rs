@@ -134,6 +134,24 @@ pub struct Endpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     pub model_name: Option<String>,
+    /// A key of a Secret in the benchmark's namespace holding the API key, sent as
+    /// `Authorization: Bearer <key>`. It reaches the load generator as an environment
+    /// variable (never in arguments, logs or status); `perfsweep run --local` reads it
+    /// from the environment variable `PERFSWEEP_SECRET_<NAME>_<KEY>` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretKeyRef>,
+}
+
+/// One key of a Secret in the benchmark's namespace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
+    pub name: String,
+    /// The key within the Secret.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
 }
 
 /// What the requests ask the model to do.
@@ -176,6 +194,69 @@ pub struct SloSpec {
     pub attainment_percent: f64,
 }
 
+/// How open-loop requests arrive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exactly 1 / rate apart.
+    Constant,
+    /// A Poisson process: exponential intervals with mean 1 / rate.
+    #[default]
+    Poisson,
+    /// Gamma intervals with shape `burstiness` and mean 1 / rate (vLLM's
+    /// `--burstiness`): 1 is Poisson, below 1 burstier, above 1 more regular.
+    Gamma,
+}
+
+/// What a saturation search varies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SaturationLoad {
+    /// Closed-loop concurrent streams.
+    #[default]
+    Concurrency,
+    /// Open-loop requests per second (with `arrivals` and `maxConcurrency`).
+    RequestRate,
+}
+
+/// A search for the highest load that meets the SLOs: the load doubles from `start`
+/// until an iteration misses them (or `max` passes), then bisects between the highest
+/// passing and the lowest failing load; every probe is an ordinary iteration of the
+/// result, and `result.saturation` names the winner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("!has(self.start) || !has(self.max) || self.start <= self.max").message("start must be at most max").field_path(".start"))]
+#[serde(rename_all = "camelCase")]
+pub struct SaturationSpec {
+    /// `concurrency` (default) or `requestRate`.
+    #[serde(default)]
+    pub load: SaturationLoad,
+    /// The first load probed (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 1000000.0))]
+    pub start: Option<f64>,
+    /// The highest load probed (default 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 1000000.0))]
+    pub max: Option<f64>,
+    /// Iterations the search runs at most, per traffic scenario.
+    #[serde(default = "default_probes")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max_iterations: u32,
+    /// A request rate search stops when the highest passing and the lowest failing
+    /// rate are within this percentage of each other (concurrency: when adjacent).
+    #[serde(default = "default_precision")]
+    #[schemars(range(min = 0.1, max = 100.0))]
+    pub precision_percent: f64,
+}
+
+fn default_probes() -> u32 {
+    12
+}
+
+fn default_precision() -> f64 {
+    5.0
+}
+
 fn default_attainment() -> f64 {
     90.0
 }
@@ -216,8 +297,12 @@ pub struct OutputLocation {
     printcolumn = r#"{"name":"Model","type":"string","jsonPath":".spec.endpoint.modelName"}"#,
     printcolumn = r#"{"name":"Task","type":"string","jsonPath":".spec.task"}"#,
     printcolumn = r#"{"name":"Result","type":"string","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Progress","type":"string","priority":1,"jsonPath":".status.progress"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[x_kube(validation = Rule::new("!has(self.maxConcurrency) || (has(self.requestRates) && size(self.requestRates) > 0) || (has(self.saturation) && has(self.saturation.load) && self.saturation.load == 'requestRate')").message("maxConcurrency caps open-loop iterations: it needs requestRates or a requestRate saturation search").field_path(".maxConcurrency"))]
+#[x_kube(validation = Rule::new("!has(self.burstiness) || (has(self.arrivals) && self.arrivals == 'gamma')").message("burstiness is the shape of gamma arrivals: set arrivals: gamma").field_path(".burstiness"))]
+#[x_kube(validation = Rule::new("!has(self.saturation) || (has(self.slo) && (has(self.slo.ttftMillis) || has(self.slo.tpotMillis)))").message("a saturation search needs an objective: slo.ttftMillis or slo.tpotMillis").field_path(".saturation"))]
 #[serde(rename_all = "camelCase")]
 pub struct LLMInferenceSpec {
     #[serde(flatten)]
@@ -236,17 +321,52 @@ pub struct LLMInferenceSpec {
     #[schemars(length(min = 1, max = 64))]
     pub traffic_scenarios: Vec<Scenario>,
 
-    /// Concurrent streams per iteration (closed loop), one iteration per value.
-    #[serde(default = "default_concurrency")]
-    #[schemars(length(min = 1, max = 64))]
+    /// Concurrent streams per iteration (closed loop: each stream sends its next request
+    /// when the last one finished), one iteration per value. Defaults to `[1]` when
+    /// neither `requestRates` nor `saturation` is set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub num_concurrency: Vec<Concurrency>,
 
-    /// Minutes each iteration may run.
+    /// Offered loads in requests per second (open loop: requests are due on an arrival
+    /// schedule whatever the server does), one iteration per value, run after the
+    /// `numConcurrency` iterations. Latencies count from when a request was due, so a
+    /// client that falls behind cannot hide a slow server; `scheduleLagMillis` in the
+    /// result shows how late requests went out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub request_rates: Vec<RequestRate>,
+
+    /// How open-loop requests arrive: `constant`, `poisson` (default) or `gamma`.
+    #[serde(default)]
+    pub arrivals: Arrivals,
+
+    /// Shape of gamma arrivals (`arrivals: gamma`), as vLLM's `--burstiness`: 1 is
+    /// Poisson, below 1 burstier, above 1 more regular; the mean rate is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1000.0))]
+    pub burstiness: Option<f64>,
+
+    /// Open loop: requests in flight at most. A request due while the cap is full waits
+    /// for a free slot, and its latency still counts from when it was due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_concurrency: Option<u32>,
+
+    /// Search for the highest concurrency or request rate that meets the SLOs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<SaturationSpec>,
+
+    /// Minutes each iteration sends measured requests. Requests still in flight when
+    /// the time is up are cancelled and left out of the figures (counted as
+    /// `cooldownRequests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1440))]
     pub max_time_per_iteration: Option<u32>,
 
-    /// Requests each iteration sends at most.
+    /// Measured requests each iteration sends at most (warmup not included). Without it
+    /// and `maxTimePerIteration`: max(100, 4 × concurrency), or max(100, 10 seconds of
+    /// arrivals) in open loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000000))]
     pub max_requests_per_iteration: Option<u64>,
@@ -273,10 +393,17 @@ pub struct LLMInferenceSpec {
     #[schemars(range(min = 0.0, max = 100.0))]
     pub max_error_rate_percent: f64,
 
-    /// Requests per iteration not measured; defaults to one per concurrent stream.
+    /// Requests per iteration not measured; defaults to one per concurrent stream (one
+    /// second of arrivals in open loop), or none when `warmupSeconds` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1000000))]
     pub warmup_requests: Option<u64>,
+
+    /// Seconds from each iteration's start whose requests are not measured (with
+    /// `warmupRequests`, both must have passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 3600.0))]
+    pub warmup_seconds: Option<f64>,
 
     /// Extra HTTP headers sent with every request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -306,12 +433,13 @@ pub struct Scenario(
 #[serde(transparent)]
 pub struct Concurrency(#[schemars(range(min = 1, max = 1000000))] pub u32);
 
+/// One open-loop request rate, per second.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct RequestRate(#[schemars(range(min = 0.001, max = 1000000.0))] pub f64);
+
 fn default_scenarios() -> Vec<Scenario> {
     vec![Scenario("D(100,100)".into())]
-}
-
-fn default_concurrency() -> Vec<Concurrency> {
-    vec![Concurrency(1)]
 }
 
 /// Status of an LLMInference benchmark.
@@ -345,6 +473,7 @@ impl crate::registry::BenchmarkKind for LLMInference {
             .collect()
     }
     const ROLES: &'static [&'static str] = &["loadgen", "simulator"];
+    const REPORTS_PROGRESS: bool = true;
 
     fn common(spec: &LLMInferenceSpec) -> &CommonSpec {
         &spec.common
@@ -389,3 +518,68 @@ const METRICS: &[crate::metrics::MetricDef] = &[
     ),
     crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    fn errors(spec: Value) -> Vec<String> {
+        let info = crate::registry::lookup("LLMInference").expect("registered");
+        let object = json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
+            "metadata": {"name": "t", "namespace": "default"}, "spec": spec,
+        });
+        info.validate(&object)
+            .into_iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect()
+    }
+
+    fn with(extra: Value) -> Value {
+        let mut spec = json!({"endpoint": {"url": "http://vllm:8000", "modelName": "m"}});
+        if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+            spec.extend(extra);
+        }
+        spec
+    }
+
+    #[test]
+    fn open_loop_settings_validate_together() {
+        assert_eq!(
+            errors(with(json!({"requestRates": [1.5, 20], "arrivals": "gamma", "burstiness": 0.5, "maxConcurrency": 8}))),
+            Vec::<String>::new()
+        );
+        let cap_alone = errors(with(json!({"numConcurrency": [4], "maxConcurrency": 8})));
+        assert!(
+            cap_alone.iter().any(|e| e.contains("maxConcurrency caps open-loop")),
+            "{cap_alone:?}"
+        );
+        let burst = errors(with(json!({"requestRates": [1], "burstiness": 0.5})));
+        assert!(burst.iter().any(|e| e.contains("arrivals: gamma")), "{burst:?}");
+        let zero = errors(with(json!({"requestRates": [0]})));
+        assert!(!zero.is_empty(), "a zero rate is refused");
+    }
+
+    #[test]
+    fn a_saturation_search_needs_an_objective_and_sane_bounds() {
+        let no_slo = errors(with(json!({"saturation": {}})));
+        assert!(no_slo.iter().any(|e| e.contains("needs an objective")), "{no_slo:?}");
+        let attainment_only = errors(with(json!({"saturation": {}, "slo": {"attainmentPercent": 95}})));
+        assert!(!attainment_only.is_empty(), "attainment alone is no objective");
+        assert_eq!(
+            errors(with(json!({"saturation": {"load": "requestRate", "start": 1, "max": 64}, "maxConcurrency": 16, "slo": {"ttftMillis": 200}}))),
+            Vec::<String>::new()
+        );
+        let inverted = errors(with(json!({"saturation": {"start": 64, "max": 8}, "slo": {"ttftMillis": 200}})));
+        assert!(inverted.iter().any(|e| e.contains("start must be at most max")), "{inverted:?}");
+    }
+
+    #[test]
+    fn the_api_key_reference_needs_a_secret_name_and_key() {
+        let mut spec = with(json!({}));
+        spec["endpoint"]["apiKeySecretRef"] = json!({"name": "llm-key"});
+        assert!(!errors(spec.clone()).is_empty());
+        spec["endpoint"]["apiKeySecretRef"] = json!({"name": "llm-key", "key": "token"});
+        assert_eq!(errors(spec), Vec::<String>::new());
+    }
+}

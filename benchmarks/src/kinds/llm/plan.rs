@@ -11,12 +11,17 @@
 //!   model name defaults to the InferenceService's name.
 
 use super::result::{FORMAT, LLMInferenceResult};
-use super::{Api, LLMInferenceSpec, SimulatorSpec, Task};
+use super::{Api, Arrivals, LLMInferenceSpec, SaturationLoad, SimulatorSpec, Task};
 use crate::parse_error::ParseError;
-use crate::plan::{Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role};
+use crate::plan::{
+    Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, SecretEnv,
+};
 
 /// The package the roles' program (`perfsweep`, run as the agent itself) comes from.
 const PACKAGE: &str = "perfsweep";
+
+/// The variable the load generator reads the API key from (`--api-key-env`).
+pub const API_KEY_ENV: &str = "PERFSWEEP_API_KEY";
 
 /// The model name the simulator serves unless the spec names one.
 pub const SIMULATOR_MODEL: &str = "perfsweep-sim";
@@ -108,6 +113,63 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     for concurrency in &spec.num_concurrency {
         args.extend(["--concurrency".into(), concurrency.0.to_string()]);
     }
+    for rate in &spec.request_rates {
+        args.extend(["--request-rate".into(), rate.0.to_string()]);
+    }
+    let open_loop = !spec.request_rates.is_empty()
+        || spec
+            .saturation
+            .as_ref()
+            .is_some_and(|s| s.load == SaturationLoad::RequestRate);
+    if open_loop {
+        let arrivals = match spec.arrivals {
+            Arrivals::Constant => "constant",
+            Arrivals::Poisson => "poisson",
+            Arrivals::Gamma => "gamma",
+        };
+        args.extend(["--arrivals".into(), arrivals.into()]);
+        if let Some(burstiness) = spec.burstiness {
+            args.extend(["--burstiness".into(), burstiness.to_string()]);
+        }
+        if let Some(cap) = spec.max_concurrency {
+            args.extend(["--max-concurrency".into(), cap.to_string()]);
+        }
+    }
+    if let Some(saturation) = &spec.saturation {
+        args.extend([
+            "--saturate".into(),
+            match saturation.load {
+                SaturationLoad::Concurrency => "concurrency",
+                SaturationLoad::RequestRate => "rate",
+            }
+            .into(),
+            "--saturation-probes".into(),
+            saturation.max_iterations.to_string(),
+            "--saturation-precision".into(),
+            (saturation.precision_percent / 100.0).to_string(),
+        ]);
+        if let Some(start) = saturation.start {
+            args.extend(["--saturation-start".into(), start.to_string()]);
+        }
+        if let Some(max) = saturation.max {
+            args.extend(["--saturation-max".into(), max.to_string()]);
+        }
+    }
+    if let Some(seconds) = spec.warmup_seconds {
+        args.extend(["--warmup-s".into(), seconds.to_string()]);
+    }
+    let secret_env: Vec<SecretEnv> = spec
+        .endpoint
+        .api_key_secret_ref
+        .iter()
+        .map(|secret| SecretEnv {
+            name: API_KEY_ENV.into(),
+            secret: secret.name.clone(),
+            key: secret.key.clone(),
+        })
+        .collect();
+    // Only the variable's name is an argument; its value never is.
+    args.extend(["--api-key-env".into(), API_KEY_ENV.into()]);
     if let Some(minutes) = spec.max_time_per_iteration {
         args.extend(["--max-time-s".into(), (u64::from(minutes) * 60).to_string()]);
     }
@@ -156,6 +218,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         uses_devices: false,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env,
         volumes: Vec::new(),
     }];
     if let Some(sim) = simulator {
@@ -211,6 +274,7 @@ fn simulator_role(sim: &SimulatorSpec, model: &str) -> Role {
         uses_devices: false,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     }
 }
@@ -347,5 +411,85 @@ mod tests {
         assert_eq!(parse(" \n"), Err(ParseError::Empty));
         assert!(parse("{\"format\": \"other\"}").is_err());
         assert!(parse("no json").is_err());
+    }
+
+    #[test]
+    fn request_rates_run_open_loop_with_their_arrivals_and_cap() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "requestRates": [2.5, 10],
+            "arrivals": "gamma",
+            "burstiness": 0.5,
+            "maxConcurrency": 32,
+            "warmupSeconds": 3.0,
+            "maxTimePerIteration": 2,
+        })))
+        .expect("plan");
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        for part in [
+            "--request-rate 2.5 --request-rate 10",
+            "--arrivals gamma --burstiness 0.5 --max-concurrency 32",
+            "--warmup-s 3",
+            "--max-time-s 120",
+        ] {
+            assert!(args.contains(part), "{part:?} not in {args}");
+        }
+        assert!(!args.contains("--concurrency"), "{args}");
+    }
+
+    #[test]
+    fn closed_loop_alone_leaves_open_loop_settings_out() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+        })))
+        .expect("plan");
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        assert!(!args.contains("--arrivals") && !args.contains("--saturate"), "{args}");
+        assert!(!args.contains("--concurrency"), "the loadgen's default of 1: {args}");
+    }
+
+    #[test]
+    fn a_saturation_search_passes_its_bounds() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "saturation": {"load": "requestRate", "start": 4, "max": 400, "maxIterations": 9, "precisionPercent": 10},
+            "maxConcurrency": 64,
+            "slo": {"tpotMillis": 50},
+        })))
+        .expect("plan");
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        for part in [
+            "--saturate rate --saturation-probes 9 --saturation-precision 0.1",
+            "--saturation-start 4 --saturation-max 400",
+            "--arrivals poisson --max-concurrency 64",
+            "--slo-tpot-ms 50",
+        ] {
+            assert!(args.contains(part), "{part:?} not in {args}");
+        }
+    }
+
+    #[test]
+    fn the_api_key_comes_from_the_secret_as_an_environment_variable_only() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "https://api.example", "modelName": "m",
+                         "apiKeySecretRef": {"name": "llm-key", "key": "token"}},
+        })))
+        .expect("plan");
+        let loadgen = plan.role("loadgen").expect("loadgen");
+        assert_eq!(
+            loadgen.secret_env,
+            [SecretEnv {
+                name: API_KEY_ENV.into(),
+                secret: "llm-key".into(),
+                key: "token".into()
+            }]
+        );
+        assert_eq!(
+            loadgen.secret_env[0].local_variable(),
+            "PERFSWEEP_SECRET_LLM_KEY_TOKEN"
+        );
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        assert!(args.contains("--api-key-env PERFSWEEP_API_KEY"), "{args}");
+        assert!(!args.contains("llm-key"), "{args}");
     }
 }

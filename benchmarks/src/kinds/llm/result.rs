@@ -50,8 +50,24 @@ pub struct Goodput {
 pub struct Iteration {
     /// The traffic scenario, genai-bench syntax.
     pub scenario: String,
-    /// Concurrent streams (closed loop).
+    /// Concurrent streams (closed loop); the concurrency cap in open loop, 0 without one.
     pub concurrency: u32,
+    /// Open loop: the offered load, requests per second (absent in closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_rate: Option<f64>,
+    /// Open loop: how arrivals were spread: `constant`, `poisson` or `gamma`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<String>,
+    /// Open loop with gamma arrivals: the shape (burstiness factor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
+    /// Requests sent before measuring began (`warmupRequests`, `warmupSeconds`).
+    #[serde(default)]
+    pub warmup_requests: u64,
+    /// Measured requests still in flight when the iteration's time ran out: cancelled
+    /// and left out of every figure (cooldown).
+    #[serde(default)]
+    pub cooldown_requests: u64,
     /// Measured requests that succeeded (warmup excluded).
     pub requests: u64,
     /// Measured requests that failed.
@@ -88,11 +104,37 @@ pub struct Iteration {
     pub inter_token_latency_millis: Distribution,
     /// Time per output token after the first: (end-to-end - TTFT) / (output tokens - 1).
     pub tpot_millis: Distribution,
-    /// From sending the request to its last byte.
+    /// From sending the request to its last byte. In open loop, this and the time to
+    /// first (and second) token count from when the request was due, not from when the
+    /// client got to send it, so a client that fell behind cannot hide a slow server.
     pub e2e_latency_millis: Distribution,
+    /// Open loop: time to first token from the actual send (the server's share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_send_millis: Option<Distribution>,
+    /// Open loop: how late requests went out after they were due (a full concurrency
+    /// cap, or a client that could not keep up). A p99 above a few milliseconds means the
+    /// offered load was not what was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag_millis: Option<Distribution>,
     /// Requests that met the SLOs, when SLOs are set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
+}
+
+/// One saturation search: the highest load that met the objectives.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Saturation {
+    /// The traffic scenario searched.
+    pub scenario: String,
+    /// What was varied: `concurrency` or `requestRate`.
+    pub load: String,
+    /// The highest load whose iteration met the objectives; absent when even the
+    /// starting load missed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_meeting_slo: Option<f64>,
+    /// Indices into `iterations` of the probes, in the order run.
+    pub iterations: Vec<usize>,
 }
 
 /// Service level objectives a request must meet to count for goodput.
@@ -135,6 +177,9 @@ pub struct LLMInferenceResult {
     /// Every iteration, in the order run.
     #[serde(default)]
     pub iterations: Vec<Iteration>,
+    /// Saturation searches, one per traffic scenario, when the spec asked for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub saturation: Vec<Saturation>,
     /// Index into `iterations` of the headline: the highest output token throughput
     /// among iterations meeting the SLO attainment (every iteration without SLOs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,9 +190,12 @@ pub struct LLMInferenceResult {
     /// Mean time to first token in milliseconds, best iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_mean_millis: Option<f64>,
-    /// Concurrency of the best iteration.
+    /// Concurrency of the best iteration (closed loop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_concurrency: Option<u32>,
+    /// Request rate of the best iteration (open loop), per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_request_rate: Option<f64>,
     /// Failed requests / all measured requests, percent, over the whole run.
     #[serde(default)]
     pub error_rate_percent: f64,
@@ -165,25 +213,34 @@ impl LLMInferenceResult {
             (None, Some(ttft)) => format!("TTFT {ttft:.1} ms"),
             (None, None) => String::new(),
         };
-        if let Some(concurrency) = self.best_concurrency {
+        if let Some(rate) = self.best_request_rate {
+            text.push_str(&format!(" at {rate} req/s"));
+        } else if let Some(concurrency) = self.best_concurrency {
             text.push_str(&format!(" at concurrency {concurrency}"));
         }
         text
     }
 
+    /// Whether an iteration met the objectives: its attainment reaches the required
+    /// percentage (every iteration with requests does without objectives).
+    pub fn meets_slo(&self, iteration: &Iteration) -> bool {
+        if iteration.requests == 0 {
+            return false;
+        }
+        match (self.slo.as_ref().map(|s| s.attainment_percent), &iteration.goodput) {
+            (Some(required), Some(goodput)) => goodput.attainment_percent >= required,
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
     /// Picks the headline iteration and copies its figures to the top level.
     pub fn choose_best(&mut self) {
-        let required = self.slo.as_ref().map(|s| s.attainment_percent);
         let best = self
             .iterations
             .iter()
             .enumerate()
-            .filter(|(_, it)| it.requests > 0)
-            .filter(|(_, it)| match (required, &it.goodput) {
-                (Some(required), Some(goodput)) => goodput.attainment_percent >= required,
-                (Some(_), None) => false,
-                (None, _) => true,
-            })
+            .filter(|(_, it)| self.meets_slo(it))
             .max_by(|a, b| {
                 a.1.output_tokens_per_second
                     .total_cmp(&b.1.output_tokens_per_second)
@@ -193,6 +250,9 @@ impl LLMInferenceResult {
         let best = best.and_then(|i| self.iterations.get(i));
         self.output_tokens_per_second = best.map(|it| it.output_tokens_per_second);
         self.ttft_mean_millis = best.map(|it| it.ttft_millis.mean);
-        self.best_concurrency = best.map(|it| it.concurrency);
+        self.best_request_rate = best.and_then(|it| it.request_rate);
+        self.best_concurrency = best
+            .filter(|it| it.request_rate.is_none())
+            .map(|it| it.concurrency);
     }
 }

@@ -56,6 +56,7 @@ pub fn plan(spec: &PyTorchSpec) -> Result<Plan, PlanError> {
         uses_devices: true,
         capabilities: Vec::new(),
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     Ok(Plan {

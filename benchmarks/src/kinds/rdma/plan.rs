@@ -60,6 +60,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         uses_devices: true,
         capabilities: vec!["IPC_LOCK".into()],
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     let client = Role {
@@ -75,6 +76,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         uses_devices: true,
         capabilities: vec!["IPC_LOCK".into()],
         env: Default::default(),
+        secret_env: Vec::new(),
         volumes: Vec::new(),
     };
     Plan {

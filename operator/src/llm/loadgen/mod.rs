@@ -1,27 +1,33 @@
 //! `perfsweep loadgen`: a load generator for OpenAI-compatible inference endpoints.
 //!
-//! Closed loop: for every traffic scenario and every concurrency level, that many
-//! workers each keep one request in flight on their own keep-alive connection until the
-//! iteration's request budget or time is used up. Each worker records into its own HDR
-//! histograms, merged when the iteration ends. The first requests of an iteration (one
-//! per stream by default: they open the connections) are warmup and not measured.
-//! The result is one JSON document ([`LLMInferenceResult`]) on standard output.
+//! For every traffic scenario: one closed-loop iteration per concurrency level (that
+//! many workers each keep one request in flight on their own keep-alive connection),
+//! then one open-loop iteration per request rate (requests due on a seeded arrival
+//! schedule, latency counted from when they were due; see [`schedule`]), then an
+//! optional saturation search ([`saturation`]) whose probes are ordinary iterations.
+//! Budgets, warmup and cooldown are in [`loops`]. Every iteration records into HDR
+//! histograms. The result is one JSON document ([`LLMInferenceResult`]) on standard
+//! output; progress lines (`perfsweep-progress: …`) go to standard error.
 
 pub mod http;
+mod loops;
+mod progress;
+pub mod saturation;
+pub mod schedule;
 pub mod sse;
 pub mod stats;
 pub mod workload;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use perfsweep_benchmarks::kinds::llm::result::{self, LLMInferenceResult, SloReport};
+use perfsweep_benchmarks::kinds::llm::result::{
+    self, Iteration, LLMInferenceResult, Saturation, SloReport,
+};
 use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
 use serde_json::{Map, Value};
-use std::sync::OnceLock;
 use tokio::time::Instant;
 
 use crate::llm::rng::Rng;
@@ -35,6 +41,27 @@ pub enum Api {
     #[default]
     Chat,
     Completions,
+}
+
+/// How open-loop arrivals are spread in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrivalKind {
+    /// Exactly 1 / rate apart.
+    Constant,
+    /// Exponential intervals (a Poisson process).
+    #[default]
+    Poisson,
+    /// Gamma intervals with shape `--burstiness` (vLLM's `--burstiness`).
+    Gamma,
+}
+
+/// What a saturation search varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SaturationLoad {
+    /// Closed-loop concurrency.
+    Concurrency,
+    /// Open-loop request rate (with `--arrivals` and `--max-concurrency`).
+    Rate,
 }
 
 /// Settings of the load generator.
@@ -54,18 +81,56 @@ pub struct LoadgenArgs {
     /// Traffic scenarios in genai-bench syntax, one iteration group each.
     #[arg(long = "scenario", default_value = "D(100,100)")]
     pub scenarios: Vec<String>,
-    /// Concurrency levels, one iteration each.
-    #[arg(long = "concurrency", default_value = "1")]
+    /// Closed-loop concurrency levels, one iteration each; `1` when no rate and no
+    /// saturation search is given either.
+    #[arg(long = "concurrency")]
     pub concurrency: Vec<u32>,
-    /// Seconds each iteration may send requests (after warmup).
+    /// Open-loop request rates per second, one iteration each (after the concurrency
+    /// levels).
+    #[arg(long = "request-rate")]
+    pub request_rates: Vec<f64>,
+    /// How open-loop arrivals are spread.
+    #[arg(long, value_enum, default_value_t = ArrivalKind::Poisson)]
+    pub arrivals: ArrivalKind,
+    /// Shape of gamma arrivals: 1 is Poisson, below 1 burstier, above 1 more regular.
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Open loop: requests in flight at most. A request due while the cap is full waits,
+    /// and its latency still counts from when it was due.
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
+    /// Seconds each iteration may send measured requests; requests still in flight when
+    /// they are up are cancelled and counted as cooldown.
     #[arg(long)]
     pub max_time_s: Option<f64>,
-    /// Measured requests per iteration; without it or --max-time-s, max(100, 4 × concurrency).
+    /// Measured requests per iteration; without it or --max-time-s, max(100, 4 ×
+    /// concurrency) in closed loop and max(100, 10 s of arrivals) in open loop.
     #[arg(long)]
     pub max_requests: Option<u64>,
-    /// Requests per iteration excluded from the figures; default one per stream.
+    /// Requests per iteration excluded from the figures; default one per stream (closed
+    /// loop) or one second of arrivals (open loop), none when --warmup-s is given.
     #[arg(long)]
     pub warmup_requests: Option<u64>,
+    /// Seconds from an iteration's start whose requests are excluded from the figures.
+    #[arg(long)]
+    pub warmup_s: Option<f64>,
+    /// Search for the highest load meeting the SLOs (needs --slo-ttft-ms or
+    /// --slo-tpot-ms); its probes follow the listed iterations.
+    #[arg(long, value_enum)]
+    pub saturate: Option<SaturationLoad>,
+    /// First load the search probes (default 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub saturation_start: f64,
+    /// Highest load the search probes.
+    #[arg(long, default_value_t = 1024.0)]
+    pub saturation_max: f64,
+    /// Iterations the search runs at most.
+    #[arg(long, default_value_t = 12)]
+    pub saturation_probes: u32,
+    /// A rate search stops when the highest passing and lowest failing rates are within
+    /// this fraction of each other.
+    #[arg(long, default_value_t = 0.05)]
+    pub saturation_precision: f64,
     /// Extra request body fields, `key=value`; values are JSON-decoded when they parse.
     #[arg(long = "param")]
     pub params: Vec<String>,
@@ -103,9 +168,12 @@ pub struct LoadgenArgs {
     /// Write the JSON result here instead of standard output.
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
-    /// Print a line per iteration on standard error.
+    /// Print progress lines and a line per iteration on standard error.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub progress: bool,
+    /// Seconds between progress lines within an iteration.
+    #[arg(long, default_value_t = 5.0)]
+    pub progress_interval_s: f64,
 }
 
 impl LoadgenArgs {
@@ -170,6 +238,31 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     }
     if args.concurrency.contains(&0) {
         bail!("concurrency levels must be at least 1");
+    }
+    if let Some(rate) = args
+        .request_rates
+        .iter()
+        .find(|r| !(r.is_finite() && **r > 0.0))
+    {
+        bail!("--request-rate {rate}: rates must be positive");
+    }
+    if !(args.burstiness.is_finite() && args.burstiness > 0.0) {
+        bail!("--burstiness {}: must be positive", args.burstiness);
+    }
+    if args.max_concurrency == Some(0) {
+        bail!("--max-concurrency must be at least 1");
+    }
+    if args.saturate.is_some() {
+        if args.slo_ttft_ms.is_none() && args.slo_tpot_ms.is_none() {
+            bail!("--saturate needs an objective: --slo-ttft-ms or --slo-tpot-ms");
+        }
+        if !(args.saturation_start > 0.0 && args.saturation_start <= args.saturation_max) {
+            bail!(
+                "--saturation-start {} must be positive and at most --saturation-max {}",
+                args.saturation_start,
+                args.saturation_max
+            );
+        }
     }
     let mut params = Map::new();
     for param in &args.params {
@@ -249,34 +342,35 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         }),
         ..Default::default()
     };
+    let concurrency_levels = if args.concurrency.is_empty()
+        && args.request_rates.is_empty()
+        && args.saturate.is_none()
+    {
+        vec![1]
+    } else {
+        args.concurrency.clone()
+    };
+    let listed = concurrency_levels.len() + args.request_rates.len();
+    let mut progress = progress::Progress::new(
+        args.progress,
+        Duration::from_secs_f64(args.progress_interval_s.max(0.1)),
+        scenarios.len() * listed,
+        args.saturate.map_or(0, |_| scenarios.len() * args.saturation_probes as usize),
+    );
+    let loads = concurrency_levels
+        .iter()
+        .map(|&c| Load::Closed(c))
+        .chain(args.request_rates.iter().map(|&r| Load::Open(r)));
+    let loads: Vec<Load> = loads.collect();
     for (scenario_index, scenario) in scenarios.iter().enumerate() {
-        for &concurrency in &args.concurrency {
-            let budget = Budget {
-                warmup: args.warmup_requests.unwrap_or(concurrency as u64),
-                requests: match (args.max_requests, args.max_time_s) {
-                    (Some(n), _) => Some(n),
-                    (None, Some(_)) => None,
-                    (None, None) => Some((concurrency as u64 * 4).max(100)),
-                },
-                time: args.max_time_s.map(Duration::from_secs_f64),
-            };
-            let iteration_seed = shared.seed ^ ((scenario_index as u64) << 32) ^ concurrency as u64;
-            let recorder =
-                closed_loop(&shared, scenario, concurrency, &budget, iteration_seed).await;
-            let iteration = recorder.summary(scenario.to_string(), concurrency, &shared.slo);
-            if args.progress {
-                eprintln!(
-                    "{scenario} concurrency {concurrency}: {} requests, {} errors, {:.1} req/s, {:.0} output tok/s, TTFT mean {:.2} ms p99 {:.2} ms, ITL mean {:.2} ms",
-                    iteration.requests,
-                    iteration.errors,
-                    iteration.requests_per_second,
-                    iteration.output_tokens_per_second,
-                    iteration.ttft_millis.mean,
-                    iteration.ttft_millis.p99,
-                    iteration.inter_token_latency_millis.mean,
-                );
-            }
+        for &load in &loads {
+            let iteration =
+                run_iteration(&shared, args, scenario, scenario_index, load, &mut progress).await;
             report.iterations.push(iteration);
+        }
+        if let Some(kind) = args.saturate {
+            let search = saturate(&shared, args, scenario, scenario_index, kind, &mut report, &mut progress).await;
+            report.saturation.push(search);
         }
     }
     let ok: u64 = report.iterations.iter().map(|i| i.requests).sum();
@@ -308,78 +402,149 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     Ok(report)
 }
 
-/// How much one iteration sends.
-struct Budget {
-    warmup: u64,
-    requests: Option<u64>,
-    time: Option<Duration>,
+/// The load of one iteration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Load {
+    /// Closed loop at this concurrency.
+    Closed(u32),
+    /// Open loop at this many requests per second.
+    Open(f64),
 }
 
-/// Hands out request tickets until the budget is used up.
-struct Tickets {
-    next: AtomicU64,
-    measured_from: OnceLock<Instant>,
-}
-
-impl Tickets {
-    fn take(&self, budget: &Budget) -> Option<u64> {
-        if let (Some(time), Some(start)) = (budget.time, self.measured_from.get())
-            && start.elapsed() >= time
-        {
-            return None;
-        }
-        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
-        if let Some(requests) = budget.requests
-            && ticket >= budget.warmup + requests
-        {
-            return None;
-        }
-        if ticket >= budget.warmup {
-            self.measured_from.get_or_init(Instant::now);
-        }
-        Some(ticket)
-    }
-}
-
-async fn closed_loop(
-    shared: &Arc<Shared>,
-    scenario: &TrafficScenario,
-    concurrency: u32,
-    budget: &Budget,
-    seed: u64,
-) -> Recorder {
-    let tickets = Arc::new(Tickets {
-        next: AtomicU64::new(0),
-        measured_from: OnceLock::new(),
-    });
-    let budget = Arc::new(Budget {
-        warmup: budget.warmup,
-        requests: budget.requests,
-        time: budget.time,
-    });
-    // One recorder per iteration, shared: a worker locks it once per finished request.
-    // (Per-worker HDR histograms would cost ~1 MiB per stream at high concurrency.)
-    let recorder = Arc::new(Mutex::new(Recorder::default()));
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..concurrency {
-        let recorder = recorder.clone();
-        let shared = shared.clone();
-        let tickets = tickets.clone();
-        let budget = budget.clone();
-        let scenario = *scenario;
-        workers.spawn(async move {
-            let mut worker = Worker::new(shared, recorder);
-            while let Some(ticket) = tickets.take(&budget) {
-                worker
-                    .request(&scenario, seed, ticket, ticket >= budget.warmup)
-                    .await;
+impl Load {
+    fn describe(self, args: &LoadgenArgs) -> String {
+        match self {
+            Load::Closed(concurrency) => format!("concurrency {concurrency}"),
+            Load::Open(rate) => {
+                let cap = args
+                    .max_concurrency
+                    .map(|c| format!(", at most {c} in flight"))
+                    .unwrap_or_default();
+                format!("{rate} req/s {}{cap}", arrivals_name(args))
             }
-        });
+        }
     }
-    while workers.join_next().await.is_some() {}
-    match recorder.lock() {
-        Ok(mut recorder) => std::mem::take(&mut *recorder),
-        Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+}
+
+fn arrivals_name(args: &LoadgenArgs) -> &'static str {
+    match args.arrivals {
+        ArrivalKind::Constant => "constant",
+        ArrivalKind::Poisson => "poisson",
+        ArrivalKind::Gamma => "gamma",
+    }
+}
+
+/// Runs one iteration and summarizes it.
+async fn run_iteration(
+    shared: &Arc<Shared>,
+    args: &LoadgenArgs,
+    scenario: &TrafficScenario,
+    scenario_index: usize,
+    load: Load,
+    progress: &mut progress::Progress,
+) -> Iteration {
+    let (streams, default_requests, default_warmup) = match load {
+        Load::Closed(c) => (c as u64, (c as u64 * 4).max(100), c as u64),
+        Load::Open(rate) => (
+            args.max_concurrency.map_or(0, u64::from),
+            ((rate * 10.0).ceil() as u64).max(100),
+            (rate.ceil() as u64).max(1),
+        ),
+    };
+    let budget = loops::Budget {
+        warmup: args
+            .warmup_requests
+            .unwrap_or(if args.warmup_s.is_some() { 0 } else { default_warmup }),
+        warmup_time: Duration::from_secs_f64(args.warmup_s.unwrap_or(0.0).max(0.0)),
+        requests: match (args.max_requests, args.max_time_s) {
+            (Some(n), _) => Some(n),
+            (None, Some(_)) => None,
+            (None, None) => Some(default_requests),
+        },
+        time: args.max_time_s.map(|s| Duration::from_secs_f64(s.max(0.0))),
+    };
+    let load_seed = match load {
+        Load::Closed(c) => c as u64,
+        Load::Open(rate) => rate.to_bits(),
+    };
+    let seed = shared.seed ^ ((scenario_index as u64) << 32) ^ load_seed;
+    let recorder = Arc::new(Mutex::new(stats::Recorder::default()));
+    let ticker = progress.start(format!("{scenario} {}", load.describe(args)), &recorder);
+    let outcome = match load {
+        Load::Closed(concurrency) => {
+            loops::closed(shared, scenario, concurrency, budget, seed, &recorder).await
+        }
+        Load::Open(rate) => {
+            let arrivals = match args.arrivals {
+                ArrivalKind::Constant => schedule::Arrivals::Constant,
+                ArrivalKind::Poisson => schedule::Arrivals::Poisson,
+                ArrivalKind::Gamma => schedule::Arrivals::Gamma(args.burstiness),
+            };
+            let open = loops::OpenLoad {
+                rate,
+                arrivals,
+                max_concurrency: args.max_concurrency,
+            };
+            loops::open(shared, scenario, open, budget, seed, &recorder).await
+        }
+    };
+    ticker.abort();
+    let mut iteration =
+        outcome
+            .recorder
+            .summary(scenario.to_string(), streams as u32, &shared.slo);
+    iteration.warmup_requests = outcome.warmup_requests;
+    iteration.cooldown_requests = outcome.cooldown_requests;
+    if let Load::Open(rate) = load {
+        iteration.request_rate = Some(rate);
+        iteration.arrivals = Some(arrivals_name(args).into());
+        iteration.burstiness = (args.arrivals == ArrivalKind::Gamma).then_some(args.burstiness);
+    }
+    progress.finished(&iteration);
+    iteration
+}
+
+/// Probes loads until the search settles; returns the search's record.
+async fn saturate(
+    shared: &Arc<Shared>,
+    args: &LoadgenArgs,
+    scenario: &TrafficScenario,
+    scenario_index: usize,
+    kind: SaturationLoad,
+    report: &mut LLMInferenceResult,
+    progress: &mut progress::Progress,
+) -> Saturation {
+    let integer = kind == SaturationLoad::Concurrency;
+    let mut search = saturation::Search::new(
+        args.saturation_start,
+        args.saturation_max,
+        integer,
+        args.saturation_precision,
+        args.saturation_probes.max(1),
+    );
+    let mut indices = Vec::new();
+    progress.search_started();
+    while let Some(value) = search.next() {
+        let load = match kind {
+            SaturationLoad::Concurrency => Load::Closed(value as u32),
+            SaturationLoad::Rate => Load::Open(value),
+        };
+        let iteration = run_iteration(shared, args, scenario, scenario_index, load, progress).await;
+        let meets = report.meets_slo(&iteration);
+        search.record(value, meets);
+        indices.push(report.iterations.len());
+        report.iterations.push(iteration);
+    }
+    progress.search_done(indices.len(), args.saturation_probes as usize);
+    Saturation {
+        scenario: scenario.to_string(),
+        load: match kind {
+            SaturationLoad::Concurrency => "concurrency",
+            SaturationLoad::Rate => "requestRate",
+        }
+        .into(),
+        max_meeting_slo: search.highest_passing(),
+        iterations: indices,
     }
 }
 
@@ -460,6 +625,7 @@ impl Worker {
         seed: u64,
         ticket: u64,
         measured: bool,
+        scheduled: Option<Instant>,
     ) {
         let input_tokens = self.build(scenario, seed, ticket);
         let sent = Instant::now();
@@ -492,6 +658,7 @@ impl Worker {
                 };
                 let sample = Sample {
                     sent,
+                    scheduled,
                     done,
                     token_times: &self.stream.token_times,
                     input_tokens: input,
@@ -499,13 +666,15 @@ impl Worker {
                     estimated: estimated_output || estimated_input,
                 };
                 if let Ok(mut recorder) = self.recorder.lock() {
+                    recorder.schedule_lag(scheduled, sent);
                     recorder.success(&sample, &self.shared.slo);
                 }
             }
             Err(Failed(kind, message)) => {
                 tracing::debug!(kind, %message, "request failed");
                 if let Ok(mut recorder) = self.recorder.lock() {
-                    recorder.error(kind, sent, done);
+                    recorder.schedule_lag(scheduled, sent);
+                    recorder.error(kind, scheduled.unwrap_or(sent), done);
                 }
             }
         }

@@ -24,6 +24,9 @@ impl Slo {
 #[derive(Clone, Debug)]
 pub struct Sample<'a> {
     pub sent: Instant,
+    /// Open loop: when the request was due. Latencies then count from here, so a
+    /// client or a concurrency cap that delayed the send cannot hide it.
+    pub scheduled: Option<Instant>,
     pub done: Instant,
     /// Content events' arrival times (streaming); empty without streaming.
     pub token_times: &'a [Instant],
@@ -50,6 +53,10 @@ pub struct Recorder {
     itl: Histogram<u64>,
     tpot: Histogram<u64>,
     e2e: Histogram<u64>,
+    /// Open loop: time to first token from the actual send.
+    ttft_from_send: Histogram<u64>,
+    /// Open loop: how late requests were sent after they were due.
+    schedule_lag: Histogram<u64>,
     ok: u64,
     errors: BTreeMap<String, u64>,
     input_tokens: u64,
@@ -70,6 +77,8 @@ impl Default for Recorder {
             itl: histogram(),
             tpot: histogram(),
             e2e: histogram(),
+            ttft_from_send: histogram(),
+            schedule_lag: histogram(),
             ok: 0,
             errors: BTreeMap::new(),
             input_tokens: 0,
@@ -95,22 +104,42 @@ impl Recorder {
         *self.errors.entry(kind.to_owned()).or_default() += 1;
     }
 
+    /// Finished requests, successful or not.
+    pub fn count(&self) -> u64 {
+        self.ok + self.errors.values().sum::<u64>()
+    }
+
+    /// Open loop: a request due at `scheduled` went out at `sent`.
+    pub fn schedule_lag(&mut self, scheduled: Option<Instant>, sent: Instant) {
+        if let Some(scheduled) = scheduled {
+            let _ = self
+                .schedule_lag
+                .record(micros(sent.saturating_duration_since(scheduled)));
+        }
+    }
+
     pub fn success(&mut self, sample: &Sample<'_>, slo: &Slo) {
-        self.span(sample.sent, sample.done);
+        let origin = sample.scheduled.unwrap_or(sample.sent);
+        self.span(origin, sample.done);
         self.ok += 1;
         self.input_tokens += sample.input_tokens;
         self.output_tokens += sample.output_tokens;
         if sample.estimated {
             self.estimated += 1;
         }
-        let e2e = sample.done - sample.sent;
+        let e2e = sample.done - origin;
         let _ = self.e2e.record(micros(e2e));
         // Without streaming the first token arrives with the last.
         let first = sample.token_times.first().copied().unwrap_or(sample.done);
-        let ttft = first - sample.sent;
+        let ttft = first - origin;
         let _ = self.ttft.record(micros(ttft));
+        if sample.scheduled.is_some() {
+            let _ = self
+                .ttft_from_send
+                .record(micros(first.saturating_duration_since(sample.sent)));
+        }
         if let Some(second) = sample.token_times.get(1) {
-            let _ = self.ttst.record(micros(*second - sample.sent));
+            let _ = self.ttst.record(micros(*second - origin));
         }
         for pair in sample.token_times.windows(2) {
             let _ = self.itl.record(micros(pair[1] - pair[0]));
@@ -143,6 +172,8 @@ impl Recorder {
         let _ = self.itl.add(&other.itl);
         let _ = self.tpot.add(&other.tpot);
         let _ = self.e2e.add(&other.e2e);
+        let _ = self.ttft_from_send.add(&other.ttft_from_send);
+        let _ = self.schedule_lag.add(&other.schedule_lag);
         self.ok += other.ok;
         for (kind, count) in other.errors {
             *self.errors.entry(kind).or_default() += count;
@@ -196,6 +227,10 @@ impl Recorder {
             inter_token_latency_millis: distribution(&self.itl),
             tpot_millis: distribution(&self.tpot),
             e2e_latency_millis: distribution(&self.e2e),
+            ttft_from_send_millis: (!self.ttft_from_send.is_empty())
+                .then(|| distribution(&self.ttft_from_send)),
+            schedule_lag_millis: (!self.schedule_lag.is_empty())
+                .then(|| distribution(&self.schedule_lag)),
             goodput: slo.is_set().then(|| Goodput {
                 requests_per_second: per_second(self.meeting_slo as f64),
                 attainment_percent: if self.ok + errors > 0 {
@@ -204,6 +239,7 @@ impl Recorder {
                     0.0
                 },
             }),
+            ..Iteration::default()
         }
     }
 }
@@ -245,6 +281,7 @@ mod tests {
         a.success(
             &Sample {
                 sent: start,
+                scheduled: None,
                 done: start + ms(70),
                 token_times: &times,
                 input_tokens: 10,
@@ -258,6 +295,7 @@ mod tests {
         b.success(
             &Sample {
                 sent: start + ms(30),
+                scheduled: None,
                 done: start + ms(120),
                 token_times: &times,
                 input_tokens: 10,
@@ -285,5 +323,42 @@ mod tests {
         // 50 ms and 70 ms TTFT against 60 ms; the error counts against attainment.
         assert!((goodput.attainment_percent - 100.0 / 3.0).abs() < 1e-9);
         assert!((it.output_tokens_per_second_per_user - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn open_loop_latency_counts_from_the_scheduled_time() {
+        let slo = Slo {
+            ttft_ms: Some(60.0),
+            tpot_ms: None,
+        };
+        let due = Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        // Due at 0, sent 40 ms late (a full cap), first token 30 ms after the send.
+        let times = [due + ms(70), due + ms(80)];
+        let sent = due + ms(40);
+        let mut recorder = Recorder::default();
+        recorder.schedule_lag(Some(due), sent);
+        recorder.success(
+            &Sample {
+                sent,
+                scheduled: Some(due),
+                done: due + ms(80),
+                token_times: &times,
+                input_tokens: 1,
+                output_tokens: 2,
+                estimated: false,
+            },
+            &slo,
+        );
+        let it = recorder.summary("D(1,2)".into(), 0, &slo);
+        assert!((it.ttft_millis.mean - 70.0).abs() < 0.1, "{:?}", it.ttft_millis);
+        assert!((it.e2e_latency_millis.mean - 80.0).abs() < 0.1);
+        let from_send = it.ttft_from_send_millis.expect("open loop");
+        assert!((from_send.mean - 30.0).abs() < 0.1, "{from_send:?}");
+        let lag = it.schedule_lag_millis.expect("open loop");
+        assert!((lag.p99 - 40.0).abs() < 0.1, "{lag:?}");
+        // 70 ms from the due time misses a 60 ms objective the send time would meet.
+        assert_eq!(it.goodput.expect("SLO").attainment_percent, 0.0);
+        assert!((it.duration_seconds - 0.08).abs() < 1e-9);
     }
 }

@@ -1,0 +1,256 @@
+//! One iteration's load: a closed loop (a fixed number of streams, each sending its next
+//! request when the last one finished) or an open loop (requests due on an arrival
+//! schedule, handed to idle connections, with an optional cap on requests in flight).
+//!
+//! Both loops share the budget rules:
+//! - warmup: the first `warmup` requests, and every request sent (closed loop) or due
+//!   (open loop) within `warmup_time` of the iteration's start, are not measured;
+//! - `requests`: measured requests sent at most;
+//! - `time`: measured requests are sent for this long from the first measured one; when
+//!   it is up, requests still in flight are cancelled and counted as cooldown, never as
+//!   results, so a long request neither stretches the iteration nor skews its figures.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::schedule::{Arrivals, Schedule};
+use super::stats::Recorder;
+use super::{Shared, Worker};
+
+/// How much one iteration sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub warmup: u64,
+    pub warmup_time: Duration,
+    pub requests: Option<u64>,
+    pub time: Option<Duration>,
+}
+
+/// What one iteration did.
+pub struct Outcome {
+    pub recorder: Recorder,
+    pub warmup_requests: u64,
+    /// Measured requests cancelled in flight when the time was up.
+    pub cooldown_requests: u64,
+}
+
+/// The iteration's recorder, shared by its workers (and read by the progress line).
+pub type SharedRecorder = Arc<Mutex<Recorder>>;
+
+fn take_recorder(recorder: &SharedRecorder) -> Recorder {
+    match recorder.lock() {
+        Ok(mut recorder) => std::mem::take(&mut *recorder),
+        Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+    }
+}
+
+/// Hands out request tickets until the budget is used up (closed loop).
+struct Tickets {
+    budget: Budget,
+    started: Instant,
+    next: AtomicU64,
+    measured: AtomicU64,
+    measured_from: OnceLock<Instant>,
+}
+
+impl Tickets {
+    /// The next ticket and whether it is measured; `None` when the budget is spent.
+    fn take(&self) -> Option<(u64, bool)> {
+        let now = Instant::now();
+        if let (Some(time), Some(start)) = (self.budget.time, self.measured_from.get())
+            && now.saturating_duration_since(*start) >= time
+        {
+            return None;
+        }
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        let measured = ticket >= self.budget.warmup
+            && now.saturating_duration_since(self.started) >= self.budget.warmup_time;
+        if measured {
+            let count = self.measured.fetch_add(1, Ordering::Relaxed);
+            if self.budget.requests.is_some_and(|limit| count >= limit) {
+                return None;
+            }
+            self.measured_from.get_or_init(|| now);
+        }
+        Some((ticket, measured))
+    }
+
+    fn measured_sent(&self) -> u64 {
+        let sent = self.measured.load(Ordering::Relaxed);
+        self.budget.requests.map_or(sent, |limit| sent.min(limit))
+    }
+}
+
+/// `concurrency` streams, each with one request in flight, until the budget is spent.
+pub async fn closed(
+    shared: &Arc<Shared>,
+    scenario: &TrafficScenario,
+    concurrency: u32,
+    budget: Budget,
+    seed: u64,
+    recorder: &SharedRecorder,
+) -> Outcome {
+    let tickets = Arc::new(Tickets {
+        budget,
+        started: Instant::now(),
+        next: AtomicU64::new(0),
+        measured: AtomicU64::new(0),
+        measured_from: OnceLock::new(),
+    });
+    let mut workers = JoinSet::new();
+    for _ in 0..concurrency {
+        let recorder = recorder.clone();
+        let shared = shared.clone();
+        let tickets = tickets.clone();
+        let scenario = *scenario;
+        workers.spawn(async move {
+            let mut worker = Worker::new(shared, recorder);
+            while let Some((ticket, measured)) = tickets.take() {
+                worker
+                    .request(&scenario, seed, ticket, measured, None)
+                    .await;
+            }
+        });
+    }
+    let deadline = || {
+        budget
+            .time
+            .and_then(|time| tickets.measured_from.get().map(|start| *start + time))
+    };
+    drain(&mut workers, deadline).await;
+    let recorder = take_recorder(recorder);
+    let sent = tickets.measured_sent();
+    let issued = tickets.next.load(Ordering::Relaxed);
+    Outcome {
+        cooldown_requests: sent.saturating_sub(recorder.count()),
+        warmup_requests: issued.saturating_sub(tickets.measured.load(Ordering::Relaxed)),
+        recorder,
+    }
+}
+
+/// Waits for the workers; once `deadline` is known and passed, cancels those still
+/// running.
+async fn drain(workers: &mut JoinSet<()>, deadline: impl Fn() -> Option<Instant>) {
+    loop {
+        // Until the first measured request fixes the deadline, look again now and then.
+        let wake = deadline().unwrap_or_else(|| Instant::now() + Duration::from_millis(20));
+        tokio::select! {
+            joined = workers.join_next() => if joined.is_none() { return },
+            () = tokio::time::sleep_until(wake) => {
+                if deadline().is_some_and(|d| Instant::now() >= d) {
+                    workers.abort_all();
+                    while workers.join_next().await.is_some() {}
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A request handed to an idle worker of the open loop.
+struct Job {
+    ticket: u64,
+    due: Instant,
+    measured: bool,
+}
+
+/// The open loop's arrival process and cap.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenLoad {
+    pub rate: f64,
+    pub arrivals: Arrivals,
+    pub max_concurrency: Option<u32>,
+}
+
+/// Requests due on an arrival schedule at `load.rate` per second, each handed to an idle
+/// connection (a new one while under the cap), until the budget is spent.
+pub async fn open(
+    shared: &Arc<Shared>,
+    scenario: &TrafficScenario,
+    load: OpenLoad,
+    budget: Budget,
+    seed: u64,
+    recorder: &SharedRecorder,
+) -> Outcome {
+    let mut schedule = Schedule::new(load.arrivals, load.rate, seed);
+    // Workers announce themselves idle here; at most one message per worker is queued.
+    let (idle_tx, mut idle_rx) = mpsc::unbounded_channel::<usize>();
+    let mut jobs: Vec<mpsc::Sender<Job>> = Vec::new();
+    let mut workers = JoinSet::new();
+    let (mut warmup, mut measured) = (0u64, 0u64);
+    let mut measured_from: Option<Instant> = None;
+    let start = Instant::now();
+    for ticket in 0u64.. {
+        let offset = schedule.next_offset();
+        let due = start + offset;
+        let is_measured = ticket >= budget.warmup && offset >= budget.warmup_time;
+        if is_measured {
+            if budget.requests.is_some_and(|limit| measured >= limit) {
+                break;
+            }
+            let from = *measured_from.get_or_insert(due);
+            if budget.time.is_some_and(|time| due >= from + time) {
+                break;
+            }
+            measured += 1;
+        } else {
+            warmup += 1;
+        }
+        tokio::time::sleep_until(due).await;
+        let index = match idle_rx.try_recv() {
+            Ok(index) => index,
+            Err(_) if load.max_concurrency.is_none_or(|cap| jobs.len() < cap as usize) => {
+                let (tx, mut rx) = mpsc::channel::<Job>(1);
+                let index = jobs.len();
+                jobs.push(tx);
+                let mut worker = Worker::new(shared.clone(), recorder.clone());
+                let idle = idle_tx.clone();
+                let scenario = *scenario;
+                workers.spawn(async move {
+                    while let Some(job) = rx.recv().await {
+                        worker
+                            .request(&scenario, seed, job.ticket, job.measured, Some(job.due))
+                            .await;
+                        if idle.send(index).is_err() {
+                            break;
+                        }
+                    }
+                });
+                index
+            }
+            // The cap is full: the request waits, and its latency counts from `due`.
+            Err(_) => match idle_rx.recv().await {
+                Some(index) => index,
+                None => break,
+            },
+        };
+        let job = Job {
+            ticket,
+            due,
+            measured: is_measured,
+        };
+        // An idle worker's channel has room; a worker that is gone (it panicked) is
+        // skipped, and the request counts as cooldown.
+        if let Some(sender) = jobs.get(index) {
+            let _ = sender.try_send(job);
+        }
+    }
+    drop(jobs);
+    drop(idle_tx);
+    let end = budget
+        .time
+        .and_then(|time| measured_from.map(|from| from + time));
+    drain(&mut workers, || end).await;
+    let recorder = take_recorder(recorder);
+    Outcome {
+        cooldown_requests: measured.saturating_sub(recorder.count()),
+        warmup_requests: warmup,
+        recorder,
+    }
+}

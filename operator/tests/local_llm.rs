@@ -81,3 +81,73 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An endpoint that wants an API key: the spec names a Secret, and a local run takes
+/// its value from `PERFSWEEP_SECRET_<NAME>_<KEY>`; the tool's progress lines are echoed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_run_takes_the_api_key_from_its_environment() {
+    use perfsweep::llm::sim::{SimArgs, Simulator};
+    let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
+    args.ttft_ms = 2.0;
+    args.itl_ms = 1.0;
+    args.api_key = Some("s3cret-key".into());
+    let sim = Simulator::start(args).await.expect("simulator");
+    let dir = std::env::temp_dir().join(format!("perfsweep-test-llm-key-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sweep = dir.join("keyed.yaml");
+    std::fs::write(
+        &sweep,
+        format!(
+            r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: LLMInference
+metadata:
+  name: keyed
+spec:
+  endpoint:
+    url: http://{}
+    modelName: perfsweep-sim
+    apiKeySecretRef: {{name: llm-key, key: token}}
+  trafficScenarios: ["D(8,4)"]
+  requestRates: [50]
+  maxConcurrency: 4
+  maxRequestsPerIteration: 10
+  warmupRequests: 0
+"#,
+            sim.address
+        ),
+    )
+    .expect("sweep written");
+    let run = |out: &str, key: Option<&str>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_perfsweep"));
+        command
+            .args(["run", "--local", "--output"])
+            .arg(dir.join(out))
+            .arg(&sweep)
+            .env_remove("PERFSWEEP_SECRET_LLM_KEY_TOKEN");
+        if let Some(key) = key {
+            command.env("PERFSWEEP_SECRET_LLM_KEY_TOKEN", key);
+        }
+        command.output()
+    };
+    let output = run("without", None).await.expect("perfsweep runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("SecretMissing") && stderr.contains("PERFSWEEP_SECRET_LLM_KEY_TOKEN"),
+        "{stderr}"
+    );
+    assert_eq!(sim.stats().requests, 0);
+
+    let output = run("with", Some("s3cret-key")).await.expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    assert_eq!(sim.stats().requests, 10, "{stderr}");
+    assert!(
+        stderr.contains("iteration 1/1: D(8,4) 50 req/s poisson, at most 4 in flight"),
+        "progress not echoed: {stderr}"
+    );
+    assert!(!stderr.contains("s3cret-key") && !stdout.contains("s3cret-key"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,68 @@
+//! Rendering an LLMInference whose endpoint needs an API key: the key reaches the load
+//! generator's container as `valueFrom.secretKeyRef` (resolved by the kubelet), never as
+//! a value, an argument or part of the plan; the pod passes Kubernetes' own schemas
+//! (through the PyPI tool `kubernetes-validate`).
+
+mod support;
+
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
+use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::render::{BenchmarkRef, render};
+use serde_json::json;
+use support::{kubernetes_validate, to_value};
+
+#[test]
+fn the_api_key_is_a_secret_key_reference_of_the_loadgen_pod_only() {
+    let spec = json!({
+        "endpoint": {
+            "url": "https://llm.example:8443",
+            "modelName": "llama",
+            "apiKeySecretRef": {"name": "llm-api-key", "key": "token"},
+        },
+        "requestRates": [4, 16],
+        "arrivals": "gamma",
+        "burstiness": 0.5,
+        "maxConcurrency": 64,
+        "requestHeaders": {"X-Team": "perf"},
+    });
+    let info = registry::lookup("LLMInference").expect("registered");
+    let object = json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
+        "metadata": {"name": "keyed", "namespace": "perf"}, "spec": spec,
+    });
+    assert_eq!(info.validate(&object), Vec::new());
+    let plan = info.plan(&spec).expect("a plan");
+    let benchmark = BenchmarkRef {
+        kind: "LLMInference".into(),
+        name: "keyed".into(),
+        namespace: "perf".into(),
+        uid: "0b6b3c1e-7c55-4b8e-9d53-2b8f3f1e9a10".into(),
+    };
+    let rendered = render(&benchmark, &spec, &plan).expect("renders");
+    let pod: &Pod = rendered
+        .pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("keyed-loadgen-0"))
+        .expect("the loadgen pod");
+    let container = &pod.spec.as_ref().expect("spec").containers[0];
+    let env: Vec<&EnvVar> = container.env.iter().flatten().collect();
+    let key = env
+        .iter()
+        .find(|e| e.name == "PERFSWEEP_API_KEY")
+        .expect("the API key variable");
+    assert_eq!(key.value, None);
+    let selector = key
+        .value_from
+        .as_ref()
+        .and_then(|v| v.secret_key_ref.as_ref())
+        .expect("a secretKeyRef");
+    assert_eq!((selector.name.as_str(), selector.key.as_str()), ("llm-api-key", "token"));
+    // The plan the agent reads names the Secret, never a value.
+    let plan_json = serde_json::to_string(&plan).expect("JSON");
+    assert!(plan_json.contains("llm-api-key"));
+    let objects: Vec<_> = rendered.pods.iter().map(to_value).collect();
+    match kubernetes_validate("llm-api-key", &objects) {
+        Some(result) => result.unwrap_or_else(|e| panic!("{e}")),
+        None => eprintln!("skipped the Kubernetes schema check (see above)"),
+    }
+}

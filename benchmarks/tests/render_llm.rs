@@ -56,7 +56,10 @@ fn the_api_key_is_a_secret_key_reference_of_the_loadgen_pod_only() {
         .as_ref()
         .and_then(|v| v.secret_key_ref.as_ref())
         .expect("a secretKeyRef");
-    assert_eq!((selector.name.as_str(), selector.key.as_str()), ("llm-api-key", "token"));
+    assert_eq!(
+        (selector.name.as_str(), selector.key.as_str()),
+        ("llm-api-key", "token")
+    );
     // The plan the agent reads names the Secret, never a value.
     let plan_json = serde_json::to_string(&plan).expect("JSON");
     assert!(plan_json.contains("llm-api-key"));

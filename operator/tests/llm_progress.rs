@@ -106,7 +106,8 @@ async fn the_latest_progress_line_of_the_loadgen_log_is_the_status_progress() {
     );
     run_pod(&double, "second");
     wait_for(&double, "progress of iteration 3", |s| {
-        s["progress"] == "iteration 3/3: D(100,100) concurrency 64: 120 requests done in 5 s (24.0/s)"
+        s["progress"]
+            == "iteration 3/3: D(100,100) concurrency 64: 120 requests done in 5 s (24.0/s)"
     })
     .await;
     // The controller read the log while the benchmark ran.

@@ -181,7 +181,11 @@ async fn an_open_loop_offers_the_asked_rate_and_reports_its_schedule_lag() {
     args.max_requests = Some(60);
     args.warmup_requests = Some(5);
     let report = loadgen::execute(&args).await.expect("run");
-    assert_eq!(report.iterations.len(), 1, "only the rate: no default concurrency");
+    assert_eq!(
+        report.iterations.len(),
+        1,
+        "only the rate: no default concurrency"
+    );
     let iteration = &report.iterations[0];
     assert_eq!((iteration.requests, iteration.errors), (60, 0));
     assert_eq!(iteration.warmup_requests, 5);
@@ -194,7 +198,10 @@ async fn an_open_loop_offers_the_asked_rate_and_reports_its_schedule_lag() {
         "{} req/s",
         iteration.requests_per_second
     );
-    let lag = iteration.schedule_lag_millis.as_ref().expect("open loop lag");
+    let lag = iteration
+        .schedule_lag_millis
+        .as_ref()
+        .expect("open loop lag");
     assert_eq!(lag.count, 60);
     let from_send = iteration.ttft_from_send_millis.as_ref().expect("open loop");
     assert!(from_send.mean >= 10.0 && iteration.ttft_millis.mean >= from_send.mean);
@@ -232,7 +239,12 @@ async fn a_full_concurrency_cap_shows_as_latency_from_the_due_time() {
     let lag = iteration.schedule_lag_millis.as_ref().expect("open loop");
     assert!(lag.max > 450.0, "schedule lag {lag:?}");
     assert!(
-        iteration.ttft_millis.p99 > iteration.ttft_from_send_millis.as_ref().map_or(0.0, |d| d.p99) + 400.0,
+        iteration.ttft_millis.p99
+            > iteration
+                .ttft_from_send_millis
+                .as_ref()
+                .map_or(0.0, |d| d.p99)
+                + 400.0,
         "due-to-first-token p99 {} ms vs send-to-first-token {:?}",
         iteration.ttft_millis.p99,
         iteration.ttft_from_send_millis
@@ -259,8 +271,15 @@ async fn the_time_budget_cancels_requests_in_flight_as_cooldown() {
     let iteration = &report.iterations[0];
     assert_eq!(iteration.cooldown_requests, 4, "{iteration:?}");
     assert_eq!(iteration.requests, 8, "{iteration:?}");
-    assert!(iteration.duration_seconds <= 0.5, "{}", iteration.duration_seconds);
-    assert!(elapsed < std::time::Duration::from_millis(900), "{elapsed:?}");
+    assert!(
+        iteration.duration_seconds <= 0.5,
+        "{}",
+        iteration.duration_seconds
+    );
+    assert!(
+        elapsed < std::time::Duration::from_millis(900),
+        "{elapsed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,7 +333,12 @@ async fn the_saturation_search_lands_on_the_simulators_knee() {
     let levels: Vec<u32> = report.iterations.iter().map(|i| i.concurrency).collect();
     assert_eq!(&levels[..4], [1, 2, 4, 8], "{levels:?}");
     assert!(levels.len() <= 12, "{levels:?}");
-    assert!(report.iterations.iter().any(|i| i.concurrency == found as u32));
+    assert!(
+        report
+            .iterations
+            .iter()
+            .any(|i| i.concurrency == found as u32)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,7 +360,10 @@ async fn an_api_key_is_required_and_sent_as_a_bearer_header() {
     // ...and every request counts as an error by its status code.
     args.skip_model_check = true;
     let report = loadgen::execute(&args).await.expect("run");
-    assert_eq!(report.iterations[0].errors_by_kind.get("http_401"), Some(&6));
+    assert_eq!(
+        report.iterations[0].errors_by_kind.get("http_401"),
+        Some(&6)
+    );
     assert!(report.failure.is_some());
     // A custom header carries it just as well as the key from the environment would.
     args.skip_model_check = false;

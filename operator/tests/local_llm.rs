@@ -139,7 +139,9 @@ spec:
     );
     assert_eq!(sim.stats().requests, 0);
 
-    let output = run("with", Some("s3cret-key")).await.expect("perfsweep runs");
+    let output = run("with", Some("s3cret-key"))
+        .await
+        .expect("perfsweep runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");

@@ -112,7 +112,7 @@ pub enum Command {
     /// Serve a simulated OpenAI-compatible LLM endpoint (for tests and local runs).
     Sim(crate::llm::sim::SimArgs),
     /// Load an OpenAI-compatible LLM endpoint and print the LLMInference result as JSON.
-    Loadgen(crate::llm::loadgen::LoadgenArgs),
+    Loadgen(Box<crate::llm::loadgen::LoadgenArgs>),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -156,7 +156,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             vec![program, hint],
         ),
         Command::Sim(args) => crate::llm::sim::run(args).await,
-        Command::Loadgen(args) => crate::llm::loadgen::run(args).await,
+        Command::Loadgen(args) => crate::llm::loadgen::run(*args).await,
     }
 }
 

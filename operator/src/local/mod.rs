@@ -277,7 +277,13 @@ async fn run_plan(
             .env(agent_env::VOLUMES_DIR, &volumes)
             .env(agent_env::HOST, &host)
             .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
-            .envs(secrets.get(role.name.as_str()).into_iter().flatten().cloned())
+            .envs(
+                secrets
+                    .get(role.name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

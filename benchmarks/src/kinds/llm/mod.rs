@@ -147,7 +147,10 @@ pub struct Endpoint {
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
     /// Name of the Secret.
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
     pub name: String,
     /// The key within the Secret.
     #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
@@ -546,16 +549,23 @@ mod tests {
     #[test]
     fn open_loop_settings_validate_together() {
         assert_eq!(
-            errors(with(json!({"requestRates": [1.5, 20], "arrivals": "gamma", "burstiness": 0.5, "maxConcurrency": 8}))),
+            errors(with(
+                json!({"requestRates": [1.5, 20], "arrivals": "gamma", "burstiness": 0.5, "maxConcurrency": 8})
+            )),
             Vec::<String>::new()
         );
         let cap_alone = errors(with(json!({"numConcurrency": [4], "maxConcurrency": 8})));
         assert!(
-            cap_alone.iter().any(|e| e.contains("maxConcurrency caps open-loop")),
+            cap_alone
+                .iter()
+                .any(|e| e.contains("maxConcurrency caps open-loop")),
             "{cap_alone:?}"
         );
         let burst = errors(with(json!({"requestRates": [1], "burstiness": 0.5})));
-        assert!(burst.iter().any(|e| e.contains("arrivals: gamma")), "{burst:?}");
+        assert!(
+            burst.iter().any(|e| e.contains("arrivals: gamma")),
+            "{burst:?}"
+        );
         let zero = errors(with(json!({"requestRates": [0]})));
         assert!(!zero.is_empty(), "a zero rate is refused");
     }
@@ -563,15 +573,32 @@ mod tests {
     #[test]
     fn a_saturation_search_needs_an_objective_and_sane_bounds() {
         let no_slo = errors(with(json!({"saturation": {}})));
-        assert!(no_slo.iter().any(|e| e.contains("needs an objective")), "{no_slo:?}");
-        let attainment_only = errors(with(json!({"saturation": {}, "slo": {"attainmentPercent": 95}})));
-        assert!(!attainment_only.is_empty(), "attainment alone is no objective");
+        assert!(
+            no_slo.iter().any(|e| e.contains("needs an objective")),
+            "{no_slo:?}"
+        );
+        let attainment_only = errors(with(
+            json!({"saturation": {}, "slo": {"attainmentPercent": 95}}),
+        ));
+        assert!(
+            !attainment_only.is_empty(),
+            "attainment alone is no objective"
+        );
         assert_eq!(
-            errors(with(json!({"saturation": {"load": "requestRate", "start": 1, "max": 64}, "maxConcurrency": 16, "slo": {"ttftMillis": 200}}))),
+            errors(with(
+                json!({"saturation": {"load": "requestRate", "start": 1, "max": 64}, "maxConcurrency": 16, "slo": {"ttftMillis": 200}})
+            )),
             Vec::<String>::new()
         );
-        let inverted = errors(with(json!({"saturation": {"start": 64, "max": 8}, "slo": {"ttftMillis": 200}})));
-        assert!(inverted.iter().any(|e| e.contains("start must be at most max")), "{inverted:?}");
+        let inverted = errors(with(
+            json!({"saturation": {"start": 64, "max": 8}, "slo": {"ttftMillis": 200}}),
+        ));
+        assert!(
+            inverted
+                .iter()
+                .any(|e| e.contains("start must be at most max")),
+            "{inverted:?}"
+        );
     }
 
     #[test]

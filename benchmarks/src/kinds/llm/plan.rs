@@ -444,8 +444,14 @@ mod tests {
         })))
         .expect("plan");
         let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
-        assert!(!args.contains("--arrivals") && !args.contains("--saturate"), "{args}");
-        assert!(!args.contains("--concurrency"), "the loadgen's default of 1: {args}");
+        assert!(
+            !args.contains("--arrivals") && !args.contains("--saturate"),
+            "{args}"
+        );
+        assert!(
+            !args.contains("--concurrency"),
+            "the loadgen's default of 1: {args}"
+        );
     }
 
     #[test]

@@ -227,7 +227,10 @@ impl LLMInferenceResult {
         if iteration.requests == 0 {
             return false;
         }
-        match (self.slo.as_ref().map(|s| s.attainment_percent), &iteration.goodput) {
+        match (
+            self.slo.as_ref().map(|s| s.attainment_percent),
+            &iteration.goodput,
+        ) {
             (Some(required), Some(goodput)) => goodput.attainment_percent >= required,
             (Some(_), None) => false,
             (None, _) => true,

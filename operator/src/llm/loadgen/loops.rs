@@ -205,7 +205,11 @@ pub async fn open(
         tokio::time::sleep_until(due).await;
         let index = match idle_rx.try_recv() {
             Ok(index) => index,
-            Err(_) if load.max_concurrency.is_none_or(|cap| jobs.len() < cap as usize) => {
+            Err(_)
+                if load
+                    .max_concurrency
+                    .is_none_or(|cap| jobs.len() < cap as usize) =>
+            {
                 let (tx, mut rx) = mpsc::channel::<Job>(1);
                 let index = jobs.len();
                 jobs.push(tx);

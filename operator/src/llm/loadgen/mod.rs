@@ -355,7 +355,8 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         args.progress,
         Duration::from_secs_f64(args.progress_interval_s.max(0.1)),
         scenarios.len() * listed,
-        args.saturate.map_or(0, |_| scenarios.len() * args.saturation_probes as usize),
+        args.saturate
+            .map_or(0, |_| scenarios.len() * args.saturation_probes as usize),
     );
     let loads = concurrency_levels
         .iter()
@@ -369,7 +370,16 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             report.iterations.push(iteration);
         }
         if let Some(kind) = args.saturate {
-            let search = saturate(&shared, args, scenario, scenario_index, kind, &mut report, &mut progress).await;
+            let search = saturate(
+                &shared,
+                args,
+                scenario,
+                scenario_index,
+                kind,
+                &mut report,
+                &mut progress,
+            )
+            .await;
             report.saturation.push(search);
         }
     }
@@ -452,9 +462,11 @@ async fn run_iteration(
         ),
     };
     let budget = loops::Budget {
-        warmup: args
-            .warmup_requests
-            .unwrap_or(if args.warmup_s.is_some() { 0 } else { default_warmup }),
+        warmup: args.warmup_requests.unwrap_or(if args.warmup_s.is_some() {
+            0
+        } else {
+            default_warmup
+        }),
         warmup_time: Duration::from_secs_f64(args.warmup_s.unwrap_or(0.0).max(0.0)),
         requests: match (args.max_requests, args.max_time_s) {
             (Some(n), _) => Some(n),
@@ -489,10 +501,9 @@ async fn run_iteration(
         }
     };
     ticker.abort();
-    let mut iteration =
-        outcome
-            .recorder
-            .summary(scenario.to_string(), streams as u32, &shared.slo);
+    let mut iteration = outcome
+        .recorder
+        .summary(scenario.to_string(), streams as u32, &shared.slo);
     iteration.warmup_requests = outcome.warmup_requests;
     iteration.cooldown_requests = outcome.cooldown_requests;
     if let Load::Open(rate) = load {

@@ -109,9 +109,7 @@ impl Progress {
     /// A saturation search ended after `used` of its `budget` probes.
     pub fn search_done(&mut self, used: usize, budget: usize) {
         self.searching = false;
-        self.probes_left = self
-            .probes_left
-            .saturating_sub(budget.saturating_sub(used));
+        self.probes_left = self.probes_left.saturating_sub(budget.saturating_sub(used));
     }
 
     /// An iteration ended: its figures in one line.

@@ -47,7 +47,11 @@ impl Search {
             (None, Some(_)) => None,
             (Some(pass), None) => (pass < self.max).then(|| {
                 let doubled = (pass * 2.0).min(self.max);
-                if self.integer { doubled.round() } else { doubled }
+                if self.integer {
+                    doubled.round()
+                } else {
+                    doubled
+                }
             }),
             (Some(pass), Some(fail)) => {
                 let mid = if self.integer {
@@ -104,7 +108,9 @@ mod tests {
         assert_eq!(found, Some(37.0));
         assert_eq!(
             probes,
-            [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 48.0, 40.0, 36.0, 38.0, 37.0]
+            [
+                1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 48.0, 40.0, 36.0, 38.0, 37.0
+            ]
         );
     }
 
@@ -112,7 +118,7 @@ mod tests {
     fn rates_stop_within_the_precision() {
         let (found, probes) = run(Search::new(2.0, 1000.0, false, 0.05, 30), 83.3);
         let found = found.expect("a passing rate");
-        assert!(found <= 83.3 && found >= 83.3 / 1.05, "{found} {probes:?}");
+        assert!((83.3 / 1.05..=83.3).contains(&found), "{found} {probes:?}");
     }
 
     #[test]
@@ -124,7 +130,10 @@ mod tests {
 
     #[test]
     fn failing_at_the_start_or_passing_at_the_max_ends_the_search() {
-        assert_eq!(run(Search::new(4.0, 64.0, true, 0.0, 10), 2.0), (None, vec![4.0]));
+        assert_eq!(
+            run(Search::new(4.0, 64.0, true, 0.0, 10), 2.0),
+            (None, vec![4.0])
+        );
         let (found, probes) = run(Search::new(4.0, 50.0, true, 0.0, 10), 1000.0);
         assert_eq!(found, Some(50.0));
         assert_eq!(probes, [4.0, 8.0, 16.0, 32.0, 50.0]);

@@ -351,7 +351,11 @@ mod tests {
             &slo,
         );
         let it = recorder.summary("D(1,2)".into(), 0, &slo);
-        assert!((it.ttft_millis.mean - 70.0).abs() < 0.1, "{:?}", it.ttft_millis);
+        assert!(
+            (it.ttft_millis.mean - 70.0).abs() < 0.1,
+            "{:?}",
+            it.ttft_millis
+        );
         assert!((it.e2e_latency_millis.mean - 80.0).abs() < 0.1);
         let from_send = it.ttft_from_send_millis.expect("open loop");
         assert!((from_send.mean - 30.0).abs() < 0.1, "{from_send:?}");

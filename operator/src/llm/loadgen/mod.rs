@@ -500,7 +500,7 @@ async fn run_iteration(
             loops::open(shared, scenario, open, budget, seed, &recorder).await
         }
     };
-    ticker.abort();
+    drop(ticker);
     let mut iteration = outcome
         .recorder
         .summary(scenario.to_string(), streams as u32, &shared.slo);

@@ -27,12 +27,8 @@ pub struct Progress {
     searching: bool,
 }
 
-/// Stops the periodic line of one iteration when dropped or aborted.
+/// The periodic line of one iteration; it stops when this is dropped.
 pub struct Ticker(Option<JoinHandle<()>>);
-
-impl Ticker {
-    pub fn abort(self) {}
-}
 
 impl Drop for Ticker {
     fn drop(&mut self) {

@@ -374,3 +374,24 @@ async fn an_api_key_is_required_and_sent_as_a_bearer_header() {
         (6, 0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn additional_request_params_reach_the_server_and_override_the_workload() {
+    let sim = simulator(|a| {
+        a.ttft_ms = 1.0;
+        a.itl_ms = 0.5;
+    })
+    .await;
+    let mut args = loadgen(&sim);
+    args.scenarios = vec!["D(4,10)".into()];
+    args.concurrency = vec![2];
+    args.max_requests = Some(4);
+    // Passed-through fields come last, so a user's max_tokens wins over the scenario's.
+    args.params = vec!["max_tokens=3".into(), "temperature=0.0".into()];
+    args.plain_openai = true;
+    let report = loadgen::execute(&args).await.expect("run");
+    let iteration = &report.iterations[0];
+    assert_eq!((iteration.requests, iteration.errors), (4, 0));
+    assert_eq!(iteration.output_tokens_mean, 3.0);
+    assert!(sim.stats().records.iter().all(|r| r.output_tokens == 3));
+}

@@ -218,6 +218,20 @@ impl LLMInferenceResult {
         } else if let Some(concurrency) = self.best_concurrency {
             text.push_str(&format!(" at concurrency {concurrency}"));
         }
+        for search in &self.saturation {
+            let found = match (search.max_meeting_slo, search.load.as_str()) {
+                (Some(load), "requestRate") => format!("up to {load:.3} req/s"),
+                (Some(load), _) => format!("up to concurrency {load}"),
+                (None, _) => "at no load probed".to_owned(),
+            };
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            text.push_str(&format!("SLO met {found}"));
+            if self.saturation.len() > 1 {
+                text.push_str(&format!(" ({})", search.scenario));
+            }
+        }
         text
     }
 
@@ -257,5 +271,65 @@ impl LLMInferenceResult {
         self.best_concurrency = best
             .filter(|it| it.request_rate.is_none())
             .map(|it| it.concurrency);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iteration(concurrency: u32, rate: Option<f64>, tps: f64, attainment: f64) -> Iteration {
+        Iteration {
+            concurrency,
+            request_rate: rate,
+            requests: 10,
+            output_tokens_per_second: tps,
+            goodput: Some(Goodput {
+                requests_per_second: 1.0,
+                attainment_percent: attainment,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_headline_is_the_fastest_iteration_meeting_the_slo_and_names_the_search() {
+        let mut result = LLMInferenceResult {
+            slo: Some(SloReport {
+                ttft_millis: Some(100.0),
+                tpot_millis: None,
+                attainment_percent: 90.0,
+            }),
+            iterations: vec![
+                iteration(4, None, 400.0, 100.0),
+                iteration(8, None, 700.0, 95.0),
+                iteration(16, None, 900.0, 60.0),
+                iteration(0, Some(12.5), 650.0, 99.0),
+            ],
+            saturation: vec![Saturation {
+                scenario: "D(1,1)".into(),
+                load: "concurrency".into(),
+                max_meeting_slo: Some(8.0),
+                iterations: vec![0, 1, 2],
+            }],
+            ..Default::default()
+        };
+        result.choose_best();
+        assert_eq!(result.best_iteration, Some(1));
+        assert_eq!(result.best_concurrency, Some(8));
+        assert_eq!(result.best_request_rate, None);
+        assert_eq!(
+            result.summary(),
+            "700 tok/s, TTFT 0.0 ms at concurrency 8; SLO met up to concurrency 8"
+        );
+        result.iterations[1].goodput = None;
+        result.choose_best();
+        assert_eq!(result.best_request_rate, Some(12.5));
+        assert_eq!(result.best_concurrency, None);
+        assert!(
+            result
+                .summary()
+                .starts_with("650 tok/s, TTFT 0.0 ms at 12.5 req/s")
+        );
     }
 }

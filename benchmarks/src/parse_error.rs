@@ -43,6 +43,11 @@ pub enum ParseError {
     #[error("the benchmark tool reported an error: {0}")]
     ToolReportedError(String),
 
+    /// The results of the several processes that produce a result (distributed load
+    /// generators) do not fit together, or the kind cannot merge results.
+    #[error("the results of the result role's replicas cannot be merged: {0}")]
+    Unmergeable(String),
+
     /// The output is not syntactically valid JSON.
     #[error("invalid JSON at line {line}, column {column}: {message}")]
     InvalidJson {

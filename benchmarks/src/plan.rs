@@ -17,10 +17,37 @@ pub struct Plan {
     /// The benchmark kind, e.g. `IPerf`; selects the parser.
     pub kind: String,
     pub roles: Vec<Role>,
-    /// The role whose replica 0 produces the output the result is parsed from.
+    /// The role whose output the result is parsed from: replica 0's, or, when the role
+    /// has several replicas, every replica's, merged by the kind (see
+    /// `crate::report::combine`).
     pub result_role: String,
     /// Seconds from start to result before the benchmark fails.
     pub timeout_seconds: u64,
+    /// Kubernetes settings for the pods of some roles, by role name, that replace or add
+    /// to the benchmark-wide ones (e.g. a load generator image and its resources).
+    /// The local backend has no pods and ignores them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_overrides: BTreeMap<String, PodOverride>,
+}
+
+/// Pod settings for one role's pods (OME's `podOverride`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodOverride {
+    /// The container image, instead of the benchmark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+    /// The container's resources, instead of the benchmark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+    /// Node labels the pods must match, on top of the benchmark's (this wins on a
+    /// shared key).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations added to the benchmark's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
 }
 
 /// One role of a plan, run by `replicas` identical processes (pods).
@@ -340,6 +367,17 @@ pub const SELF: &str = "self";
 /// name, like Open MPI's `btl_tcp_if_include`).
 pub const INTERFACE: &str = "interface";
 
+/// The [`PeerAddresses`] key of the process's replica index within its role, written
+/// `{index}` (for processes of one role that each take their own share of the work).
+pub const INDEX: &str = "index";
+
+/// The [`PeerAddresses`] key of the control endpoints (`host:port`) of `role`'s
+/// replicas, written `{control:ROLE:INDEX}`: where a command reaches another process's
+/// agent (for example the barrier that starts distributed load generators together).
+pub fn control_key(role: &str) -> String {
+    format!("control:{role}")
+}
+
 /// A command whose program is this is run as the agent's own executable (`perfsweep`
 /// subcommands such as `rsh` and `mpi-rank`), found without `PATH`.
 pub const AGENT_PROGRAM: &str = "perfsweep";
@@ -375,8 +413,9 @@ pub fn resolve_args(args: &[Arg], peers: &PeerAddresses) -> Result<Vec<String>, 
     Ok(out)
 }
 
-/// Replaces `{self}`, `{peer:ROLE:INDEX}`, `{peers:ROLE}` and `{volume:NAME}` (from the
-/// [`volume_key`] entries of `peers`) in `text`.
+/// Replaces `{self}`, `{index}`, `{interface}`, `{peer:ROLE:INDEX}`, `{peers:ROLE}`,
+/// `{control:ROLE:INDEX}` (from the [`control_key`] entries) and `{volume:NAME}` (from
+/// the [`volume_key`] entries of `peers`) in `text`.
 pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -398,6 +437,28 @@ pub fn fill(text: &str, peers: &PeerAddresses) -> Result<String, PlaceholderErro
                         reason: "the interface of the process's own address is not known".into(),
                     })?;
                 out.push_str(own);
+            }
+            [INDEX] => {
+                let own =
+                    peers
+                        .get(INDEX)
+                        .and_then(|a| a.first())
+                        .ok_or_else(|| PlaceholderError {
+                            placeholder: "{index}".into(),
+                            reason: "the process's replica index is not known".into(),
+                        })?;
+                out.push_str(own);
+            }
+            ["control", role, index] => {
+                let endpoint = index
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| peers.get(&control_key(role))?.get(i))
+                    .ok_or_else(|| PlaceholderError {
+                        placeholder: format!("{{{token}}}"),
+                        reason: "no such process".into(),
+                    })?;
+                out.push_str(endpoint);
             }
             [SELF] => {
                 let own =
@@ -485,6 +546,23 @@ mod tests {
             fill("{peers:worker}", &peers()).unwrap(),
             "10.0.0.2\n10.0.0.3"
         );
+    }
+
+    #[test]
+    fn fills_the_index_and_control_endpoints() {
+        let mut peers = peers();
+        peers.insert(INDEX.into(), vec!["2".into()]);
+        peers.insert(
+            control_key("worker"),
+            vec!["w-0:7470".into(), "w-1:7470".into()],
+        );
+        assert_eq!(
+            fill("--worker {index} --sync {control:worker:1}", &peers).unwrap(),
+            "--worker 2 --sync w-1:7470"
+        );
+        assert!(fill("{control:worker:2}", &peers).is_err());
+        assert!(fill("{control:server:0}", &peers).is_err());
+        assert!(fill("{index}", &super::PeerAddresses::new()).is_err());
     }
 
     #[test]

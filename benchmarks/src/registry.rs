@@ -56,6 +56,18 @@ pub trait BenchmarkKind:
     /// Parses the result role's raw output.
     fn parse(raw: &str) -> Result<Self::Output, ParseError>;
 
+    /// Merges the results of the result role's replicas (every replica of the result
+    /// role produces a result when there are several, as distributed load generators
+    /// do) into the benchmark's result. Kinds whose result role has one replica never
+    /// merge.
+    fn merge(outputs: Vec<Self::Output>) -> Result<Self::Output, ParseError> {
+        let _ = outputs;
+        Err(ParseError::Unmergeable(format!(
+            "{} cannot merge the results of several processes",
+            Self::kind(&())
+        )))
+    }
+
     /// The result in a few words, for status and tables.
     fn headline(output: &Self::Output) -> String;
 
@@ -90,6 +102,7 @@ pub struct KindInfo {
     check_typed: fn(&Value) -> Vec<FieldError>,
     plan: fn(&Value) -> Result<Plan, PlanError>,
     parse: fn(&str) -> Result<ParsedOutput, ParseError>,
+    merge: fn(&[Value]) -> Result<ParsedOutput, ParseError>,
     pub parse_name: &'static str,
     image: &'static str,
     /// The metrics this kind reports, headline first.
@@ -128,6 +141,7 @@ impl KindInfo {
             check_typed: check_typed::<K>,
             plan: plan_of::<K>,
             parse: parse_with::<K>,
+            merge: merge_with::<K>,
             parse_name: K::PARSE_NAME,
             image: K::IMAGE,
             metric_defs: K::METRICS,
@@ -170,6 +184,12 @@ impl KindInfo {
     /// Parses raw output of this kind's tool.
     pub fn parse(&self, raw: &str) -> Result<ParsedOutput, ParseError> {
         (self.parse)(raw)
+    }
+
+    /// Merges the structured results of the result role's replicas (in any order) into
+    /// one; see [`BenchmarkKind::merge`].
+    pub fn merge(&self, results: &[Value]) -> Result<ParsedOutput, ParseError> {
+        (self.merge)(results)
     }
 
     /// The plural resource name, e.g. `iperfs`.
@@ -250,6 +270,29 @@ fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
     let result = serde_json::to_value(&output).map_err(|e| ParseError::Json {
         path: String::new(),
         message: format!("the parsed result cannot be represented as JSON: {e}"),
+    })?;
+    Ok(ParsedOutput { result, summary })
+}
+
+fn merge_with<K: BenchmarkKind>(results: &[Value]) -> Result<ParsedOutput, ParseError>
+where
+    K::Output: DeserializeOwned,
+{
+    let outputs = results
+        .iter()
+        .enumerate()
+        .map(|(index, result)| {
+            K::Output::deserialize(result).map_err(|e| ParseError::Json {
+                path: format!("/{index}"),
+                message: format!("not a {} result: {e}", K::kind(&())),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = K::merge(outputs)?;
+    let summary = K::headline(&merged);
+    let result = serde_json::to_value(&merged).map_err(|e| ParseError::Json {
+        path: String::new(),
+        message: format!("the merged result cannot be represented as JSON: {e}"),
     })?;
     Ok(ParsedOutput { result, summary })
 }

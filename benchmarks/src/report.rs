@@ -92,6 +92,100 @@ pub fn find(output: &str) -> Result<AgentReport, ReportError> {
     serde_json::from_str(line).map_err(|e| ReportError::Malformed(e.to_string()))
 }
 
+/// The reports of every replica of the result role, as the one report the benchmark's
+/// result is read from. With one replica that is its report; with several (distributed
+/// load generators) the kind merges their results ([`crate::registry::KindInfo::merge`]),
+/// and the evidence is every replica's raw output, each under a `==> ROLE-INDEX <==`
+/// line. A failed or tampered replica fails the whole. Both backends read results
+/// through this one function.
+pub fn combine(kind: &crate::registry::KindInfo, mut reports: Vec<AgentReport>) -> AgentReport {
+    reports.sort_by_key(|r| r.index);
+    if reports.len() == 1
+        && let Some(report) = reports.pop()
+    {
+        return report;
+    }
+    let Some(first) = reports.first().cloned() else {
+        return AgentReport {
+            kind: kind.kind.into(),
+            role: String::new(),
+            index: 0,
+            outcome: Outcome::Failed {
+                reason: "ResultUnparseable".into(),
+                message: "no process reported a result".into(),
+            },
+            command: Vec::new(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            host: None,
+            raw_output: None,
+            raw_output_sha256: None,
+        };
+    };
+    let fail = |reason: &str, message: String| AgentReport {
+        outcome: Outcome::Failed {
+            reason: reason.into(),
+            message,
+        },
+        raw_output: None,
+        raw_output_sha256: None,
+        ..first.clone()
+    };
+    let mut results = Vec::with_capacity(reports.len());
+    let mut evidence = String::new();
+    for report in &reports {
+        let name = crate::plan::process_name(&report.role, report.index);
+        if !report.evidence_is_intact() {
+            return fail(
+                "ResultUnparseable",
+                format!("{name}: the raw output in the report does not match its SHA-256 digest"),
+            );
+        }
+        match &report.outcome {
+            Outcome::Failed { reason, message } => {
+                return fail(reason, format!("{name}: {message}"));
+            }
+            Outcome::Succeeded { result: None, .. } => {
+                return fail(
+                    "ResultUnparseable",
+                    format!("{name} reported success but no result"),
+                );
+            }
+            Outcome::Succeeded {
+                result: Some(result),
+                ..
+            } => results.push(result.clone()),
+        }
+        evidence.push_str(&format!("==> {name} <==\n"));
+        evidence.push_str(report.raw_output.as_deref().unwrap_or_default());
+        if !evidence.ends_with('\n') {
+            evidence.push('\n');
+        }
+    }
+    match kind.merge(&results) {
+        Err(error) => fail("ResultUnparseable", error.to_string()),
+        Ok(merged) => AgentReport {
+            outcome: Outcome::Succeeded {
+                result: Some(merged.result),
+                summary: Some(merged.summary),
+            },
+            started_at: reports
+                .iter()
+                .map(|r| r.started_at.clone())
+                .min()
+                .unwrap_or_default(),
+            finished_at: reports
+                .iter()
+                .map(|r| r.finished_at.clone())
+                .max()
+                .unwrap_or_default(),
+            raw_output_sha256: Some(sha256_hex(evidence.as_bytes())),
+            raw_output: Some(evidence),
+            ..first
+        },
+    }
+}
+
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)

@@ -208,6 +208,7 @@ impl MpiJob {
             roles: vec![launcher, worker],
             result_role: "launcher".into(),
             timeout_seconds: 0,
+            pod_overrides: Default::default(),
         }
     }
 }

@@ -39,7 +39,21 @@ pub const DEADLINE_MARGIN_SECONDS: u64 = 60;
 pub(crate) fn render(context: &Context, role: &Role, index: u32) -> Result<Pod, RenderError> {
     let benchmark = &context.benchmark.name;
     let hostname = process_name(&role.name, index);
-    let placement = placement::for_pod(context.common, benchmark, role, index);
+    let mut placement = placement::for_pod(context.common, benchmark, role, index);
+    if let Some(changes) = context.plan.pod_overrides.get(&role.name) {
+        if !changes.node_selector.is_empty() {
+            placement
+                .node_selector
+                .get_or_insert_with(BTreeMap::new)
+                .extend(changes.node_selector.clone());
+        }
+        if !changes.tolerations.is_empty() {
+            placement
+                .tolerations
+                .get_or_insert_with(Vec::new)
+                .extend(changes.tolerations.iter().cloned());
+        }
+    }
 
     let mut metadata = context.metadata(format!("{benchmark}-{hostname}"));
     let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -121,12 +135,18 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
         mounts.push(mount(PODINFO_VOLUME, PODINFO_DIR, true));
     }
     mounts.extend(super::volumes::mounts(role));
+    let changes = context.plan.pod_overrides.get(&role.name);
+    let resources = match changes.and_then(|c| c.resources.as_ref()) {
+        Some(own) => resources::for_role(Some(own), role)
+            .map_err(|e| invalid("spec.podOverride.resources", e))?,
+        None => resources::for_role(common.resources.as_ref(), role)?,
+    };
     Ok(Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(
-            common
-                .image
-                .clone()
+            changes
+                .and_then(|c| c.image.clone())
+                .or_else(|| common.image.clone())
                 .unwrap_or_else(|| context.kind.default_image()),
         ),
         // Unset keeps Kubernetes' default (Always for `:latest`, else IfNotPresent).
@@ -134,7 +154,7 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
         command: Some(AGENT_COMMAND.iter().map(|s| s.to_string()).collect()),
         env: Some(env(context, role, index)?),
         ports: Some(ports),
-        resources: resources::for_role(common.resources.as_ref(), role)?,
+        resources,
         security_context: Some(security::container_context(&added)),
         volume_mounts: Some(mounts),
         termination_message_path: Some(TERMINATION_LOG.to_owned()),

@@ -171,6 +171,7 @@ mod tests {
             roles,
             result_role: "a".into(),
             timeout_seconds: 60,
+            pod_overrides: Default::default(),
         }
     }
 

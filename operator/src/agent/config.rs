@@ -96,8 +96,16 @@ impl AgentConfig {
             .unwrap_or_else(|| unreachable!("role {} checked at start", self.role))
     }
 
-    /// Whether this agent produces the benchmark's result.
+    /// Whether this agent is the result process: replica 0 of the result role, whose
+    /// end is the benchmark's end.
     pub fn is_result_process(&self) -> bool {
         self.role == self.plan.result_role && self.index == 0
+    }
+
+    /// Whether this agent parses and reports a result: every replica of the result role
+    /// (several replicas' results are merged by the backends; see
+    /// `perfsweep_benchmarks::report::combine`).
+    pub fn produces_result(&self) -> bool {
+        self.role == self.plan.result_role
     }
 }

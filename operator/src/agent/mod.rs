@@ -75,18 +75,28 @@ pub async fn run(config: AgentConfig) -> ExitCode {
         _ => "0.0.0.0".to_owned(),
     };
     let report = match TcpListener::bind((bind_host.as_str(), config.control_port)).await {
-        Err(error) => failed_report(
-            &config,
-            started,
-            Failure::new(
-                "ControlPortUnavailable",
-                format!(
-                    "cannot serve the control endpoint on {bind_host}:{}: {error}",
-                    config.control_port
+        Err(error) => {
+            let report = failed_report(
+                &config,
+                started,
+                Failure::new(
+                    "ControlPortUnavailable",
+                    format!(
+                        "cannot serve the control endpoint on {bind_host}:{}: {error}",
+                        config.control_port
+                    ),
                 ),
-            ),
-        ),
+            );
+            publish(&config, &report);
+            report
+        }
         Ok(listener) => {
+            if config.index == 0 && config.role().replicas > 1 {
+                // Before serving, so no replica's command finds it without barriers.
+                if let Some(parties) = config.peers.get(&config.role) {
+                    control.enable_barriers(parties.clone());
+                }
+            }
             let server = tokio::spawn(control.clone().serve(listener));
             let timeout = match config.plan.timeout_seconds {
                 0 => DEFAULT_TIMEOUT,
@@ -97,16 +107,20 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 Ok(played) => finish(&config, played),
                 Err(failure) => failed_report(&config, started, failure),
             };
+            // Reported before finishing: whoever sees this agent finished (the result
+            // process, a Kubernetes log reader) finds the report in its output.
+            publish(&config, &report);
             control.update(|s| s.finished = true);
             if config.is_result_process() {
+                // Other replicas of the result role, if any, are done with the serving
+                // roles by now: they pass a last barrier with replica 0 before ending
+                // (as distributed load generators do).
                 stop_serving_peers(&config).await;
             }
             server.abort();
             report
         }
     };
-    write_termination_log(&config, &report);
-    println!("{}", report.to_line());
     match report.outcome {
         Outcome::Succeeded { .. } => ExitCode::SUCCESS,
         Outcome::Failed { .. } => ExitCode::FAILURE,
@@ -131,6 +145,10 @@ async fn play(
 
     let mut peers = peer_addresses(config, deadline).await?;
     peers.insert(plan::SELF.to_owned(), vec![own.ip.clone()]);
+    peers.insert(plan::INDEX.to_owned(), vec![config.index.to_string()]);
+    for (role, endpoints) in &config.peers {
+        peers.insert(plan::control_key(role), endpoints.clone());
+    }
     peers.extend(config.plan.volume_paths(config.volumes_dir.as_deref()));
     if let Some(dir) = &config.volumes_dir {
         // In pods the kubelet mounts them; here they are plain directories.
@@ -415,7 +433,7 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
 
 fn finish(config: &AgentConfig, played: Played) -> AgentReport {
     let raw = String::from_utf8_lossy(&played.stdout).into_owned();
-    let outcome = if config.is_result_process() {
+    let outcome = if config.produces_result() {
         match registry::lookup(&config.plan.kind).map(|kind| kind.parse(&raw)) {
             Some(Ok(parsed)) => Outcome::Succeeded {
                 result: Some(parsed.result),
@@ -436,7 +454,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
             summary: None,
         }
     };
-    let evidence = config.is_result_process().then_some(raw);
+    let evidence = config.produces_result().then_some(raw);
     AgentReport {
         kind: config.plan.kind.clone(),
         role: config.role.clone(),
@@ -470,6 +488,12 @@ fn failed_report(config: &AgentConfig, started: Timestamp, failure: Failure) -> 
         raw_output: None,
         raw_output_sha256: None,
     }
+}
+
+/// Writes the report: the termination message and the report line.
+fn publish(config: &AgentConfig, report: &AgentReport) {
+    write_termination_log(config, report);
+    println!("{}", report.to_line());
 }
 
 /// The kubelet shows this file in the pod's status; keep it to a short summary (the

@@ -338,6 +338,9 @@ struct Prepared {
     pods: Vec<String>,
     result_role: String,
     result_pod: String,
+    /// The other replicas of the result role, whose results merge with the result
+    /// pod's (distributed load generators); usually none.
+    result_siblings: Vec<String>,
     timeout: Duration,
 }
 
@@ -389,11 +392,16 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
             ),
         ));
     }
+    let result_replicas = plan.role(&plan.result_role).map_or(1, |r| r.replicas);
+    let result_siblings = (1..result_replicas)
+        .map(|index| format!("{}-{}", target.name, process_name(&plan.result_role, index)))
+        .collect();
     Ok(Prepared {
         rendered,
         pods,
         result_role: plan.result_role,
         result_pod,
+        result_siblings,
         timeout,
     })
 }
@@ -631,6 +639,7 @@ async fn advance<K: Benchmark>(
     let observed = Observed {
         expected: &prepared.pods,
         result_pod: &prepared.result_pod,
+        result_siblings: &prepared.result_siblings,
         pods: &observation.pods,
         gang,
         pod_group: observation.pod_group.as_ref(),
@@ -753,7 +762,8 @@ async fn advance<K: Benchmark>(
     .await
 }
 
-/// Reads the result pod's log and what the agent reported in it.
+/// Reads the result pod's log and what the agent reported in it; with several replicas
+/// of the result role, every replica's report, merged by the kind.
 async fn read_result<R: DeserializeOwned>(
     engine: &Engine,
     target: &Target,
@@ -764,11 +774,43 @@ async fn read_result<R: DeserializeOwned>(
         Ok(log) => log,
         Err(failure) => return Ok(Err(failure)),
     };
-    Ok(outcome::evaluate(
-        &log,
+    if prepared.result_siblings.is_empty() {
+        return Ok(outcome::evaluate(
+            &log,
+            target.info.kind,
+            &prepared.result_role,
+            pod,
+        ));
+    }
+    let mut reports = Vec::with_capacity(prepared.result_siblings.len() + 1);
+    for (index, pod) in std::iter::once(pod)
+        .chain(&prepared.result_siblings)
+        .enumerate()
+    {
+        let log = if index == 0 {
+            log.clone()
+        } else {
+            match read_log(engine, target, pod).await? {
+                Ok(log) => log,
+                Err(failure) => return Ok(Err(failure)),
+            }
+        };
+        match outcome::replica_report(
+            &log,
+            target.info.kind,
+            &prepared.result_role,
+            index as u32,
+            pod,
+        ) {
+            Ok(report) => reports.push(report),
+            Err(failure) => return Ok(Err(failure)),
+        }
+    }
+    let combined = perfsweep_benchmarks::report::combine(target.info, reports);
+    Ok(outcome::evaluate_report(
+        combined,
         target.info.kind,
-        &prepared.result_role,
-        pod,
+        &prepared.result_pod,
     ))
 }
 

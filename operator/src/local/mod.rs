@@ -297,6 +297,7 @@ async fn run_plan(
         let is_result = role.name == plan.result_role && index == 0;
         let process = AgentProcess {
             label: process_name(&role.name, index),
+            produces_result: role.name == plan.result_role,
             child,
             echo_progress: is_result,
         };
@@ -317,8 +318,17 @@ async fn run_plan(
     let backstop = Duration::from_secs(plan.timeout_seconds.max(60) + 30);
     let collected = tokio::time::timeout(backstop, result_process.collect()).await;
     let mut stragglers = Vec::new();
+    // The other replicas of the result role report results too (distributed load
+    // generators), merged with replica 0's.
+    let mut result_outputs = Vec::new();
     for mut other in others {
         match tokio::time::timeout(Duration::from_secs(10), other.collect()).await {
+            Ok(output) if other.produces_result => {
+                if !output.success {
+                    stragglers.push(format!("{}: {}", other.label, output.stderr_tail()));
+                }
+                result_outputs.push((other.label.clone(), output));
+            }
             Ok(output) if output.success => {}
             Ok(output) => stragglers.push(format!("{}: {}", other.label, output.stderr_tail())),
             Err(_) => {
@@ -335,7 +345,29 @@ async fn run_plan(
             format!("no result within {backstop:?}"),
         )
     })?;
-    match report::find(&output.stdout) {
+    let mut reports = vec![report::find(&output.stdout)];
+    for (label, output) in &result_outputs {
+        reports.push(report::find(&output.stdout).map_err(|error| match error {
+            report::ReportError::Missing => report::ReportError::Malformed(format!(
+                "{label} reported nothing; agent log: {}",
+                output.stderr_tail()
+            )),
+            other => other,
+        }));
+    }
+    let combined = reports
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map(
+            |reports| match perfsweep_benchmarks::registry::lookup(&plan.kind) {
+                Some(kind) => report::combine(kind, reports),
+                None => reports
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| unreachable!("one report at least")),
+            },
+        );
+    match combined {
         Ok(mut report) => {
             match (&mut report.outcome, stragglers.is_empty()) {
                 (Outcome::Succeeded { .. }, false) => {
@@ -361,6 +393,8 @@ async fn run_plan(
 
 struct AgentProcess {
     label: String,
+    /// A replica of the result role, whose report is part of the result.
+    produces_result: bool,
     child: Child,
     /// Echo the tool's progress lines (`perfsweep-progress: …`) as they arrive.
     echo_progress: bool,

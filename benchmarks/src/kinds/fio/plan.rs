@@ -127,6 +127,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         roles: vec![worker, client],
         result_role: "client".into(),
         timeout_seconds: 0,
+        pod_overrides: Default::default(),
     }
 }
 

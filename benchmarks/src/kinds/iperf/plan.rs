@@ -67,6 +67,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         roles: vec![server, client],
         result_role: "client".into(),
         timeout_seconds: 0,
+        pod_overrides: Default::default(),
     }
 }
 

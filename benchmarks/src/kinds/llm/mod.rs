@@ -1,6 +1,8 @@
 //! LLMInference: latency and throughput of an OpenAI-compatible inference endpoint.
 //! The spec follows OME's BenchmarkJob.
 
+pub mod distribute;
+pub mod histogram;
 pub mod plan;
 pub mod result;
 pub mod scenario;
@@ -57,9 +59,32 @@ pub struct InferenceServiceReference {
     /// Name of the InferenceService.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    /// Defaults to the benchmark's namespace.
+    /// Defaults to the benchmark's namespace. Set it for KServe's Serverless mode,
+    /// whose cluster-local gateway routes by the full host name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Whose InferenceService: `serving.kserve.io` (KServe, the default), reached at
+    /// its predictor Service `<name>-predictor`, or `ome.io` (OME), reached at its
+    /// Service `<name>`.
+    #[serde(default)]
+    pub api_group: InferenceServiceGroup,
+    /// Port of the Service; defaults to 80 for KServe and 8080 for OME.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+}
+
+/// The API group of an InferenceService, which decides the Service that serves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum InferenceServiceGroup {
+    /// KServe: the predictor's Service `<name>-predictor` (port 80), which both the
+    /// Standard (RawDeployment) and the Serverless mode create.
+    #[default]
+    #[serde(rename = "serving.kserve.io")]
+    Kserve,
+    /// OME: the InferenceService's own Service `<name>` (port 8080).
+    #[serde(rename = "ome.io")]
+    Ome,
 }
 
 /// A simulated endpoint (`perfsweep sim`) run as a second role of the benchmark: no GPU,
@@ -305,6 +330,7 @@ pub struct OutputLocation {
 )]
 #[x_kube(validation = Rule::new("!has(self.maxConcurrency) || (has(self.requestRates) && size(self.requestRates) > 0) || (has(self.saturation) && has(self.saturation.load) && self.saturation.load == 'requestRate')").message("maxConcurrency caps open-loop iterations: it needs requestRates or a requestRate saturation search").field_path(".maxConcurrency"))]
 #[x_kube(validation = Rule::new("!has(self.burstiness) || (has(self.arrivals) && self.arrivals == 'gamma')").message("burstiness is the shape of gamma arrivals: set arrivals: gamma").field_path(".burstiness"))]
+#[x_kube(validation = Rule::new("!has(self.saturation) || !has(self.workers) || self.workers == 1").message("a saturation search runs with one worker: each worker would steer it by its own share of the load").field_path(".workers"))]
 #[x_kube(validation = Rule::new("!has(self.saturation) || (has(self.slo) && (has(self.slo.ttftMillis) || has(self.slo.tpotMillis)))").message("a saturation search needs an objective: slo.ttftMillis or slo.tpotMillis").field_path(".saturation"))]
 #[serde(rename_all = "camelCase")]
 pub struct LLMInferenceSpec {
@@ -419,6 +445,49 @@ pub struct LLMInferenceSpec {
     /// Where result records are exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_location: Option<OutputLocation>,
+
+    /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
+    /// request budgets and warmup are split among them (the remainder one each to the
+    /// first workers), each draws its own prompts, all start every iteration at the
+    /// same instant, and their histograms and counts are merged exactly.
+    #[serde(default = "default_workers")]
+    #[schemars(range(min = 1, max = 256))]
+    pub workers: u32,
+
+    /// What the endpoint runs (OME's `serviceMetadata`), recorded in the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_metadata: Option<ServiceMetadataSpec>,
+
+    /// Settings for the load generator pods only (OME's `podOverride`); the simulator
+    /// role keeps the benchmark-wide settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_override: Option<crate::plan::PodOverride>,
+}
+
+fn default_workers() -> u32 {
+    1
+}
+
+/// What the endpoint under test runs, as OME's BenchmarkJob declares it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMetadataSpec {
+    /// The serving engine, e.g. `vLLM`, `SGLang` or `TGI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub engine: Option<String>,
+    /// The engine's version, e.g. `v0.4.0.post1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub version: Option<String>,
+    /// The GPU model, e.g. `H100`, `A100`, `MI300` or `A10`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub gpu_type: Option<String>,
+    /// GPUs serving the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub gpu_count: Option<u32>,
 }
 
 /// One genai-bench traffic scenario string.
@@ -460,6 +529,12 @@ impl crate::registry::BenchmarkKind for LLMInference {
 
     fn plan(spec: &LLMInferenceSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
         plan::plan(spec)
+    }
+
+    fn merge(
+        outputs: Vec<LLMInferenceResult>,
+    ) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
+        distribute::merge(outputs)
     }
 
     fn headline(output: &LLMInferenceResult) -> String {
@@ -568,6 +643,18 @@ mod tests {
         );
         let zero = errors(with(json!({"requestRates": [0]})));
         assert!(!zero.is_empty(), "a zero rate is refused");
+    }
+
+    #[test]
+    fn a_saturation_search_runs_with_one_worker() {
+        let split = errors(with(
+            json!({"saturation": {}, "slo": {"ttftMillis": 200}, "workers": 2}),
+        ));
+        assert!(split.iter().any(|e| e.contains("one worker")), "{split:?}");
+        assert_eq!(
+            errors(with(json!({"workers": 4, "numConcurrency": [8]}))),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

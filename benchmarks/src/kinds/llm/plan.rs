@@ -6,12 +6,19 @@
 //! - `url`: used as given;
 //! - `service`: `http://<name>.<namespace>.svc:<port><path>`, or `http://<name>:<port><path>`
 //!   (the benchmark's own namespace) without a namespace;
-//! - `inferenceService`: `http://<name>.<namespace>.svc` (the address KServe gives an
-//!   InferenceService inside the cluster), or `http://<name>` without a namespace; the
-//!   model name defaults to the InferenceService's name.
+//! - `inferenceService`: KServe's predictor Service,
+//!   `http://<name>-predictor.<namespace>.svc.cluster.local` — the cluster-local address
+//!   KServe reports (`status.address.url`) in its Standard (RawDeployment) mode, and
+//!   a host its Serverless mode's local gateway routes too — or, for OME
+//!   (`apiGroup: ome.io`), the InferenceService's own Service,
+//!   `http://<name>.<namespace>.svc.cluster.local:8080`, as OME reports it. Without a
+//!   namespace the short name resolves in the benchmark's namespace. The model name
+//!   defaults to the InferenceService's name.
 
 use super::result::{FORMAT, LLMInferenceResult};
-use super::{Api, Arrivals, LLMInferenceSpec, SaturationLoad, SimulatorSpec, Task};
+use super::{
+    Api, Arrivals, InferenceServiceGroup, LLMInferenceSpec, SaturationLoad, SimulatorSpec, Task,
+};
 use crate::parse_error::ParseError;
 use crate::plan::{
     Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, SecretEnv,
@@ -22,6 +29,9 @@ const PACKAGE: &str = "perfsweep";
 
 /// The variable the load generator reads the API key from (`--api-key-env`).
 pub const API_KEY_ENV: &str = "PERFSWEEP_API_KEY";
+
+/// The load generator role (the result role).
+pub const LOADGEN: &str = "loadgen";
 
 /// The model name the simulator serves unless the spec names one.
 pub const SIMULATOR_MODEL: &str = "perfsweep-sim";
@@ -46,9 +56,17 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
         return Ok(format!("http://{host}:{}{path}", service.port));
     }
     if let Some(isvc) = &endpoint.inference_service {
-        return Ok(match &isvc.namespace {
-            Some(ns) => format!("http://{}.{ns}.svc", isvc.name),
-            None => format!("http://{}", isvc.name),
+        let (service, default_port) = match isvc.api_group {
+            InferenceServiceGroup::Kserve => (format!("{}-predictor", isvc.name), 80),
+            InferenceServiceGroup::Ome => (isvc.name.clone(), 8080),
+        };
+        let host = match &isvc.namespace {
+            Some(ns) => format!("{service}.{ns}.svc.cluster.local"),
+            None => service,
+        };
+        return Ok(match isvc.port.unwrap_or(default_port) {
+            80 => format!("http://{host}"),
+            port => format!("http://{host}:{port}"),
         });
     }
     if let Some(sim) = &endpoint.simulator {
@@ -197,10 +215,34 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             slo.attainment_percent.to_string(),
         ]);
     }
+    if spec.workers > 1 {
+        // Every worker gets the same arguments: its index picks its share, and the
+        // agent of worker 0 holds the barrier that starts each iteration everywhere.
+        args.extend([
+            "--workers".into(),
+            spec.workers.to_string(),
+            "--worker".into(),
+            "{index}".into(),
+            "--sync".into(),
+            format!("{{control:{LOADGEN}:0}}"),
+        ]);
+    }
+    if let Some(metadata) = &spec.service_metadata {
+        for (key, value) in [
+            ("engine", metadata.engine.clone()),
+            ("version", metadata.version.clone()),
+            ("gpuType", metadata.gpu_type.clone()),
+            ("gpuCount", metadata.gpu_count.map(|n| n.to_string())),
+        ] {
+            if let Some(value) = value {
+                args.extend(["--service-metadata".into(), format!("{key}={value}")]);
+            }
+        }
+    }
     let simulator = spec.endpoint.simulator.as_ref();
     let mut roles = vec![Role {
-        name: "loadgen".into(),
-        replicas: 1,
+        name: LOADGEN.into(),
+        replicas: spec.workers.max(1),
         setup: Vec::new(),
         command: Command {
             program: crate::plan::AGENT_PROGRAM.into(),
@@ -227,8 +269,13 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     Ok(Plan {
         kind: "LLMInference".into(),
         roles,
-        result_role: "loadgen".into(),
+        result_role: LOADGEN.into(),
         timeout_seconds: 0,
+        pod_overrides: spec
+            .pod_override
+            .iter()
+            .map(|o| (LOADGEN.to_owned(), o.clone()))
+            .collect(),
     })
 }
 
@@ -376,6 +423,50 @@ mod tests {
     }
 
     #[test]
+    fn workers_are_replicas_of_the_loadgen_that_find_their_share_and_barrier() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"simulator": {}},
+            "numConcurrency": [1, 8],
+            "workers": 3,
+            "serviceMetadata": {"engine": "vLLM", "gpuType": "H100", "gpuCount": 8},
+            "podOverride": {"image": "example.com/loadgen:1", "nodeSelector": {"pool": "cpu"}},
+        })))
+        .expect("plan");
+        let loadgen = plan.role(LOADGEN).expect("loadgen");
+        assert_eq!(loadgen.replicas, 3);
+        assert_eq!(plan.result_role, LOADGEN);
+        let mut peers = PeerAddresses::from([
+            ("simulator".into(), vec!["10.0.0.9".into()]),
+            (crate::plan::INDEX.into(), vec!["2".into()]),
+        ]);
+        peers.insert(
+            crate::plan::control_key(LOADGEN),
+            vec!["a:7470".into(), "b:7470".into(), "c:7470".into()],
+        );
+        let args = loadgen_args(&plan, &peers).join(" ");
+        assert!(
+            args.contains("--workers 3 --worker 2 --sync a:7470"),
+            "{args}"
+        );
+        assert!(
+            args.contains("--service-metadata engine=vLLM --service-metadata gpuType=H100 --service-metadata gpuCount=8"),
+            "{args}"
+        );
+        let changes = &plan.pod_overrides[LOADGEN];
+        assert_eq!(changes.image.as_deref(), Some("example.com/loadgen:1"));
+        assert!(!plan.pod_overrides.contains_key("simulator"));
+        // One worker: no distribution arguments.
+        let single = plan_args_of(serde_json::json!({"endpoint": {"simulator": {}}}));
+        assert!(!single.contains("--workers"), "{single}");
+    }
+
+    fn plan_args_of(json: serde_json::Value) -> String {
+        let plan = plan(&spec(json)).expect("plan");
+        let peers = PeerAddresses::from([("simulator".into(), vec!["10.0.0.9".into()])]);
+        loadgen_args(&plan, &peers).join(" ")
+    }
+
+    #[test]
     fn services_and_inference_services_resolve_to_cluster_urls() {
         let service = spec(serde_json::json!({
             "endpoint": {"service": {"name": "vllm", "namespace": "models", "port": 8000, "path": "openai"}, "modelName": "m"},
@@ -385,7 +476,21 @@ mod tests {
             "http://vllm.models.svc:8000/openai"
         );
         let isvc = spec(serde_json::json!({"endpoint": {"inferenceService": {"name": "llama"}}}));
-        assert_eq!(endpoint_url(&isvc).expect("url"), "http://llama");
+        assert_eq!(endpoint_url(&isvc).expect("url"), "http://llama-predictor");
+        let kserve = spec(
+            serde_json::json!({"endpoint": {"inferenceService": {"name": "llama", "namespace": "models"}}}),
+        );
+        assert_eq!(
+            endpoint_url(&kserve).expect("url"),
+            "http://llama-predictor.models.svc.cluster.local"
+        );
+        let ome = spec(
+            serde_json::json!({"endpoint": {"inferenceService": {"name": "llama", "namespace": "models", "apiGroup": "ome.io"}}}),
+        );
+        assert_eq!(
+            endpoint_url(&ome).expect("url"),
+            "http://llama.models.svc.cluster.local:8080"
+        );
         assert_eq!(model_name(&isvc).expect("model"), "llama");
         let no_model = spec(serde_json::json!({"endpoint": {"service": {"name": "vllm"}}}));
         assert!(model_name(&no_model).is_err());

@@ -119,6 +119,118 @@ pub struct Iteration {
     /// Requests that met the SLOs, when SLOs are set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
+    /// How busy each load generator worker was in this iteration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<ClientLoad>,
+    /// One worker's exact measurements (histograms and counters), which a distributed
+    /// run's workers report so that their results merge exactly. Absent from merged and
+    /// single-worker results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawIteration>,
+}
+
+/// A worker's measurements of one iteration, exactly: what merging needs that the
+/// summary figures lose.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawIteration {
+    /// HDR histograms of microseconds, base64 of the V2 + DEFLATE encoding.
+    pub histograms: RawHistograms,
+    /// Prompt tokens of the successful requests.
+    pub input_tokens: u64,
+    /// Generated tokens of the successful requests.
+    pub output_tokens: u64,
+    /// Sum of the per-request decode rates (tokens/s) behind the per-user rate.
+    pub user_rate_sum: f64,
+    /// Requests with a per-request decode rate.
+    pub user_rate_count: u64,
+    /// Successful requests that met the SLOs.
+    pub meeting_slo: u64,
+    /// Successful requests whose token counts were estimated.
+    pub estimated: u64,
+    /// When the first measured request was sent, seconds after the iteration's
+    /// synchronized start (the same instant for every worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sent_seconds: Option<f64>,
+    /// When the last measured request ended, seconds after the synchronized start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_done_seconds: Option<f64>,
+}
+
+/// The histograms of [`RawIteration`], one per latency metric.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawHistograms {
+    /// Time to first token.
+    pub ttft: String,
+    /// Time to second token.
+    pub ttst: String,
+    /// Inter-token latency.
+    pub itl: String,
+    /// Time per output token.
+    pub tpot: String,
+    /// End-to-end latency.
+    pub e2e: String,
+    /// Open loop: time to first token from the actual send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_send: Option<String>,
+    /// Open loop: how late requests were sent after they were due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag: Option<String>,
+}
+
+/// How busy one load generator process was during an iteration. A saturated client
+/// measures itself, not the server: its latencies are then not to be trusted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientLoad {
+    /// The worker (0 when the load is not distributed).
+    pub worker: u32,
+    /// Process CPU time over wall time, in percent of the cores the process may use.
+    pub cpu_percent: f64,
+    /// Cores the process may use (its CPU quota or the machine's cores).
+    pub cores: f64,
+    /// Percentage of the runtime's timer probes (every 10 ms) that woke more than 1 ms
+    /// late: the scheduling delay every send and receive of the process suffered.
+    pub late_wakeup_percent: f64,
+    /// The longest timer probe delay, milliseconds.
+    pub max_wakeup_delay_millis: f64,
+    /// Whether the client itself was the bottleneck (CPU at 90% or more of its cores,
+    /// or more than 5% of the probes late).
+    pub saturated: bool,
+}
+
+/// An iteration in which a load generator worker was saturated.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SaturatedClient {
+    /// Index into `iterations`.
+    pub iteration: usize,
+    /// The worker that was saturated.
+    pub worker: u32,
+    /// Its CPU use, percent of its cores.
+    pub cpu_percent: f64,
+    /// Its late timer probes, percent.
+    pub late_wakeup_percent: f64,
+}
+
+/// What the endpoint runs, as the user declared it (OME's `serviceMetadata`), kept with
+/// the result so results can be filtered by engine and hardware.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMetadata {
+    /// The serving engine, e.g. `vLLM`, `SGLang` or `TGI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// The engine's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The GPU model, e.g. `H100`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// GPUs serving the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<u32>,
 }
 
 /// One saturation search: the highest load that met the objectives.
@@ -202,6 +314,26 @@ pub struct LLMInferenceResult {
     /// Why the run failed (error rate above the limit), when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The error rate above which the run fails, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_rate_percent: Option<f64>,
+    /// Load generator processes that shared the load (1 unless distributed).
+    #[serde(default = "one")]
+    pub workers: u32,
+    /// Which worker's share this result is, in a distributed run's partial results;
+    /// absent once merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
+    /// Iterations in which a worker was saturated: their latencies measure the client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub saturated_clients: Vec<SaturatedClient>,
+    /// What the endpoint runs, as declared in the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_metadata: Option<ServiceMetadata>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl LLMInferenceResult {
@@ -217,6 +349,15 @@ impl LLMInferenceResult {
             text.push_str(&format!(" at {rate} req/s"));
         } else if let Some(concurrency) = self.best_concurrency {
             text.push_str(&format!(" at concurrency {concurrency}"));
+        }
+        if self.workers > 1 {
+            text.push_str(&format!(" ({} workers)", self.workers));
+        }
+        if !self.saturated_clients.is_empty() {
+            text.push_str(&format!(
+                "; client saturated in {} iteration(s)",
+                self.saturated_clients.len()
+            ));
         }
         for search in &self.saturation {
             let found = match (search.max_meeting_slo, search.load.as_str()) {
@@ -249,6 +390,56 @@ impl LLMInferenceResult {
             (Some(_), None) => false,
             (None, _) => true,
         }
+    }
+
+    /// Judges the whole run: the error rate against `max_error_rate_percent` (setting
+    /// `failure`), the saturated clients, and the headline iteration.
+    pub fn finalize(&mut self) {
+        let ok: u64 = self.iterations.iter().map(|i| i.requests).sum();
+        let errors: u64 = self.iterations.iter().map(|i| i.errors).sum();
+        self.error_rate_percent = if ok + errors > 0 {
+            100.0 * errors as f64 / (ok + errors) as f64
+        } else {
+            0.0
+        };
+        self.failure = None;
+        if ok + errors == 0 {
+            self.failure = Some("no request was measured".into());
+        } else if let Some(limit) = self.max_error_rate_percent
+            && self.error_rate_percent > limit
+        {
+            let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+            for iteration in &self.iterations {
+                for (kind, count) in &iteration.errors_by_kind {
+                    *kinds.entry(kind).or_default() += count;
+                }
+            }
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            self.failure = Some(format!(
+                "{errors} of {} requests failed ({:.1}%, above the {limit}% limit): {}",
+                ok + errors,
+                self.error_rate_percent,
+                kinds.join(", ")
+            ));
+        }
+        self.saturated_clients = self
+            .iterations
+            .iter()
+            .enumerate()
+            .flat_map(|(index, iteration)| {
+                iteration
+                    .clients
+                    .iter()
+                    .filter(|c| c.saturated)
+                    .map(move |c| SaturatedClient {
+                        iteration: index,
+                        worker: c.worker,
+                        cpu_percent: c.cpu_percent,
+                        late_wakeup_percent: c.late_wakeup_percent,
+                    })
+            })
+            .collect();
+        self.choose_best();
     }
 
     /// Picks the headline iteration and copies its figures to the top level.

@@ -64,6 +64,7 @@ pub fn plan(spec: &PyTorchSpec) -> Result<Plan, PlanError> {
         roles: vec![worker],
         result_role: "worker".into(),
         timeout_seconds: 0,
+        pod_overrides: Default::default(),
     })
 }
 

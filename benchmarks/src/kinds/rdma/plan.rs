@@ -84,6 +84,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         roles: vec![server, client],
         result_role: "client".into(),
         timeout_seconds: 0,
+        pod_overrides: Default::default(),
     }
 }
 

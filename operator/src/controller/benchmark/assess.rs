@@ -35,6 +35,9 @@ pub struct Observed<'a> {
     pub expected: &'a [String],
     /// The pod whose log carries the result.
     pub result_pod: &'a str,
+    /// The other replicas of the result role (distributed load generators), whose
+    /// results merge with the result pod's: the result is read once all succeeded.
+    pub result_siblings: &'a [String],
     /// The benchmark's pods as they are (any order; extra pods are ignored).
     pub pods: &'a [Pod],
     /// Whether the benchmark is gang-scheduled through a PodGroup.
@@ -95,7 +98,8 @@ pub fn assess(observed: &Observed<'_>) -> (Verdict, Progress) {
 
 fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
-    if pod(observed.result_pod).is_some_and(|p| phase_of(p) == "Succeeded") {
+    let succeeded = |name: &str| pod(name).is_some_and(|p| phase_of(p) == "Succeeded");
+    if succeeded(observed.result_pod) && observed.result_siblings.iter().all(|n| succeeded(n)) {
         return Verdict::ReadResult;
     }
     for name in observed.expected {
@@ -537,6 +541,7 @@ mod tests {
             assess(&Observed {
                 expected: &self.expected,
                 result_pod: "b-client-0",
+                result_siblings: &[],
                 pods: &self.pods,
                 gang: true,
                 pod_group: self.pod_group.as_ref(),

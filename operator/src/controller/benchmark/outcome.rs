@@ -27,14 +27,37 @@ pub fn evaluate<R: DeserializeOwned>(
     role: &str,
     pod: &str,
 ) -> Result<Success<R>, Failure> {
+    let report = replica_report(log, kind, role, 0, pod)?;
+    evaluate_report(report, kind, pod)
+}
+
+/// The report of replica `index` of `role` in the log of its pod `pod`.
+pub fn replica_report(
+    log: &str,
+    kind: &str,
+    role: &str,
+    index: u32,
+    pod: &str,
+) -> Result<report::AgentReport, Failure> {
     let unparseable = |why: String| Failure::new(UNPARSEABLE, format!("pod {pod}: {why}"));
     let report = report::find(log).map_err(|e| unparseable(e.to_string()))?;
-    if report.kind != kind || report.role != role || report.index != 0 {
+    if report.kind != kind || report.role != role || report.index != index {
         return Err(unparseable(format!(
-            "the report is from {} {}-{}, not from {kind} {role}-0",
+            "the report is from {} {}-{}, not from {kind} {role}-{index}",
             report.kind, report.role, report.index
         )));
     }
+    Ok(report)
+}
+
+/// The outcome a report (of the result pod `pod`, or the combined reports of the result
+/// role's replicas) gives.
+pub fn evaluate_report<R: DeserializeOwned>(
+    report: report::AgentReport,
+    kind: &str,
+    pod: &str,
+) -> Result<Success<R>, Failure> {
+    let unparseable = |why: String| Failure::new(UNPARSEABLE, format!("pod {pod}: {why}"));
     if !report.evidence_is_intact() {
         return Err(unparseable(
             "the tool's raw output in the report does not match its SHA-256 digest".into(),

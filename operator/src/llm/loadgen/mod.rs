@@ -9,6 +9,8 @@
 //! histograms. The result is one JSON document ([`LLMInferenceResult`]) on standard
 //! output; progress lines (`perfsweep-progress: …`) go to standard error.
 
+pub mod client_load;
+mod distributed;
 pub mod http;
 mod loops;
 mod progress;
@@ -18,11 +20,11 @@ pub mod sse;
 pub mod stats;
 pub mod workload;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use perfsweep_benchmarks::kinds::llm::distribute;
 use perfsweep_benchmarks::kinds::llm::result::{
     self, Iteration, LLMInferenceResult, Saturation, SloReport,
 };
@@ -174,6 +176,21 @@ pub struct LoadgenArgs {
     /// Seconds between progress lines within an iteration.
     #[arg(long, default_value_t = 5.0)]
     pub progress_interval_s: f64,
+    /// Load generator processes sharing the load (see `--worker` and `--sync`).
+    #[arg(long, default_value_t = 1)]
+    pub workers: u32,
+    /// This process's index among the workers: its share of streams, rates and
+    /// requests, and its seed.
+    #[arg(long, default_value_t = 0)]
+    pub worker: u32,
+    /// Control endpoint (`host:port`) of the agent holding the barrier every worker
+    /// passes before each iteration, so all start it at the same instant.
+    #[arg(long)]
+    pub sync: Option<String>,
+    /// What the endpoint runs, `key=value` (`engine`, `version`, `gpuType`, `gpuCount`),
+    /// recorded in the result.
+    #[arg(long = "service-metadata")]
+    pub service_metadata: Vec<String>,
 }
 
 impl LoadgenArgs {
@@ -239,6 +256,22 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     if args.concurrency.contains(&0) {
         bail!("concurrency levels must be at least 1");
     }
+    let workers = args.workers.max(1);
+    if args.worker >= workers {
+        bail!(
+            "--worker {} is not one of the {workers} workers",
+            args.worker
+        );
+    }
+    if workers > 1 && args.sync.is_none() {
+        bail!("--workers {workers} needs --sync: the workers must start every iteration together");
+    }
+    if workers > 1 && args.saturate.is_some() {
+        bail!(
+            "--saturate with --workers {workers}: each worker would steer the search by its own share; run the search with one worker"
+        );
+    }
+    let service_metadata = distributed::service_metadata(&args.service_metadata)?;
     if let Some(rate) = args
         .request_rates
         .iter()
@@ -320,7 +353,8 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         model: args.model.clone(),
         params,
         vllm_extensions: !args.plain_openai,
-        seed: args.seed,
+        // Each worker draws its own prompts; worker 0 draws what a single process does.
+        seed: distribute::worker_seed(args.seed, args.worker),
         slo,
         timeout: Duration::from_secs_f64(args.request_timeout_s.max(0.001)),
     });
@@ -335,6 +369,10 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         }
         .into(),
         streaming: stream,
+        max_error_rate_percent: Some(args.max_error_rate_percent),
+        workers,
+        worker: (workers > 1).then_some(args.worker),
+        service_metadata,
         slo: slo.is_set().then_some(SloReport {
             ttft_millis: slo.ttft_ms,
             tpot_millis: slo.tpot_ms,
@@ -365,8 +403,17 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     let loads: Vec<Load> = loads.collect();
     for (scenario_index, scenario) in scenarios.iter().enumerate() {
         for &load in &loads {
-            let iteration =
-                run_iteration(&shared, args, scenario, scenario_index, load, &mut progress).await;
+            let number = report.iterations.len();
+            let iteration = run_iteration(
+                &shared,
+                args,
+                scenario,
+                scenario_index,
+                load,
+                number,
+                &mut progress,
+            )
+            .await?;
             report.iterations.push(iteration);
         }
         if let Some(kind) = args.saturate {
@@ -379,36 +426,23 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
                 &mut report,
                 &mut progress,
             )
-            .await;
+            .await?;
             report.saturation.push(search);
         }
     }
-    let ok: u64 = report.iterations.iter().map(|i| i.requests).sum();
-    let errors: u64 = report.iterations.iter().map(|i| i.errors).sum();
-    report.error_rate_percent = if ok + errors > 0 {
-        100.0 * errors as f64 / (ok + errors) as f64
-    } else {
-        0.0
-    };
-    if ok + errors == 0 {
-        report.failure = Some("no request was measured".into());
-    } else if report.error_rate_percent > args.max_error_rate_percent {
-        let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
-        for iteration in &report.iterations {
-            for (kind, count) in &iteration.errors_by_kind {
-                *kinds.entry(kind).or_default() += count;
-            }
-        }
-        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-        report.failure = Some(format!(
-            "{errors} of {} requests failed ({:.1}%, above the {}% limit): {}",
-            ok + errors,
-            report.error_rate_percent,
-            args.max_error_rate_percent,
-            kinds.join(", ")
-        ));
+    if let Some(sync) = &args.sync {
+        // Replica 0's end stops the simulator (when there is one): no worker may still
+        // be sending then.
+        crate::agent::control::barrier(sync, "done", args.worker)
+            .await
+            .with_context(|| format!("worker {} waiting for the others to finish", args.worker))?;
     }
-    report.choose_best();
+    report.finalize();
+    if workers > 1 {
+        // A worker's share is not the run: the merge judges the error rate (and an
+        // idle worker, which had no streams, is no failure).
+        report.failure = None;
+    }
     Ok(report)
 }
 
@@ -451,9 +485,10 @@ async fn run_iteration(
     scenario: &TrafficScenario,
     scenario_index: usize,
     load: Load,
+    number: usize,
     progress: &mut progress::Progress,
-) -> Iteration {
-    let (streams, default_requests, default_warmup) = match load {
+) -> anyhow::Result<Iteration> {
+    let (total_streams, default_requests, default_warmup) = match load {
         Load::Closed(c) => (c as u64, (c as u64 * 4).max(100), c as u64),
         Load::Open(rate) => (
             args.max_concurrency.map_or(0, u64::from),
@@ -461,17 +496,25 @@ async fn run_iteration(
             (rate.ceil() as u64).max(1),
         ),
     };
+    // This worker's share of the load (all of it unless distributed).
+    let workers = args.workers.max(1);
+    let streams = distribute::share(total_streams, workers, args.worker);
+    let active = match load {
+        Load::Closed(concurrency) => concurrency,
+        Load::Open(_) => workers,
+    };
+    let share = |total: u64| distribute::budget_share(total, workers, active, args.worker);
     let budget = loops::Budget {
-        warmup: args.warmup_requests.unwrap_or(if args.warmup_s.is_some() {
+        warmup: share(args.warmup_requests.unwrap_or(if args.warmup_s.is_some() {
             0
         } else {
             default_warmup
-        }),
+        })),
         warmup_time: Duration::from_secs_f64(args.warmup_s.unwrap_or(0.0).max(0.0)),
         requests: match (args.max_requests, args.max_time_s) {
-            (Some(n), _) => Some(n),
+            (Some(n), _) => Some(share(n)),
             (None, Some(_)) => None,
-            (None, None) => Some(default_requests),
+            (None, None) => Some(share(default_requests)),
         },
         time: args.max_time_s.map(|s| Duration::from_secs_f64(s.max(0.0))),
     };
@@ -481,8 +524,27 @@ async fn run_iteration(
     };
     let seed = shared.seed ^ ((scenario_index as u64) << 32) ^ load_seed;
     let recorder = Arc::new(Mutex::new(stats::Recorder::default()));
+    if let Some(sync) = &args.sync {
+        let name = format!("iteration-{number}");
+        crate::agent::control::barrier(sync, &name, args.worker)
+            .await
+            .with_context(|| format!("worker {} waiting to start {name}", args.worker))?;
+    }
+    // The synchronized start: the same instant for every worker.
+    let start = Instant::now();
+    let monitor = client_load::ClientMonitor::start();
     let ticker = progress.start(format!("{scenario} {}", load.describe(args)), &recorder);
+    let load = match load {
+        Load::Closed(_) => Load::Closed(streams as u32),
+        Load::Open(rate) => Load::Open(distribute::rate_share(rate, workers)),
+    };
     let outcome = match load {
+        // More workers than streams: this one sits the iteration out.
+        Load::Closed(0) => loops::Outcome {
+            recorder: Recorder::default(),
+            warmup_requests: 0,
+            cooldown_requests: 0,
+        },
         Load::Closed(concurrency) => {
             loops::closed(shared, scenario, concurrency, budget, seed, &recorder).await
         }
@@ -495,15 +557,28 @@ async fn run_iteration(
             let open = loops::OpenLoad {
                 rate,
                 arrivals,
-                max_concurrency: args.max_concurrency,
+                // Each worker keeps its share of the cap, at least one.
+                max_concurrency: args.max_concurrency.map(|cap| {
+                    (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
+                }),
             };
             loops::open(shared, scenario, open, budget, seed, &recorder).await
         }
     };
     drop(ticker);
+    let client = monitor.finish(args.worker).await;
     let mut iteration = outcome
         .recorder
         .summary(scenario.to_string(), streams as u32, &shared.slo);
+    if workers > 1 {
+        iteration.raw = Some(
+            outcome
+                .recorder
+                .raw(start)
+                .context("serializing the iteration's histograms")?,
+        );
+    }
+    iteration.clients = vec![client];
     iteration.warmup_requests = outcome.warmup_requests;
     iteration.cooldown_requests = outcome.cooldown_requests;
     if let Load::Open(rate) = load {
@@ -512,7 +587,7 @@ async fn run_iteration(
         iteration.burstiness = (args.arrivals == ArrivalKind::Gamma).then_some(args.burstiness);
     }
     progress.finished(&iteration);
-    iteration
+    Ok(iteration)
 }
 
 /// Probes loads until the search settles; returns the search's record.
@@ -524,7 +599,7 @@ async fn saturate(
     kind: SaturationLoad,
     report: &mut LLMInferenceResult,
     progress: &mut progress::Progress,
-) -> Saturation {
+) -> anyhow::Result<Saturation> {
     let integer = kind == SaturationLoad::Concurrency;
     let mut search = saturation::Search::new(
         args.saturation_start,
@@ -540,14 +615,24 @@ async fn saturate(
             SaturationLoad::Concurrency => Load::Closed(value as u32),
             SaturationLoad::Rate => Load::Open(value),
         };
-        let iteration = run_iteration(shared, args, scenario, scenario_index, load, progress).await;
+        let number = report.iterations.len();
+        let iteration = run_iteration(
+            shared,
+            args,
+            scenario,
+            scenario_index,
+            load,
+            number,
+            progress,
+        )
+        .await?;
         let meets = report.meets_slo(&iteration);
         search.record(value, meets);
         indices.push(report.iterations.len());
         report.iterations.push(iteration);
     }
     progress.search_done(indices.len(), args.saturation_probes as usize);
-    Saturation {
+    Ok(Saturation {
         scenario: scenario.to_string(),
         load: match kind {
             SaturationLoad::Concurrency => "concurrency",
@@ -556,7 +641,7 @@ async fn saturate(
         .into(),
         max_meeting_slo: search.highest_passing(),
         iterations: indices,
-    }
+    })
 }
 
 /// One stream: a connection, reusable buffers, and its own recorder.

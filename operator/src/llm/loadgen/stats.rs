@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use perfsweep_benchmarks::kinds::llm::result::{Distribution, Goodput, Iteration};
+use perfsweep_benchmarks::kinds::llm::histogram;
+use perfsweep_benchmarks::kinds::llm::result::{
+    Distribution, Goodput, Iteration, RawHistograms, RawIteration,
+};
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.
@@ -261,6 +264,118 @@ fn distribution(histogram: &Histogram<u64>) -> Distribution {
         p95: at(0.95),
         p99: at(0.99),
         p999: at(0.999),
+    }
+}
+
+/// Serialization for distributed runs: a worker's exact measurements, which merge.
+impl Recorder {
+    /// What this recorder measured, exactly, with times in seconds after `start` (the
+    /// iteration's synchronized start, the same instant for every worker).
+    pub fn raw(&self, start: Instant) -> Result<RawIteration, histogram::HistogramError> {
+        let since = |at: Instant| at.saturating_duration_since(start).as_secs_f64();
+        let optional =
+            |h: &Histogram<u64>| (!h.is_empty()).then(|| histogram::encode(h)).transpose();
+        Ok(RawIteration {
+            histograms: RawHistograms {
+                ttft: histogram::encode(&self.ttft)?,
+                ttst: histogram::encode(&self.ttst)?,
+                itl: histogram::encode(&self.itl)?,
+                tpot: histogram::encode(&self.tpot)?,
+                e2e: histogram::encode(&self.e2e)?,
+                ttft_from_send: optional(&self.ttft_from_send)?,
+                schedule_lag: optional(&self.schedule_lag)?,
+            },
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            user_rate_sum: self.user_rate_sum,
+            user_rate_count: self.user_rate_count,
+            meeting_slo: self.meeting_slo,
+            estimated: self.estimated,
+            first_sent_seconds: self.first_sent.map(since),
+            last_done_seconds: self.last_done.map(since),
+        })
+    }
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::*;
+    use perfsweep_benchmarks::kinds::llm::distribute;
+
+    /// The merge recomputes an iteration from raw measurements; for one worker that
+    /// must give what the worker's own summary says (the two must not drift apart).
+    #[test]
+    fn a_summary_from_raw_measurements_equals_the_recorders_own() {
+        let slo = Slo {
+            ttft_ms: Some(60.0),
+            tpot_ms: Some(11.0),
+        };
+        let start = Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        let mut recorder = Recorder::default();
+        for (sent, first, gap, tokens) in [(0, 50, 10, 3), (5, 80, 12, 4), (9, 40, 9, 2)] {
+            let times: Vec<Instant> = (0..tokens)
+                .map(|i| start + ms(sent + first + i * gap))
+                .collect();
+            recorder.success(
+                &Sample {
+                    sent: start + ms(sent),
+                    scheduled: (sent == 9).then(|| start + ms(sent - 2)),
+                    done: *times.last().expect("tokens"),
+                    token_times: &times,
+                    input_tokens: 7,
+                    output_tokens: tokens,
+                    estimated: sent == 5,
+                },
+                &slo,
+            );
+        }
+        recorder.schedule_lag(Some(start + ms(7)), start + ms(9));
+        recorder.error("timeout", start + ms(1), start + ms(200));
+        let own = recorder.summary("D(7,3)".into(), 3, &slo);
+        assert!(own.ttft_from_send_millis.is_some() && own.schedule_lag_millis.is_some());
+        let raw = recorder.raw(start).expect("serializes");
+        let rebuilt = distribute::summarize(
+            &raw,
+            own.requests,
+            &own.errors_by_kind,
+            own.scenario.clone(),
+            3,
+            true,
+        )
+        .expect("summarizes");
+        assert_eq!(rebuilt.ttft_millis, own.ttft_millis);
+        assert_eq!(
+            rebuilt.inter_token_latency_millis,
+            own.inter_token_latency_millis
+        );
+        assert_eq!(rebuilt.tpot_millis, own.tpot_millis);
+        assert_eq!(rebuilt.e2e_latency_millis, own.e2e_latency_millis);
+        assert_eq!(rebuilt.ttft_from_send_millis, own.ttft_from_send_millis);
+        assert_eq!(rebuilt.schedule_lag_millis, own.schedule_lag_millis);
+        assert_eq!(
+            rebuilt.time_to_second_token_millis,
+            own.time_to_second_token_millis
+        );
+        assert_eq!(
+            (rebuilt.requests, rebuilt.errors),
+            (own.requests, own.errors)
+        );
+        assert_eq!(rebuilt.token_counts, own.token_counts);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        assert!(close(rebuilt.duration_seconds, own.duration_seconds));
+        assert!(close(
+            rebuilt.output_tokens_per_second,
+            own.output_tokens_per_second
+        ));
+        assert!(close(rebuilt.requests_per_second, own.requests_per_second));
+        assert!(close(
+            rebuilt.output_tokens_per_second_per_user,
+            own.output_tokens_per_second_per_user
+        ));
+        let (a, b) = (rebuilt.goodput.expect("slo"), own.goodput.expect("slo"));
+        assert!(close(a.attainment_percent, b.attainment_percent));
+        assert!(close(a.requests_per_second, b.requests_per_second));
     }
 }
 

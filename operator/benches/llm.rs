@@ -1,161 +1,423 @@
-//! LLM load generator figures (harness = false; `cargo bench -p perfsweep --bench llm`):
+//! LLM load generator figures (harness = false; `cargo bench -p perfsweep --bench llm`).
+//! Everything runs as separate processes, as a user runs them: `perfsweep sim` (the
+//! simulator, TTFT 50 ms, ITL 10 ms unless said otherwise) and `perfsweep loadgen`
+//! (or a peer) against it; CPU and peak memory of a load generator come from `wait4`
+//! (user + system time of the process and the children it reaped, i.e. its process
+//! tree), and everything a run does counts: start-up, connecting, the warmup requests.
 //!
-//! - CPU per request of the load generator (this process only, all threads, from
-//!   /proc/self/task/*/schedstat) at 64 concurrent streams of 128 in / 64 out tokens
-//!   against the simulator running as a separate process;
-//! - accuracy: measured mean and p99 TTFT against what the simulator recorded, with
-//!   TTFT 50 ms / ITL 10 ms, at 64 and 4,096 streams;
-//! - scale: resident memory per stream at 4,096 streams.
+//! 1. CPU per request at 64 concurrent streams of D(128,64), streaming chat, with and
+//!    without wakeup coalescing;
+//! 2. accuracy: measured TTFT mean/p99 against what the simulator recorded doing (the
+//!    warmup requests, one per stream, excluded on both sides), at 64 and 4,096 streams;
+//! 3. scale: as many concurrent streams as the open-file limit allows, up to 50,000,
+//!    from one loadgen process, and its memory per stream;
+//! 4. a peer, aiperf, against the same simulator at 64 streams: its CPU per request and
+//!    the ratio (install it with `operator/benches/peers/setup.sh`; skipped otherwise).
 //!
-//! `LLM_BENCH_QUICK=1` shortens the runs.
+//! `LLM_BENCH_QUICK=1` shortens the runs; `LLM_BENCH_PEERS` is where setup.sh put the
+//! peers (default `~/.cache/perfsweep/peers`).
 
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use perfsweep::llm::loadgen::http::{Connection, Target};
-use perfsweep::llm::loadgen::{self, LoadgenArgs};
+use anyhow::{Context as _, bail};
 use perfsweep::llm::sim::SimStats;
+use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
 
-struct Sim(Child);
+const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");
+const MODEL: &str = "perfsweep-sim";
 
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// A simulator process, killed when dropped.
+struct Sim {
+    child: Child,
+    address: String,
+}
+
+impl Sim {
+    fn start(ttft_ms: u32, itl_ms: u32) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let child = Command::new(EXE)
+            .args(["sim", "--listen", &address])
+            .args(["--ttft-ms", &ttft_ms.to_string()])
+            .args(["--itl-ms", &itl_ms.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let sim = Self { child, address };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(&sim.address).is_ok() {
+                return Ok(sim);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("the simulator did not start listening on {}", sim.address)
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A bodyless request to the simulator's own endpoints (HTTP/1.0: the body ends
+    /// with the connection, no chunked encoding to undo).
+    fn call(&self, method: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+        let mut stream = std::net::TcpStream::connect(&self.address)?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
+            self.address
+        )?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .context("no response head")?;
+        Ok(response[split + 4..].to_vec())
+    }
+
+    fn reset(&self) -> anyhow::Result<()> {
+        self.call("POST", "/sim/reset").map(drop)
+    }
+
+    /// TTFT mean and p99 the simulator recorded, without the first `warmup` arrivals.
+    fn ttft(&self, warmup: usize) -> anyhow::Result<(f64, f64, usize)> {
+        let stats: SimStats = serde_json::from_slice(&self.call("GET", "/sim/stats")?)?;
+        let mut records = stats.records;
+        records.sort_by_key(|r| r.id);
+        let mut ttfts: Vec<f64> = records
+            .iter()
+            .skip(warmup)
+            .filter(|r| r.outcome == "ok")
+            .map(|r| r.ttft_ms)
+            .collect();
+        ttfts.sort_by(f64::total_cmp);
+        if ttfts.is_empty() {
+            return Ok((0.0, 0.0, 0));
+        }
+        let mean = ttfts.iter().sum::<f64>() / ttfts.len() as f64;
+        let rank = ((ttfts.len() as f64 * 0.99).ceil() as usize).clamp(1, ttfts.len());
+        Ok((mean, ttfts[rank - 1], ttfts.len()))
     }
 }
 
-fn cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(|t| t.ok())
-                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                .sum()
-        })
-        .unwrap_or(0)
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
+/// What a finished process tree used.
+struct Usage {
+    cpu: Duration,
+    max_rss_kib: u64,
+    wall: Duration,
+    success: bool,
 }
 
-async fn sim_call(target: &Target, method: &str, path: &str) -> anyhow::Result<Vec<u8>> {
-    let mut connection = Connection::open(target).await?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
-        target.host_header()
-    );
-    connection.send(request.as_bytes()).await?;
-    let head = connection.read_head().await?;
-    let mut body = Vec::new();
-    connection
-        .read_body(&head, |d, _| body.extend_from_slice(d))
-        .await?;
-    Ok(body)
+/// Runs `command` to completion; CPU and peak RSS from `wait4`.
+fn run_measured(command: &mut Command) -> anyhow::Result<Usage> {
+    let start = Instant::now();
+    let child = command.spawn().context("starting the load generator")?;
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child by pid; the Child is not waited on elsewhere.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    if pid < 0 {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Ok(Usage {
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss as u64,
+        wall: start.elapsed(),
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+    })
 }
 
-async fn measure(
-    url: &str,
-    target: &Target,
-    concurrency: u32,
-    requests: u64,
-) -> anyhow::Result<()> {
-    sim_call(target, "POST", "/sim/reset").await?;
-    let mut args = LoadgenArgs::new(url, "perfsweep-sim");
-    args.progress = false;
-    args.scenarios = vec!["D(128,64)".into()];
-    args.concurrency = vec![concurrency];
-    args.max_requests = Some(requests);
-    args.warmup_requests = Some(0);
-    let rss_before = rss_bytes();
-    let cpu_before = cpu_ns();
-    let report = loadgen::execute(&args).await?;
-    let cpu = cpu_ns() - cpu_before;
-    let rss_after = rss_bytes();
-    let stats: SimStats = serde_json::from_slice(&sim_call(target, "GET", "/sim/stats").await?)?;
-    let it = &report.iterations[0];
-    let mut sim_ttfts: Vec<f64> = stats
-        .records
-        .iter()
-        .filter(|r| r.outcome == "ok")
-        .map(|r| r.ttft_ms)
-        .collect();
-    sim_ttfts.sort_by(f64::total_cmp);
-    let sim_p99 = sim_ttfts
-        .get(((sim_ttfts.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-        .copied()
-        .unwrap_or(0.0);
+struct Run {
+    streams: u32,
+    measured: u64,
+    scenario: &'static str,
+    coalescing_us: u64,
+}
+
+/// One loadgen process: its usage and its result.
+fn loadgen(sim: &Sim, run: &Run) -> anyhow::Result<(Usage, LLMInferenceResult)> {
+    sim.reset()?;
+    let output = std::env::temp_dir().join(format!("llm-bench-{}.json", std::process::id()));
+    let usage = run_measured(
+        Command::new(EXE)
+            .args(["loadgen", "--url", &sim.url(), "--model", MODEL])
+            .args(["--scenario", run.scenario])
+            .args(["--concurrency", &run.streams.to_string()])
+            .args(["--max-requests", &run.measured.to_string()])
+            .args(["--warmup-requests", &run.streams.to_string()])
+            .args(["--wakeup-coalescing-us", &run.coalescing_us.to_string()])
+            .args(["--progress", "false", "--output"])
+            .arg(&output)
+            .stdout(Stdio::null()),
+    )?;
+    if !usage.success {
+        bail!("perfsweep loadgen failed ({} streams)", run.streams);
+    }
+    let report: LLMInferenceResult =
+        serde_json::from_slice(&std::fs::read(&output)?).context("reading the loadgen result")?;
+    let _ = std::fs::remove_file(&output);
+    Ok((usage, report))
+}
+
+/// Prints a loadgen run; returns its CPU per request, ms.
+fn report(sim: &Sim, run: &Run, usage: &Usage, result: &LLMInferenceResult) -> anyhow::Result<f64> {
+    let Some(it) = result.iterations.first() else {
+        bail!("the loadgen reported no iteration");
+    };
+    let all_requests = it.requests + it.errors + run.streams as u64;
+    let cpu_per_request = usage.cpu.as_secs_f64() * 1000.0 / all_requests as f64;
+    let events = it.inter_token_latency_millis.count + 2 * it.requests;
     println!(
-        "streams {concurrency:>5}: {} requests ({} errors) in {:.1} s, {:.0} req/s, {:.0} output tok/s",
+        "  {} streams {}, coalescing {} µs: {} measured requests ({} errors) + {} warmup in {:.1} s; {:.0} req/s, {:.0} output tok/s",
+        run.streams,
+        run.scenario,
+        run.coalescing_us,
         it.requests,
         it.errors,
-        it.duration_seconds,
+        run.streams,
+        usage.wall.as_secs_f64(),
         it.requests_per_second,
         it.output_tokens_per_second
     );
     println!(
-        "  loadgen CPU {:.3} ms/request ({:.2} µs/token event)",
-        cpu as f64 / 1e6 / (it.requests + it.errors).max(1) as f64,
-        cpu as f64 / 1e3 / (it.inter_token_latency_millis.count + it.requests).max(1) as f64,
+        "    loadgen CPU {:.3} s = {:.3} ms/request ({:.2} µs per streamed event), peak RSS {:.1} MiB",
+        usage.cpu.as_secs_f64(),
+        cpu_per_request,
+        usage.cpu.as_secs_f64() * 1e6
+            / (events as f64 * all_requests as f64 / it.requests.max(1) as f64),
+        usage.max_rss_kib as f64 / 1024.0
     );
+    let (sim_mean, sim_p99, sim_count) = sim.ttft(run.streams as usize)?;
     println!(
-        "  TTFT mean measured {:.3} ms vs simulator {:.3} ms (Δ {:+.3} ms); p99 {:.3} vs {:.3} ms (Δ {:+.3} ms); ITL mean {:.3} vs {:.3} ms",
+        "    TTFT mean {:.3} ms measured vs {:.3} ms recorded by the simulator (Δ {:+.3} ms); p99 {:.3} vs {:.3} ms (Δ {:+.3} ms); {} vs {} requests; ITL mean {:.3} ms",
         it.ttft_millis.mean,
-        stats.ttft_mean_ms,
-        it.ttft_millis.mean - stats.ttft_mean_ms,
+        sim_mean,
+        it.ttft_millis.mean - sim_mean,
         it.ttft_millis.p99,
         sim_p99,
         it.ttft_millis.p99 - sim_p99,
+        it.ttft_millis.count,
+        sim_count,
         it.inter_token_latency_millis.mean,
-        stats.itl_mean_ms,
     );
+    Ok(cpu_per_request)
+}
+
+fn peers_dir() -> PathBuf {
+    std::env::var_os("LLM_BENCH_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/perfsweep/peers")
+        })
+}
+
+/// aiperf at 64 streams of D(128,64) against `sim`: its CPU per request.
+fn aiperf(sim: &Sim, streams: u32, requests: u64) -> anyhow::Result<Option<f64>> {
+    let peers = peers_dir();
+    let aiperf = peers.join("aiperf-venv/bin/aiperf");
+    let tokenizer = peers.join("cl100k");
+    if !aiperf.exists() || !tokenizer.join("tokenizer.json").exists() {
+        println!(
+            "  aiperf: skipped, not installed in {} (run operator/benches/peers/setup.sh)",
+            peers.display()
+        );
+        return Ok(None);
+    }
+    sim.reset()?;
+    let artifacts = std::env::temp_dir().join(format!("llm-bench-aiperf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&artifacts);
+    let usage = run_measured(
+        Command::new(&aiperf)
+            .args(["profile", "--model", MODEL, "--url", &sim.url()])
+            .args(["--endpoint-type", "chat", "--streaming"])
+            .args(["--concurrency", &streams.to_string()])
+            .args(["--request-count", &requests.to_string()])
+            .args(["--warmup-request-count", &streams.to_string()])
+            .args([
+                "--synthetic-input-tokens-mean",
+                "128",
+                "--synthetic-input-tokens-stddev",
+                "0",
+            ])
+            .args(["--output-tokens-mean", "64", "--output-tokens-stddev", "0"])
+            .args([
+                "--extra-inputs",
+                "ignore_eos:true",
+                "--extra-inputs",
+                "min_tokens:64",
+            ])
+            .arg("--tokenizer")
+            .arg(&tokenizer)
+            .args(["--ui-type", "none", "--artifact-dir"])
+            .arg(&artifacts)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )?;
+    if !usage.success {
+        println!("  aiperf: failed (see {})", artifacts.display());
+        return Ok(None);
+    }
+    let all = requests + streams as u64;
+    let per_request = usage.cpu.as_secs_f64() * 1000.0 / all as f64;
     println!(
-        "  RSS {:.1} MiB -> {:.1} MiB ({:.1} KiB per stream, upper bound: peak not sampled)",
-        rss_before as f64 / 1048576.0,
-        rss_after as f64 / 1048576.0,
-        rss_after.saturating_sub(rss_before) as f64 / 1024.0 / concurrency as f64
+        "  aiperf {streams} streams D(128,64): {requests} measured + {streams} warmup requests in {:.1} s; CPU {:.2} s (process tree) = {:.3} ms/request, peak RSS {:.0} MiB (largest process)",
+        usage.wall.as_secs_f64(),
+        usage.cpu.as_secs_f64(),
+        per_request,
+        usage.max_rss_kib as f64 / 1024.0
     );
-    Ok(())
+    let (sim_mean, sim_p99, _) = sim.ttft(streams as usize)?;
+    match aiperf_ttft(&artifacts) {
+        Some((mean, p99)) => println!(
+            "    aiperf TTFT mean {mean:.3} ms vs {sim_mean:.3} ms recorded by the simulator (Δ {:+.3} ms); p99 {p99:.3} vs {sim_p99:.3} ms (Δ {:+.3} ms)",
+            mean - sim_mean,
+            p99 - sim_p99
+        ),
+        None => println!("    (aiperf's TTFT not found in {})", artifacts.display()),
+    }
+    let _ = std::fs::remove_dir_all(&artifacts);
+    Ok(Some(per_request))
+}
+
+/// TTFT mean and p99 (ms) from aiperf's JSON export.
+fn aiperf_ttft(artifacts: &Path) -> Option<(f64, f64)> {
+    fn find(dir: &Path) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if let Some(found) = find(&path) {
+                    return Some(found);
+                }
+            } else if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("aiperf.json"))
+            {
+                return Some(path);
+            }
+        }
+        None
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(find(artifacts)?).ok()?).ok()?;
+    let ttft = value.get("time_to_first_token")?;
+    Some((ttft.get("avg")?.as_f64()?, ttft.get("p99")?.as_f64()?))
+}
+
+fn open_file_limit() -> u64 {
+    // SAFETY: getrlimit fills in the struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_max as u64
+        } else {
+            1024
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("LLM_BENCH_QUICK").is_some();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _sim = Sim(Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-        .args([
-            "sim",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--ttft-ms",
-            "50",
-            "--itl-ms",
-            "10",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let target = Target::parse(&url)?;
-        for _ in 0..100 {
-            if Connection::open(&target).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    let requests_64 = if quick { 512 } else { 2048 };
+    println!(
+        "LLM load generator, one process each for simulator and load generator on {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let sim = Sim::start(50, 10)?;
+    println!("simulator TTFT 50 ms, ITL 10 ms:");
+    let mut ours = None;
+    for coalescing_us in [0, 500, 2000] {
+        let run = Run {
+            streams: 64,
+            measured: requests_64,
+            scenario: "D(128,64)",
+            coalescing_us,
+        };
+        let (usage, result) = loadgen(&sim, &run)?;
+        let cpu = report(&sim, &run, &usage, &result)?;
+        if coalescing_us == 500 {
+            ours = Some(cpu);
         }
-        println!("simulator: separate process, TTFT 50 ms, ITL 10 ms; D(128,64) requests");
-        measure(&url, &target, 64, if quick { 256 } else { 2048 }).await?;
-        measure(&url, &target, 4096, if quick { 4096 } else { 8192 }).await?;
-        anyhow::Ok(())
-    })
+    }
+    if let (Some(ours), Some(theirs)) = (ours, aiperf(&sim, 64, if quick { 512 } else { 1024 })?) {
+        println!(
+            "  CPU per request: perfsweep {ours:.3} ms, aiperf {theirs:.3} ms: {:.0}x less",
+            theirs / ours
+        );
+    }
+    let run = Run {
+        streams: 4096,
+        measured: if quick { 4096 } else { 8192 },
+        scenario: "D(128,64)",
+        coalescing_us: 500,
+    };
+    let (usage, result) = loadgen(&sim, &run)?;
+    report(&sim, &run, &usage, &result)?;
+    drop(sim);
+
+    // 4,096 streams of 64 tokens every 10 ms are 410,000 SSE chunks a second over
+    // loopback TCP, more than two cores can send and receive; at ITL 100 ms the same
+    // concurrency is 41,000 a second.
+    let sim = Sim::start(50, 100)?;
+    println!("simulator TTFT 50 ms, ITL 100 ms:");
+    let run = Run {
+        streams: 4096,
+        measured: if quick { 4096 } else { 8192 },
+        scenario: "D(128,64)",
+        coalescing_us: 500,
+    };
+    let (usage, result) = loadgen(&sim, &run)?;
+    report(&sim, &run, &usage, &result)?;
+    drop(sim);
+
+    // Scale: one socket per stream in each process, so the open-file limit bounds it.
+    let limit = open_file_limit();
+    let streams = (limit.saturating_sub(200)).min(50_000) as u32;
+    println!(
+        "scale: open-file hard limit {limit} per process; simulator TTFT 50 ms, ITL 1000 ms, D(128,8):"
+    );
+    let sim = Sim::start(50, 1000)?;
+    let baseline = Run {
+        streams: 64,
+        measured: 64,
+        scenario: "D(128,8)",
+        coalescing_us: 500,
+    };
+    let (base, _) = loadgen(&sim, &baseline)?;
+    let run = Run {
+        streams,
+        measured: streams as u64,
+        scenario: "D(128,8)",
+        coalescing_us: 500,
+    };
+    let (usage, result) = loadgen(&sim, &run)?;
+    report(&sim, &run, &usage, &result)?;
+    println!(
+        "    memory: peak RSS {:.1} MiB at {streams} streams vs {:.1} MiB at 64: {:.1} KiB per stream",
+        usage.max_rss_kib as f64 / 1024.0,
+        base.max_rss_kib as f64 / 1024.0,
+        usage.max_rss_kib.saturating_sub(base.max_rss_kib) as f64 / (streams - 64) as f64
+    );
+    if streams < 50_000 {
+        println!(
+            "    50,000 streams need an open-file limit above 50,000 in both processes; this machine's hard limit is {limit} (raising it needs CAP_SYS_RESOURCE)"
+        );
+    }
+    Ok(())
 }

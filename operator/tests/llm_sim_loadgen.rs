@@ -426,3 +426,96 @@ async fn an_open_loop_honours_the_time_budget_from_the_first_measured_arrival() 
     assert!(iteration.requests >= 25, "{iteration:?}");
     assert_eq!(iteration.errors, 0);
 }
+
+/// A self-signed certificate for 127.0.0.1 from the openssl command line, or why not.
+fn self_signed(dir: &std::path::Path) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=perfsweep-sim"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        // An end-entity certificate (webpki refuses a CA certificate as one).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("openssl: {e}"))?;
+    if !status.success() {
+        return Err(format!("openssl req failed: {status}"));
+    }
+    Ok((cert, key))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_endpoints_are_verified_against_the_ca_file_or_explicitly_not() {
+    let dir = std::env::temp_dir().join(format!("perfsweep-llm-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (cert, key) = match self_signed(&dir) {
+        Ok(files) => files,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI installs openssl: {why}"
+            );
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let sim = simulator(|a| {
+        a.ttft_ms = 2.0;
+        a.itl_ms = 1.0;
+        a.tls_cert = Some(cert.clone());
+        a.tls_key = Some(key.clone());
+    })
+    .await;
+    let https = |configure: &dyn Fn(&mut LoadgenArgs)| {
+        let mut args = LoadgenArgs::new(&format!("https://{}", sim.address), "perfsweep-sim");
+        args.progress = false;
+        args.scenarios = vec!["D(8,4)".into()];
+        args.concurrency = vec![2];
+        args.max_requests = Some(4);
+        args.warmup_requests = Some(0);
+        configure(&mut args);
+        args
+    };
+    // Trusted through --ca-file: streams measured as over plain HTTP.
+    let report = loadgen::execute(&https(&|a| a.ca_file = Some(cert.clone())))
+        .await
+        .expect("https with the CA file");
+    let iteration = &report.iterations[0];
+    assert_eq!((iteration.requests, iteration.errors), (4, 0));
+    assert_eq!(iteration.inter_token_latency_millis.count, 4 * 3);
+    assert_eq!(sim.stats().requests, 4);
+    // Unknown to the system store: refused before any load.
+    let error = loadgen::execute(&https(&|_| {}))
+        .await
+        .expect_err("self-signed certificate without --ca-file");
+    assert!(
+        format!("{error:#}").to_lowercase().contains("certificate"),
+        "{error:#}"
+    );
+    assert_eq!(sim.stats().requests, 4);
+    // --insecure-skip-verify accepts it.
+    let report = loadgen::execute(&https(&|a| a.insecure_skip_verify = true))
+        .await
+        .expect("https without verification");
+    assert_eq!(report.iterations[0].requests, 4);
+    // A CA file that is not PEM is a clear error naming the flag.
+    std::fs::write(dir.join("junk.pem"), "not a certificate").expect("write");
+    let error = loadgen::execute(&https(&|a| a.ca_file = Some(dir.join("junk.pem"))))
+        .await
+        .expect_err("junk CA file");
+    assert!(format!("{error:#}").contains("--ca-file"), "{error:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

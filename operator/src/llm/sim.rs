@@ -10,6 +10,8 @@
 //! Token accounting: one prompt word is one input token; every streamed chunk carries
 //! one output token (a word with a leading space).
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,11 +29,11 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::loadgen::http::{SharedArrival, Socket};
 use super::rng::Rng;
 
 /// How latencies vary around their means.
@@ -104,6 +106,12 @@ pub struct SimArgs {
     /// hosted endpoint does.
     #[arg(long)]
     pub api_key: Option<String>,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl SimArgs {
@@ -132,12 +140,13 @@ pub struct RequestRecord {
     pub output_tokens: u32,
     /// Time to first token the model drew (before the capacity model), ms.
     pub drawn_ttft_ms: f64,
-    /// From the request's arrival (headers and body read) to the first token handed to
-    /// the connection, ms.
+    /// From the request's arrival (headers and body read) to the first token written
+    /// to the connection, ms: what the simulator actually did, which is later than
+    /// drawn when the machine is busy.
     pub ttft_ms: f64,
-    /// Mean gap between tokens handed to the connection, ms.
+    /// Mean gap between tokens written to the connection, ms.
     pub mean_itl_ms: f64,
-    /// From arrival to the last byte handed to the connection, ms.
+    /// From arrival to the last byte written to the connection, ms.
     pub e2e_ms: f64,
     /// Requests in flight when this one arrived (itself included).
     pub active_at_arrival: u64,
@@ -201,7 +210,9 @@ struct State {
     active: AtomicU64,
     max_active: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
-    record_file: Option<tokio::sync::Mutex<tokio::fs::File>>,
+    record_file: Option<Mutex<std::fs::File>>,
+    /// Streams waiting for their next token, emitted by one ticking task.
+    emitter: Emitter,
 }
 
 /// A running simulator.
@@ -209,25 +220,29 @@ pub struct Simulator {
     pub address: SocketAddr,
     state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
+    ticker: tokio::task::JoinHandle<()>,
 }
 
 impl Simulator {
     /// Binds `args.listen` and serves in the background until dropped.
     pub async fn start(args: SimArgs) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let listener =
+            listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
         let record_file = match &args.record {
-            Some(path) => Some(tokio::sync::Mutex::new(
-                tokio::fs::OpenOptions::new()
+            Some(path) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(path)
-                    .await
                     .with_context(|| format!("cannot open {}", path.display()))?,
             )),
             None => None,
+        };
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+            (None, None) => None,
+            _ => anyhow::bail!("--tls-cert and --tls-key go together"),
         };
         let state = Arc::new(State {
             args,
@@ -236,12 +251,15 @@ impl Simulator {
             max_active: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
             record_file,
+            emitter: Emitter::default(),
         });
-        let task = tokio::spawn(accept_loop(listener, state.clone()));
+        let task = tokio::spawn(accept_loop(listener, state.clone(), tls));
+        let ticker = tokio::spawn(tick(state.clone()));
         Ok(Self {
             address,
             state,
             task,
+            ticker,
         })
     }
 
@@ -260,14 +278,26 @@ impl Simulator {
 impl Drop for Simulator {
     fn drop(&mut self) {
         self.task.abort();
+        self.ticker.abort();
+        // Streams in flight hold the state; let them go.
+        if let Ok(mut schedule) = self.state.emitter.schedule.lock() {
+            schedule.streams.clear();
+        }
     }
 }
 
 /// `perfsweep sim`: serves until killed.
 pub async fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
+    // One socket per stream: allow as many as the hard limit does.
+    crate::llm::loadgen::http::raise_open_file_limit();
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let sim = Simulator::start(args).await?;
     eprintln!(
-        "perfsweep sim: serving an OpenAI-compatible API on http://{}",
+        "perfsweep sim: serving an OpenAI-compatible API on {scheme}://{}",
         sim.address
     );
     tokio::signal::ctrl_c()
@@ -276,7 +306,67 @@ pub async fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+/// A listener with a deep accept queue: thousands of streams connect at once.
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(4096)
+}
+
+fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let pem = std::fs::read(cert)
+        .with_context(|| format!("--tls-cert {}: cannot read", cert.display()))?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("--tls-cert {}: malformed PEM", cert.display()))?;
+    if chain.is_empty() {
+        anyhow::bail!("--tls-cert {}: no certificate in it", cert.display());
+    }
+    let pem =
+        std::fs::read(key).with_context(|| format!("--tls-key {}: cannot read", key.display()))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&pem)
+        .with_context(|| format!("--tls-key {}: no PEM private key in it", key.display()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS: no usable protocol version")?
+    .with_no_client_auth()
+    .with_single_cert(chain, key_der)
+    .with_context(|| format!("--tls-key {}: does not fit --tls-cert", key.display()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn serve<I>(io: I, state: Arc<State>, arrival: SharedArrival)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request| {
+        let state = state.clone();
+        let arrival = arrival.clone();
+        async move { Ok::<_, Infallible>(handle(state, request, arrival).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<State>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -286,30 +376,74 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
+        // Reads carry the kernel's receive time: a request's arrival is when its last
+        // byte reached the socket, however long this process took to get to it.
+        let (stream, arrival) = match Socket::accepted(stream) {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "cannot set up an accepted connection");
+                continue;
+            }
+        };
         let state = state.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(state, request).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        match &tls {
+            None => {
+                tokio::spawn(serve(stream, state, arrival));
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    match acceptor.accept(stream).await {
+                        Ok(stream) => serve(stream, state, arrival).await,
+                        Err(error) => tracing::debug!(%error, "TLS handshake failed"),
+                    }
+                });
+            }
+        }
     }
 }
 
 /// A response body: a whole buffer, or chunks sent as the simulated model produces them.
 pub enum SimBody {
     Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
+    Stream(Box<StreamBody>),
+}
+
+/// What the generating task hands to the connection.
+enum Piece {
+    /// Bytes that carry no token (role chunk, comments, finish, usage, `[DONE]`).
+    Data(Bytes),
+    /// A chunk carrying one output token.
+    Token(Bytes),
+    /// The stream is complete: the record, with the timings left for the body to fill.
+    Finished(Box<RequestRecord>),
+}
+
+/// A streamed body that times tokens when the connection takes them, i.e. when they
+/// are written to the socket (hyper writes what `poll_frame` yields in the same poll),
+/// so the record says what the client could see, however late a busy machine was.
+pub struct StreamBody {
+    receiver: mpsc::Receiver<Piece>,
+    state: Arc<State>,
+    arrival: Instant,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    tokens: u32,
 }
 
 impl Body for SimBody {
     type Data = Bytes;
     type Error = Infallible;
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            // A known length: Content-Length instead of chunked encoding.
+            SimBody::Full(data) => {
+                hyper::body::SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+            SimBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
 
     fn poll_frame(
         self: Pin<&mut Self>,
@@ -317,9 +451,32 @@ impl Body for SimBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             SimBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            SimBody::Stream(receiver) => receiver
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            SimBody::Stream(body) => loop {
+                match std::task::ready!(body.receiver.poll_recv(cx)) {
+                    None => return Poll::Ready(None),
+                    Some(Piece::Data(bytes)) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                    Some(Piece::Token(bytes)) => {
+                        let now = Instant::now();
+                        body.first.get_or_insert(now);
+                        body.last = Some(now);
+                        body.tokens += 1;
+                        return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                    }
+                    Some(Piece::Finished(mut record)) => {
+                        let arrival = body.arrival;
+                        let last = body.last.unwrap_or(arrival);
+                        let first = body.first.unwrap_or(last);
+                        record.ttft_ms = millis(first - arrival);
+                        record.mean_itl_ms = if body.tokens > 1 {
+                            millis(last - first) / (body.tokens - 1) as f64
+                        } else {
+                            0.0
+                        };
+                        record.e2e_ms = millis(arrival.elapsed());
+                        body.state.finish(*record);
+                    }
+                }
+            },
         }
     }
 }
@@ -341,7 +498,11 @@ fn error_response(status: StatusCode, message: &str) -> Response<SimBody> {
     )
 }
 
-async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<SimBody> {
+async fn handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    arrival: SharedArrival,
+) -> Response<SimBody> {
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
     if let Some(key) = &state.args.api_key
@@ -381,8 +542,8 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<SimBo
             state.max_active.store(0, Ordering::Relaxed);
             json_response(StatusCode::OK, &json!({"reset": true}))
         }
-        (Method::POST, "/v1/completions") => generate(state, request, false).await,
-        (Method::POST, "/v1/chat/completions") => generate(state, request, true).await,
+        (Method::POST, "/v1/completions") => generate(state, request, false, arrival).await,
+        (Method::POST, "/v1/chat/completions") => generate(state, request, true, arrival).await,
         (_, "/v1/models" | "/v1/completions" | "/v1/chat/completions") => {
             error_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
@@ -494,12 +655,14 @@ impl State {
         }
     }
 
-    async fn finish(&self, record: RequestRecord) {
+    fn finish(&self, record: RequestRecord) {
         if let Some(file) = &self.record_file
             && let Ok(mut line) = serde_json::to_vec(&record)
+            && let Ok(mut file) = file.lock()
         {
+            use std::io::Write as _;
             line.push(b'\n');
-            let _ = file.lock().await.write_all(&line).await;
+            let _ = file.write_all(&line);
         }
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
@@ -511,7 +674,12 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> Response<SimBody> {
+async fn generate(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    chat: bool,
+    arrival: SharedArrival,
+) -> Response<SimBody> {
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
@@ -521,7 +689,8 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
             );
         }
     };
-    let arrival = Instant::now();
+    // The last read of the request is the one that completed its body.
+    let arrival = arrival.lock().map_or_else(|_| Instant::now(), |at| *at);
     let ask = match read_ask(&body, chat, state.args.default_max_tokens) {
         Ok(ask) => ask,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
@@ -558,7 +727,7 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
     if fail_now {
         drop(guard);
         record.outcome = "http_500".into();
-        state.finish(record).await;
+        state.finish(record);
         return error_response(StatusCode::INTERNAL_SERVER_ERROR, "simulated server error");
     }
 
@@ -570,13 +739,7 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
     };
     let request_id = format!("{}-{id}", if chat { "chatcmpl" } else { "cmpl" });
     let prompt_tokens = ask.input_tokens;
-    let usage = move |completion: u32| {
-        json!({
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": prompt_tokens + completion,
-        })
-    };
+    let usage = move |completion: u32| usage_json(prompt_tokens, completion);
 
     if !ask.stream {
         // The whole generation, then one response.
@@ -598,7 +761,7 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
         record.ttft_ms = elapsed;
         record.e2e_ms = elapsed;
         drop(guard);
-        state.finish(record).await;
+        state.finish(record);
         return json_response(
             StatusCode::OK,
             &json!({
@@ -612,98 +775,60 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
         );
     }
 
-    let (sender, receiver) = mpsc::channel::<Bytes>(8);
-    let model = ask.model.clone();
-    tokio::spawn(async move {
-        let _guard = guard;
-        let chunk = |choices: Value, usage_value: Option<Value>| {
-            let mut value = json!({
-                "id": request_id, "object": object, "created": created, "model": model, "choices": choices,
-            });
-            if let Some(u) = usage_value {
-                value["usage"] = u;
-            }
-            Bytes::from(format!("data: {value}\n\n"))
-        };
-        let token_choice = |text: &str, finish: Option<&str>| {
-            if chat {
-                json!([{"index": 0, "delta": {"content": text}, "finish_reason": finish}])
-            } else {
-                json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}])
-            }
-        };
-        let send = |bytes: Bytes| sender.send(bytes);
-        if state.args.sse_comments && send(Bytes::from_static(b": ping\n\n")).await.is_err() {
-            return;
-        }
-        if chat {
-            // Like OpenAI: a first chunk with the role and empty content (not a token).
-            let role = json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]);
-            if send(chunk(role, None)).await.is_err() {
-                return;
-            }
-        }
-        let mut due = arrival + Duration::from_secs_f64(drawn_ttft * state.load_factor() / 1000.0);
-        let mut first = None;
-        let mut last = arrival;
-        let stop_after = if fail_midstream {
-            (ask.output_tokens / 2).max(1)
-        } else {
-            ask.output_tokens
-        };
-        for index in 0..stop_after {
-            if index > 0 {
-                let itl = state.draw(&mut rng, state.args.itl_ms, state.args.itl_jitter_ms);
-                due += Duration::from_secs_f64(itl * state.load_factor() / 1000.0);
-            }
-            tokio::time::sleep_until(due).await;
-            let word = WORDS[rng.below(0, WORDS.len() as u64) as usize];
-            let continuous = ask.continuous_usage.then(|| usage(index + 1));
-            let bytes = chunk(token_choice(&format!(" {word}"), None), continuous);
-            let now = Instant::now();
-            if send(bytes).await.is_err() {
-                return; // the client went away
-            }
-            first.get_or_insert(now);
-            last = now;
-        }
-        record.output_tokens = stop_after;
-        if fail_midstream {
-            let error = json!({"error": {"message": "simulated failure mid-stream", "type": "server_error", "code": 500}});
-            let _ = send(Bytes::from(format!("data: {error}\n\n"))).await;
-            record.outcome = "midstream_error".into();
-        } else {
-            let final_usage = usage(ask.output_tokens);
-            let finish_choices = if chat {
-                json!([{"index": 0, "delta": {}, "finish_reason": "length"}])
-            } else {
-                json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": "length"}])
-            };
-            let in_finish =
-                (ask.include_usage && state.args.usage_in_finish_chunk) || ask.continuous_usage;
-            let _ = send(chunk(
-                finish_choices,
-                in_finish.then(|| final_usage.clone()),
-            ))
-            .await;
-            if ask.include_usage && !in_finish {
-                let _ = send(chunk(json!([]), Some(final_usage))).await;
-            }
-            let _ = send(Bytes::from_static(b"data: [DONE]\n\n")).await;
-        }
-        let first = first.unwrap_or(last);
-        record.ttft_ms = millis(first - arrival);
-        record.mean_itl_ms = if stop_after > 1 {
-            millis(last - first) / (stop_after - 1) as f64
-        } else {
-            0.0
-        };
-        record.e2e_ms = millis(arrival.elapsed());
-        drop(sender);
-        drop(_guard);
-        state.finish(record).await;
-    });
-    let mut response = Response::new(SimBody::Stream(receiver));
+    let (sender, receiver) = mpsc::channel::<Piece>(8);
+    let body_state = state.clone();
+    let mut head = String::with_capacity(160);
+    head.push_str("data: {\"id\":");
+    head.push_str(&Value::String(request_id).to_string());
+    head.push_str(",\"object\":\"");
+    head.push_str(object);
+    head.push_str("\",\"created\":0,\"model\":");
+    head.push_str(&Value::String(ask.model.clone()).to_string());
+    head.push_str(",\"choices\":");
+    let stop_after = if fail_midstream {
+        (ask.output_tokens / 2).max(1)
+    } else {
+        ask.output_tokens
+    };
+    let mut generation = Generation {
+        sender,
+        pending: VecDeque::new(),
+        head,
+        chat,
+        rng,
+        next: 0,
+        stop_after,
+        output_tokens: ask.output_tokens,
+        prompt_tokens,
+        fail_midstream,
+        include_usage: ask.include_usage,
+        continuous_usage: ask.continuous_usage,
+        due: arrival + Duration::from_secs_f64(drawn_ttft * state.load_factor() / 1000.0),
+        record: Some(Box::new(record)),
+        _guard: guard,
+    };
+    if state.args.sse_comments {
+        generation
+            .pending
+            .push_back(Piece::Data(Bytes::from_static(b": ping\n\n")));
+    }
+    if chat {
+        // Like OpenAI: a first chunk with the role and empty content (not a token).
+        let role = generation.chunk(
+            r#"[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]"#,
+            None,
+        );
+        generation.pending.push_back(Piece::Data(role));
+    }
+    state.emitter.add(generation);
+    let mut response = Response::new(SimBody::Stream(Box::new(StreamBody {
+        receiver,
+        state: body_state,
+        arrival,
+        first: None,
+        last: None,
+        tokens: 0,
+    })));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/event-stream"),
@@ -713,6 +838,199 @@ async fn generate(state: Arc<State>, request: Request<Incoming>, chat: bool) -> 
         header::HeaderValue::from_static("no-cache"),
     );
     response
+}
+
+fn usage_json(prompt: u32, completion: u32) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// Streams waiting for their next token: one task emits every token that is due at
+/// each tick (tokio's timers tick every millisecond), instead of one task and one timer
+/// per stream; the connection tasks then write what they are handed.
+#[derive(Default)]
+struct Emitter {
+    schedule: Mutex<Schedule>,
+    added: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Schedule {
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
+    streams: HashMap<u64, Generation>,
+    next_key: u64,
+}
+
+impl Emitter {
+    fn add(&self, generation: Generation) {
+        let due = Instant::now();
+        if let Ok(mut schedule) = self.schedule.lock() {
+            let key = schedule.next_key;
+            schedule.next_key += 1;
+            // Due now: the role chunk goes out at once, the first token when drawn.
+            schedule.due.push(Reverse((due, key)));
+            schedule.streams.insert(key, generation);
+        }
+        self.added.notify_one();
+    }
+}
+
+/// The emitting task: sleeps until the earliest due stream, emits everything due.
+async fn tick(state: Arc<State>) {
+    loop {
+        let next = match state.emitter.schedule.lock() {
+            Ok(mut schedule) => {
+                let now = Instant::now();
+                while let Some(&Reverse((due, key))) = schedule.due.peek() {
+                    if due > now {
+                        break;
+                    }
+                    schedule.due.pop();
+                    if let Some(mut generation) = schedule.streams.remove(&key)
+                        && let Some(due) = generation.step(&state, now)
+                    {
+                        schedule.due.push(Reverse((due, key)));
+                        schedule.streams.insert(key, generation);
+                    }
+                }
+                schedule.due.peek().map(|entry| entry.0.0)
+            }
+            Err(_) => return,
+        };
+        match next {
+            Some(due) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = state.emitter.added.notified() => {}
+                }
+            }
+            None => state.emitter.added.notified().await,
+        }
+    }
+}
+
+/// One stream being generated.
+struct Generation {
+    sender: mpsc::Sender<Piece>,
+    /// Pieces the connection has not taken yet (its channel was full).
+    pending: VecDeque<Piece>,
+    /// `data: {"id":...,"model":...,"choices":` of every chunk.
+    head: String,
+    chat: bool,
+    rng: Rng,
+    /// Index of the next token.
+    next: u32,
+    stop_after: u32,
+    output_tokens: u32,
+    prompt_tokens: u32,
+    fail_midstream: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+    /// When the next token is due.
+    due: Instant,
+    /// Handed to the body with the last piece, which fills in the timings.
+    record: Option<Box<RequestRecord>>,
+    _guard: ActiveGuard,
+}
+
+impl Generation {
+    fn chunk(&self, choices: &str, usage: Option<Value>) -> Bytes {
+        let mut text = String::with_capacity(self.head.len() + choices.len() + 96);
+        text.push_str(&self.head);
+        text.push_str(choices);
+        if let Some(usage) = usage {
+            text.push_str(",\"usage\":");
+            text.push_str(&usage.to_string());
+        }
+        text.push_str("}\n\n");
+        Bytes::from(text)
+    }
+
+    /// Hands over what is due at `now`; when to come back, or `None` when done.
+    fn step(&mut self, state: &State, now: Instant) -> Option<Instant> {
+        const RETRY: Duration = Duration::from_millis(1);
+        if !self.flush()? {
+            return Some(now + RETRY);
+        }
+        // Nothing left once the record went out with the last piece.
+        self.record.as_ref()?;
+        if self.due > now {
+            return Some(self.due);
+        }
+        let word = WORDS[self.rng.below(0, WORDS.len() as u64) as usize];
+        let choices = if self.chat {
+            format!(r#"[{{"index":0,"delta":{{"content":" {word}"}},"finish_reason":null}}]"#)
+        } else {
+            format!(r#"[{{"index":0,"text":" {word}","logprobs":null,"finish_reason":null}}]"#)
+        };
+        self.next += 1;
+        let continuous = self
+            .continuous_usage
+            .then(|| usage_json(self.prompt_tokens, self.next));
+        let token = self.chunk(&choices, continuous);
+        self.pending.push_back(Piece::Token(token));
+        if self.next < self.stop_after {
+            let itl = state.draw(&mut self.rng, state.args.itl_ms, state.args.itl_jitter_ms);
+            self.due += Duration::from_secs_f64(itl * state.load_factor() / 1000.0);
+        } else {
+            self.end(state);
+        }
+        if !self.flush()? {
+            return Some(now + RETRY);
+        }
+        self.record.as_ref().map(|_| self.due)
+    }
+
+    /// The pieces after the last token: finish, usage, `[DONE]` (or an error event).
+    fn end(&mut self, state: &State) {
+        let Some(mut record) = self.record.take() else {
+            return;
+        };
+        record.output_tokens = self.stop_after;
+        if self.fail_midstream {
+            let error = json!({"error": {"message": "simulated failure mid-stream", "type": "server_error", "code": 500}});
+            self.pending
+                .push_back(Piece::Data(Bytes::from(format!("data: {error}\n\n"))));
+            record.outcome = "midstream_error".into();
+        } else {
+            let final_usage = usage_json(self.prompt_tokens, self.output_tokens);
+            let finish = if self.chat {
+                r#"[{"index":0,"delta":{},"finish_reason":"length"}]"#
+            } else {
+                r#"[{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]"#
+            };
+            let in_finish =
+                (self.include_usage && state.args.usage_in_finish_chunk) || self.continuous_usage;
+            let chunk = self.chunk(finish, in_finish.then(|| final_usage.clone()));
+            self.pending.push_back(Piece::Data(chunk));
+            if self.include_usage && !in_finish {
+                let chunk = self.chunk("[]", Some(final_usage));
+                self.pending.push_back(Piece::Data(chunk));
+            }
+            self.pending
+                .push_back(Piece::Data(Bytes::from_static(b"data: [DONE]\n\n")));
+        }
+        self.pending.push_back(Piece::Finished(record));
+    }
+
+    /// Hands pending pieces to the connection: `Some(true)` when all went, `Some(false)`
+    /// when its channel is full, `None` when the client went away.
+    fn flush(&mut self) -> Option<bool> {
+        while let Some(piece) = self.pending.pop_front() {
+            match self.sender.try_send(piece) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(piece)) => {
+                    self.pending.push_front(piece);
+                    return Some(false);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return None,
+            }
+        }
+        Some(true)
+    }
 }
 
 const WORDS: &[&str] = &[

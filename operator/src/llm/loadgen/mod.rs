@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::llm::rng::Rng;
-use http::{Connection, Target};
+use http::{Connection, Endpoint, Target, TlsOptions};
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
 
@@ -191,6 +191,19 @@ pub struct LoadgenArgs {
     /// recorded in the result.
     #[arg(long = "service-metadata")]
     pub service_metadata: Vec<String>,
+    /// PEM file of CA certificates trusted for `https://` besides the system's.
+    #[arg(long)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Accept any certificate from an `https://` endpoint (self-signed test servers).
+    #[arg(long)]
+    pub insecure_skip_verify: bool,
+    /// Microseconds the event loop waits before sleeping for I/O, so that responses
+    /// arriving close together are read in one wakeup (less CPU per request). Latencies
+    /// are unaffected (arrival times are the kernel's); 0 reacts at once. Closed loop
+    /// only: with request rates (open loop) the loop never waits, so that requests go
+    /// out when they are due.
+    #[arg(long, default_value_t = 500)]
+    pub wakeup_coalescing_us: u64,
 }
 
 impl LoadgenArgs {
@@ -208,7 +221,35 @@ impl LoadgenArgs {
 
 /// `perfsweep loadgen`.
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
-    let report = execute(&args).await?;
+    http::raise_open_file_limit();
+    // The streams run on one thread of their own: a single-threaded event loop costs
+    // the least CPU per request (no cross-thread wakeups), and it coalesces wakeups.
+    let report = {
+        let args = args.clone();
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("loadgen".into())
+            .spawn(move || {
+                let open_loop =
+                    !args.request_rates.is_empty() || args.saturate == Some(SaturationLoad::Rate);
+                let window = if open_loop {
+                    Duration::ZERO
+                } else {
+                    Duration::from_micros(args.wakeup_coalescing_us)
+                };
+                let mut builder = tokio::runtime::Builder::new_current_thread();
+                http::coalesce_wakeups(builder.enable_all(), window);
+                let result = builder
+                    .build()
+                    .context("starting the load generator's event loop")
+                    .and_then(|runtime| runtime.block_on(execute(&args)));
+                let _ = sender.send(result);
+            })
+            .context("starting the load generator's thread")?;
+        receiver
+            .await
+            .context("the load generator's thread ended abruptly")??
+    };
     let json = serde_json::to_string(&report).context("serializing the result")?;
     match &args.output {
         Some(path) => std::fs::write(path, json + "\n")
@@ -229,12 +270,16 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
 
 /// Everything fixed for a run: the request prefix, the workload parameters.
 struct Shared {
-    target: Target,
+    endpoint: Endpoint,
     request_head: String,
     api: Api,
     stream: bool,
-    model: String,
-    params: Map<String, Value>,
+    /// The request body's fixed fields, serialized once: `{"model":...,` (open object).
+    body_prefix: String,
+    /// Which per-request fields `--param` overrides (then the param's value is sent).
+    override_prompt: bool,
+    override_max_tokens: bool,
+    override_min_tokens: bool,
     vllm_extensions: bool,
     seed: u64,
     slo: Slo,
@@ -245,6 +290,13 @@ struct Shared {
 /// is above the limit).
 pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     let target = Target::parse(&args.url)?;
+    let endpoint = Endpoint::new(
+        target.clone(),
+        &TlsOptions {
+            ca_file: args.ca_file.clone(),
+            insecure_skip_verify: args.insecure_skip_verify,
+        },
+    )?;
     let scenarios: Vec<TrafficScenario> = args
         .scenarios
         .iter()
@@ -339,19 +391,25 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         },
     );
     if !args.skip_model_check {
-        check_model(&target, &head_extra, &args.model).await?;
+        check_model(&endpoint, &head_extra, &args.model).await?;
     }
     let slo = Slo {
         ttft_ms: args.slo_ttft_ms,
         tpot_ms: args.slo_tpot_ms,
     };
+    let prompt_key = match args.api {
+        Api::Chat => "messages",
+        Api::Completions => "prompt",
+    };
     let shared = Arc::new(Shared {
-        target,
+        endpoint,
         request_head,
         api: args.api,
         stream,
-        model: args.model.clone(),
-        params,
+        override_prompt: params.contains_key(prompt_key),
+        override_max_tokens: params.contains_key("max_tokens"),
+        override_min_tokens: params.contains_key("min_tokens"),
+        body_prefix: body_prefix(&args.model, stream, !args.plain_openai, params),
         vllm_extensions: !args.plain_openai,
         // Each worker draws its own prompts; worker 0 draws what a single process does.
         seed: distribute::worker_seed(args.seed, args.worker),
@@ -652,6 +710,7 @@ struct Worker {
     prompt: String,
     stream: StreamState,
     body: Vec<u8>,
+    body_text: String,
     recorder: Arc<Mutex<Recorder>>,
 }
 
@@ -667,51 +726,56 @@ impl Worker {
             prompt: String::new(),
             stream: StreamState::default(),
             body: Vec::new(),
+            body_text: String::with_capacity(4096),
             recorder,
         }
     }
 
     fn build(&mut self, scenario: &TrafficScenario, seed: u64, ticket: u64) -> u64 {
+        use std::fmt::Write as _;
         let mut rng = Rng::derive(seed, ticket);
         let draw = workload::draw(scenario, &mut rng);
         self.prompt.clear();
         workload::prompt(&mut rng, draw.input_tokens, &mut self.prompt);
         let shared = &self.shared;
-        let mut body = Map::new();
-        body.insert("model".into(), Value::String(shared.model.clone()));
-        match shared.api {
-            Api::Chat => {
-                body.insert(
-                    "messages".into(),
-                    serde_json::json!([{"role": "user", "content": self.prompt}]),
-                );
+        // The fixed fields were serialized once; only the prompt and the token counts
+        // are written per request (no JSON tree is built).
+        let body = &mut self.body_text;
+        body.clear();
+        body.push_str(&shared.body_prefix);
+        if !shared.override_prompt {
+            let prompt = serde_json::to_string(&self.prompt).unwrap_or_default();
+            match shared.api {
+                Api::Chat => {
+                    let _ = write!(
+                        body,
+                        r#""messages":[{{"role":"user","content":{prompt}}}],"#
+                    );
+                }
+                Api::Completions => {
+                    let _ = write!(body, r#""prompt":{prompt},"#);
+                }
             }
-            Api::Completions => {
-                body.insert("prompt".into(), Value::String(self.prompt.clone()));
-            }
         }
-        body.insert("max_tokens".into(), draw.output_tokens.into());
-        if shared.vllm_extensions {
-            body.insert("min_tokens".into(), draw.output_tokens.into());
-            body.insert("ignore_eos".into(), true.into());
+        if !shared.override_max_tokens {
+            let _ = write!(body, r#""max_tokens":{},"#, draw.output_tokens);
         }
-        body.insert("stream".into(), shared.stream.into());
-        if shared.stream {
-            body.insert(
-                "stream_options".into(),
-                serde_json::json!({"include_usage": true}),
-            );
+        if shared.vllm_extensions && !shared.override_min_tokens {
+            let _ = write!(body, r#""min_tokens":{},"#, draw.output_tokens);
         }
-        for (key, value) in &shared.params {
-            body.insert(key.clone(), value.clone());
+        if body.ends_with(',') {
+            body.pop();
         }
-        let json = Value::Object(body).to_string();
+        body.push('}');
         self.request.clear();
         self.request
             .extend_from_slice(shared.request_head.as_bytes());
-        self.request
-            .extend_from_slice(format!("Content-Length: {}\r\n\r\n", json.len()).as_bytes());
-        self.request.extend_from_slice(json.as_bytes());
+        let _ = write!(
+            LengthLine(&mut self.request),
+            "Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        self.request.extend_from_slice(body.as_bytes());
         draw.input_tokens as u64
     }
 
@@ -782,9 +846,9 @@ impl Worker {
         self.body.clear();
         let mut connection = match self.connection.take() {
             Some(connection) => connection,
-            None => Connection::open(&self.shared.target)
+            None => Connection::open(&self.shared.endpoint)
                 .await
-                .map_err(|e| Failed("connect", e.to_string()))?,
+                .map_err(|e| Failed("connect", format!("{e:#}")))?,
         };
         connection
             .send(&self.request)
@@ -877,14 +941,48 @@ fn http_kind(status: u16) -> &'static str {
     }
 }
 
+/// The request body's fixed fields as an unclosed JSON object (`{"model":"m",...,`):
+/// model, streaming options, vLLM extensions, then `--param`s (which win).
+fn body_prefix(
+    model: &str,
+    stream: bool,
+    vllm_extensions: bool,
+    params: Map<String, Value>,
+) -> String {
+    let mut fixed = Map::new();
+    fixed.insert("model".into(), Value::String(model.to_owned()));
+    if vllm_extensions {
+        fixed.insert("ignore_eos".into(), true.into());
+    }
+    fixed.insert("stream".into(), stream.into());
+    if stream {
+        fixed.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+    }
+    fixed.extend(params);
+    let mut prefix = Value::Object(fixed).to_string();
+    prefix.pop(); // the closing brace
+    prefix.push(',');
+    prefix
+}
+
+/// `write!` into a byte buffer.
+struct LengthLine<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for LengthLine<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
 /// Fails unless `/v1/models` lists `model`.
-async fn check_model(target: &Target, head_extra: &str, model: &str) -> anyhow::Result<()> {
-    let url = format!(
-        "http://{}{}/v1/models",
-        target.host_header(),
-        target.base_path
-    );
-    let mut connection = Connection::open(target)
+async fn check_model(endpoint: &Endpoint, head_extra: &str, model: &str) -> anyhow::Result<()> {
+    let target = &endpoint.target;
+    let url = target.url("/v1/models");
+    let mut connection = Connection::open(endpoint)
         .await
         .with_context(|| format!("cannot connect to {url}"))?;
     let request = format!(

@@ -145,6 +145,18 @@ impl StreamState {
         if self.error.is_some() {
             return;
         }
+        // The common chunk shapes are read without building anything; anything else
+        // (escapes in the content, errors, unusual layouts) goes through serde_json.
+        if let Some(scan) = scan::chunk(data) {
+            if let Some(usage) = scan.usage {
+                self.usage = Some(usage);
+            }
+            if scan.chars > 0 {
+                self.chars += scan.chars;
+                self.token_times.push(at);
+            }
+            return;
+        }
         let chunk: StreamChunk<'_> = match serde_json::from_slice(data) {
             Ok(chunk) => chunk,
             Err(error) => {
@@ -177,6 +189,197 @@ impl StreamState {
         if chars > 0 {
             self.chars += chars;
             self.token_times.push(at);
+        }
+    }
+}
+
+/// A scanner for streamed chunks: walks the JSON once, reads the content lengths and the
+/// usage, skips everything else, and gives up (`None`) on anything it does not expect.
+mod scan {
+    use super::Usage;
+
+    pub struct Scan {
+        pub chars: usize,
+        pub usage: Option<Usage>,
+    }
+
+    /// Nesting deeper than this is left to serde_json.
+    const MAX_DEPTH: u32 = 32;
+
+    pub fn chunk(data: &[u8]) -> Option<Scan> {
+        let mut p = Parser { b: data, i: 0 };
+        let mut scan = Scan {
+            chars: 0,
+            usage: None,
+        };
+        p.object(|p, key| match key {
+            b"choices" => p.array(|p| {
+                p.object(|p, key| match key {
+                    b"text" => p.content(&mut scan.chars),
+                    b"delta" => p.nullable_object(|p, key| match key {
+                        b"content" | b"reasoning_content" => p.content(&mut scan.chars),
+                        _ => p.skip(0),
+                    }),
+                    _ => p.skip(0),
+                })
+            }),
+            b"usage" => {
+                let mut usage = Usage::default();
+                let mut seen = false;
+                p.nullable_object(|p, key| {
+                    seen = true;
+                    match key {
+                        b"prompt_tokens" => p.count(&mut usage.prompt_tokens),
+                        b"completion_tokens" => p.count(&mut usage.completion_tokens),
+                        _ => p.skip(0),
+                    }
+                })?;
+                if seen {
+                    scan.usage = Some(usage);
+                }
+                Some(())
+            }
+            b"error" => None,
+            _ => p.skip(0),
+        })?;
+        p.ws();
+        (p.i == data.len()).then_some(scan)
+    }
+
+    struct Parser<'a> {
+        b: &'a [u8],
+        i: usize,
+    }
+
+    impl<'a> Parser<'a> {
+        fn ws(&mut self) {
+            while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+                self.i += 1;
+            }
+        }
+
+        fn peek(&mut self) -> Option<u8> {
+            self.ws();
+            self.b.get(self.i).copied()
+        }
+
+        fn eat(&mut self, byte: u8) -> Option<()> {
+            (self.peek()? == byte).then(|| self.i += 1)
+        }
+
+        fn literal(&mut self, word: &[u8]) -> Option<()> {
+            self.ws();
+            let end = self.i.checked_add(word.len())?;
+            (self.b.get(self.i..end)? == word).then(|| self.i = end)
+        }
+
+        /// A string without escapes (with them: `None`, serde_json decodes those).
+        fn string(&mut self) -> Option<&'a [u8]> {
+            self.eat(b'"')?;
+            let start = self.i;
+            let rest = self.b.get(start..)?;
+            let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+            if rest[len] != b'"' {
+                return None;
+            }
+            self.i = start + len + 1;
+            Some(&rest[..len])
+        }
+
+        fn object(&mut self, mut field: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+            self.eat(b'{')?;
+            if self.eat(b'}').is_some() {
+                return Some(());
+            }
+            loop {
+                let key = self.string()?;
+                self.eat(b':')?;
+                field(self, key)?;
+                match self.peek()? {
+                    b',' => self.i += 1,
+                    b'}' => {
+                        self.i += 1;
+                        return Some(());
+                    }
+                    _ => return None,
+                }
+            }
+        }
+
+        fn nullable_object(
+            &mut self,
+            field: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+        ) -> Option<()> {
+            if self.peek()? == b'n' {
+                return self.literal(b"null");
+            }
+            self.object(field)
+        }
+
+        fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+            self.eat(b'[')?;
+            if self.eat(b']').is_some() {
+                return Some(());
+            }
+            loop {
+                item(self)?;
+                match self.peek()? {
+                    b',' => self.i += 1,
+                    b']' => {
+                        self.i += 1;
+                        return Some(());
+                    }
+                    _ => return None,
+                }
+            }
+        }
+
+        /// A content string (its length is added) or null.
+        fn content(&mut self, chars: &mut usize) -> Option<()> {
+            if self.peek()? == b'n' {
+                return self.literal(b"null");
+            }
+            *chars += self.string()?.len();
+            Some(())
+        }
+
+        /// A token count: a non-negative integer or null.
+        fn count(&mut self, into: &mut Option<u64>) -> Option<()> {
+            if self.peek()? == b'n' {
+                return self.literal(b"null");
+            }
+            let start = self.i;
+            while let Some(b'0'..=b'9') = self.b.get(self.i) {
+                self.i += 1;
+            }
+            let digits = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
+            *into = Some(digits.parse().ok()?);
+            Some(())
+        }
+
+        /// Skips any value.
+        fn skip(&mut self, depth: u32) -> Option<()> {
+            if depth > MAX_DEPTH {
+                return None;
+            }
+            match self.peek()? {
+                b'"' => self.string().map(drop),
+                b'{' => self.object(|p, _| p.skip(depth + 1)),
+                b'[' => self.array(|p| p.skip(depth + 1)),
+                b't' => self.literal(b"true"),
+                b'f' => self.literal(b"false"),
+                b'n' => self.literal(b"null"),
+                b'-' | b'0'..=b'9' => {
+                    self.i += 1;
+                    while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') =
+                        self.b.get(self.i)
+                    {
+                        self.i += 1;
+                    }
+                    Some(())
+                }
+                _ => None,
+            }
         }
     }
 }
@@ -242,6 +445,51 @@ mod tests {
         assert_eq!(state.error, Some(("stream_error", "out of memory".into())));
         let state = feed_all("data: {not json\n\n", 4);
         assert_eq!(state.error.map(|e| e.0), Some("protocol"));
+    }
+
+    #[test]
+    fn the_scanner_agrees_with_serde_or_defers_to_it() {
+        let usage = |p, c| {
+            Some(Usage {
+                prompt_tokens: Some(p),
+                completion_tokens: Some(c),
+            })
+        };
+        type Expected = Option<(usize, Option<Usage>)>;
+        let cases: [(&str, Expected); 9] = [
+            (
+                r#"{"id":"x","choices":[{"index":0,"delta":{"content":" to"},"finish_reason":null}]}"#,
+                Some((3, None)),
+            ),
+            (
+                r#"{"choices":[{"text":"ab","logprobs":null,"x":[1,-2.5e3,{"y":true}]}],"usage":null}"#,
+                Some((2, None)),
+            ),
+            (
+                r#" { "choices" : [ ] , "usage" : { "prompt_tokens" : 7 , "completion_tokens" : 2 , "total_tokens" : 9 } } "#,
+                Some((0, usage(7, 2))),
+            ),
+            (
+                r#"{"choices":[{"delta":{"reasoning_content":"hm","content":null}}]}"#,
+                Some((2, None)),
+            ),
+            // Escapes, errors, trailing garbage and truncation go to serde_json.
+            (r#"{"choices":[{"delta":{"content":" w\u00f6rld"}}]}"#, None),
+            (r#"{"error":{"message":"x"}}"#, None),
+            (r#"{"choices":[]} x"#, None),
+            (r#"{"choices":[{"delta":{"content":"ab"#, None),
+            (r#"{"usage":{"completion_tokens":-1}}"#, None),
+        ];
+        for (text, expected) in cases {
+            let got = scan::chunk(text.as_bytes()).map(|s| (s.chars, s.usage));
+            assert_eq!(got, expected, "{text}");
+        }
+        // Whatever the scanner accepts, the full parse reads the same way.
+        for (text, _) in cases {
+            for cut in 0..text.len() {
+                let _ = scan::chunk(&text.as_bytes()[..cut]);
+            }
+        }
     }
 
     #[test]

@@ -71,3 +71,37 @@ fn example_network_attachments_match_the_multus_crd() {
         "metadata": {"name": "x"}, "spec": {"config": 5}});
     assert!(!schema.check_object_root(&bad).is_empty());
 }
+
+/// The servers the LLM examples point at (not perfsweep objects, so not validated
+/// above) are the ones the examples name.
+#[test]
+fn the_example_llm_servers_are_the_endpoints_of_the_llm_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let servers = std::fs::read_to_string(root.join("servers/vllm.yaml")).expect("readable");
+    let docs = yaml::documents(&servers).expect("valid YAML");
+    let service = docs
+        .iter()
+        .find(|d| d["kind"] == "Service")
+        .expect("a Service");
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let sweep = std::fs::read_to_string(root.join("llm-vllm.yaml")).expect("readable");
+    let sweep = yaml::documents(&sweep).expect("valid YAML").remove(0);
+    let endpoint = &sweep["spec"]["template"]["spec"]["endpoint"];
+    assert_eq!(service["metadata"]["name"], endpoint["service"]["name"]);
+    assert_eq!(
+        service["spec"]["ports"][0]["port"],
+        endpoint["service"]["port"]
+    );
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args");
+    let model = endpoint["modelName"].as_str().expect("a model name");
+    assert!(
+        args.iter()
+            .any(|a| a.as_str() == Some(&format!("--model={model}"))),
+        "the server serves {model}"
+    );
+}

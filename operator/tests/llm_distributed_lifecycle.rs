@@ -69,7 +69,12 @@ fn set_pod(double: &ApiDouble, index: u32, state: Value, phase: &str) {
 }
 
 fn run_pod(double: &ApiDouble, index: u32) {
-    set_pod(double, index, json!({"running": {"startedAt": now()}}), "Running");
+    set_pod(
+        double,
+        index,
+        json!({"running": {"startedAt": now()}}),
+        "Running",
+    );
 }
 
 fn finish_pod(double: &ApiDouble, index: u32) {
@@ -87,7 +92,9 @@ fn samples(worker: u32, iteration: usize) -> Vec<u64> {
     let count = 30 + 7 * worker as usize + 5 * iteration;
     (0..count)
         .map(|i| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let base = 40_000 + (state >> 40) % 20_000;
             if worker == 2 && i % 10 == 0 {
                 base * 8
@@ -152,7 +159,11 @@ fn worker_output(worker: u32) -> String {
             iteration.raw = Some(raw);
             iteration.clients = vec![ClientLoad {
                 worker,
-                cpu_percent: if worker == 2 && index == 1 { 97.0 } else { 20.0 },
+                cpu_percent: if worker == 2 && index == 1 {
+                    97.0
+                } else {
+                    20.0
+                },
                 cores: 2.0,
                 saturated: worker == 2 && index == 1,
                 ..ClientLoad::default()
@@ -295,7 +306,10 @@ async fn three_workers_are_one_gang_and_their_results_merge_exactly() {
     finish_pod(&double, 0);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let status = status_of(&double);
-    assert_eq!(status["phase"], "Running", "read before all workers ended: {status}");
+    assert_eq!(
+        status["phase"], "Running",
+        "read before all workers ended: {status}"
+    );
 
     finish_pod(&double, 1);
     finish_pod(&double, 2);
@@ -343,7 +357,10 @@ async fn three_workers_are_one_gang_and_their_results_merge_exactly() {
         let tokens = 16.0 * counts as f64;
         let measured = iteration["outputTokensPerSecond"].as_f64().expect("tok/s");
         assert!((measured - tokens / seconds).abs() < 1e-6, "{measured}");
-        assert!(iteration.get("raw").is_none(), "merged results carry no raw data");
+        assert!(
+            iteration.get("raw").is_none(),
+            "merged results carry no raw data"
+        );
         let workers: Vec<u64> = iteration["clients"]
             .as_array()
             .expect("clients")

@@ -398,16 +398,7 @@ fn arrival_from_realtime(stamp: libc::timespec, now: Instant) -> Instant {
 }
 
 fn set_option(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    set_option_to(socket, level, name, 1)
-}
-
-fn set_option_to(
-    socket: &impl AsRawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    let one: libc::c_int = value;
+    let one: libc::c_int = 1;
     // SAFETY: setsockopt reads an int from a valid pointer of the given length.
     let result = unsafe {
         libc::setsockopt(
@@ -568,20 +559,6 @@ impl Connection {
     }
 
     pub async fn send(&mut self, request: &[u8]) -> io::Result<()> {
-        // Delayed ACKs while the response streams in: the kernel would otherwise send
-        // an ACK for every other small SSE chunk from inside our reads, which costs
-        // this process more CPU than reading the chunk. (The mode lapses by itself, so
-        // it is set again for every request; failing to set it changes nothing else.)
-        let socket = match &self.transport {
-            Transport::Plain(socket) => socket,
-            Transport::Tls(stream) => stream.get_ref().0,
-        };
-        let _ = set_option_to(
-            socket.fd.get_ref(),
-            libc::IPPROTO_TCP,
-            libc::TCP_QUICKACK,
-            0,
-        );
         match &mut self.transport {
             Transport::Plain(socket) => socket.write_all(request).await,
             Transport::Tls(stream) => {

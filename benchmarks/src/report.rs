@@ -218,6 +218,44 @@ mod tests {
     }
 
     #[test]
+    fn combining_replicas_merges_through_the_kind_or_fails_with_the_replica() {
+        let iperf = crate::registry::lookup("IPerf").expect("registered");
+        // One replica: its report, untouched.
+        assert_eq!(combine(iperf, vec![report()]), report());
+        // Several: IPerf results do not merge (these are not even whole results).
+        let mut second = report();
+        second.index = 1;
+        let combined = combine(iperf, vec![second.clone(), report()]);
+        assert!(
+            matches!(&combined.outcome, Outcome::Failed { reason, message } if reason == "ResultUnparseable" && message.contains("IPerf")),
+            "{combined:?}"
+        );
+        assert_eq!(combined.index, 0);
+        // A failed replica fails the whole, named.
+        second.outcome = Outcome::Failed {
+            reason: "ToolFailed".into(),
+            message: "exit 1".into(),
+        };
+        let combined = combine(iperf, vec![report(), second.clone()]);
+        assert_eq!(
+            combined.outcome,
+            Outcome::Failed {
+                reason: "ToolFailed".into(),
+                message: "client-1: exit 1".into()
+            }
+        );
+        // So does tampered evidence.
+        let mut tampered = report();
+        tampered.index = 1;
+        tampered.raw_output = Some("edited".into());
+        let combined = combine(iperf, vec![report(), tampered]);
+        assert!(
+            matches!(&combined.outcome, Outcome::Failed { message, .. } if message.contains("client-1") && message.contains("digest")),
+            "{combined:?}"
+        );
+    }
+
+    #[test]
     fn round_trips_through_a_log() {
         let log = format!("some tool output\nmore\n{}\n", report().to_line());
         let found = find(&log).expect("report found");

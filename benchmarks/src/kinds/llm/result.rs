@@ -188,9 +188,9 @@ pub struct ClientLoad {
     pub worker: u32,
     /// Process CPU time over wall time, in percent of the cores the process may use.
     pub cpu_percent: f64,
-    /// Cores the process may use (its CPU quota or the machine's cores).
+    /// Cores the process may use: its event loop's threads, within its CPU quota.
     pub cores: f64,
-    /// Percentage of the runtime's timer probes (every 10 ms) that woke more than 1 ms
+    /// Percentage of the runtime's timer probes (every 10 ms) that woke more than 5 ms
     /// late: the scheduling delay every send and receive of the process suffered.
     pub late_wakeup_percent: f64,
     /// The longest timer probe delay, milliseconds.

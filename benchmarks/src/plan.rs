@@ -170,6 +170,10 @@ pub enum VolumeSource {
     },
     /// A claim that already exists: mounted, never created nor deleted.
     ExistingClaim { claim_name: String },
+    /// An existing ConfigMap, its keys as files (read-only; input files such as a
+    /// tokenizer or a dataset). The local backend has no ConfigMaps: there the volume
+    /// is an empty directory, and a program looking for a key finds it missing.
+    ConfigMap { name: String },
 }
 
 /// How many claims a [`VolumeSource::NewClaim`] makes.

@@ -9,12 +9,13 @@
 //!   them before the pods and deletes them by name at the end.
 //! - [`VolumeSource::ExistingClaim`]: mounted by name, never listed in
 //!   [`super::Rendered::claims`], so never created nor deleted.
+//! - [`VolumeSource::ConfigMap`]: an existing ConfigMap's keys as files, read-only.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Volume,
-    VolumeMount,
+    ConfigMapVolumeSource, EmptyDirVolumeSource, PersistentVolumeClaim,
+    PersistentVolumeClaimVolumeSource, Volume, VolumeMount,
 };
 
 use crate::labels;
@@ -88,6 +89,14 @@ pub(crate) fn check(context: &Context) -> Result<(), RenderError> {
                         "volume {:?}: {claim_name:?} is not a claim name",
                         volume.name
                     ),
+                ));
+            }
+            if let VolumeSource::ConfigMap { name } = &volume.source
+                && !is_dns_subdomain(name)
+            {
+                return Err(invalid(
+                    &path,
+                    format!("volume {:?}: {name:?} is not a ConfigMap name", volume.name),
                 ));
             }
             match seen.insert(&volume.name, volume) {
@@ -169,6 +178,14 @@ pub(crate) fn pod_volumes(context: &Context, role: &Role, index: u32) -> Vec<Vol
                     ..Volume::default()
                 },
                 VolumeSource::ExistingClaim { claim_name } => claim(claim_name.clone()),
+                VolumeSource::ConfigMap { name: config_map } => Volume {
+                    name: name.clone(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: config_map.clone(),
+                        ..ConfigMapVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
                 VolumeSource::NewClaim { .. } => claim(
                     claim_name(&context.benchmark.name, &role.name, index, volume)
                         .unwrap_or_default(),
@@ -185,6 +202,7 @@ pub(crate) fn mounts(role: &Role) -> Vec<VolumeMount> {
         .map(|volume| VolumeMount {
             name: format!("{POD_VOLUME_PREFIX}{}", volume.name),
             mount_path: volume.mount_path.clone(),
+            read_only: matches!(volume.source, VolumeSource::ConfigMap { .. }).then_some(true),
             ..VolumeMount::default()
         })
         .collect()

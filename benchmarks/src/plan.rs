@@ -174,6 +174,9 @@ pub enum VolumeSource {
     /// tokenizer or a dataset). The local backend has no ConfigMaps: there the volume
     /// is an empty directory, and a program looking for a key finds it missing.
     ConfigMap { name: String },
+    /// An existing Secret, its keys as files (read-only; credentials such as a CA
+    /// bundle). Like [`VolumeSource::ConfigMap`], an empty directory on the local backend.
+    Secret { name: String },
 }
 
 /// How many claims a [`VolumeSource::NewClaim`] makes.

@@ -10,12 +10,13 @@
 //! - [`VolumeSource::ExistingClaim`]: mounted by name, never listed in
 //!   [`super::Rendered::claims`], so never created nor deleted.
 //! - [`VolumeSource::ConfigMap`]: an existing ConfigMap's keys as files, read-only.
+//! - [`VolumeSource::Secret`]: an existing Secret's keys as files, read-only.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, EmptyDirVolumeSource, PersistentVolumeClaim,
-    PersistentVolumeClaimVolumeSource, Volume, VolumeMount,
+    PersistentVolumeClaimVolumeSource, SecretVolumeSource, Volume, VolumeMount,
 };
 
 use crate::labels;
@@ -97,6 +98,14 @@ pub(crate) fn check(context: &Context) -> Result<(), RenderError> {
                 return Err(invalid(
                     &path,
                     format!("volume {:?}: {name:?} is not a ConfigMap name", volume.name),
+                ));
+            }
+            if let VolumeSource::Secret { name } = &volume.source
+                && !is_dns_subdomain(name)
+            {
+                return Err(invalid(
+                    &path,
+                    format!("volume {:?}: {name:?} is not a Secret name", volume.name),
                 ));
             }
             match seen.insert(&volume.name, volume) {
@@ -186,6 +195,14 @@ pub(crate) fn pod_volumes(context: &Context, role: &Role, index: u32) -> Vec<Vol
                     }),
                     ..Volume::default()
                 },
+                VolumeSource::Secret { name: secret } => Volume {
+                    name: name.clone(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(secret.clone()),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
                 VolumeSource::NewClaim { .. } => claim(
                     claim_name(&context.benchmark.name, &role.name, index, volume)
                         .unwrap_or_default(),
@@ -202,7 +219,11 @@ pub(crate) fn mounts(role: &Role) -> Vec<VolumeMount> {
         .map(|volume| VolumeMount {
             name: format!("{POD_VOLUME_PREFIX}{}", volume.name),
             mount_path: volume.mount_path.clone(),
-            read_only: matches!(volume.source, VolumeSource::ConfigMap { .. }).then_some(true),
+            read_only: matches!(
+                volume.source,
+                VolumeSource::ConfigMap { .. } | VolumeSource::Secret { .. }
+            )
+            .then_some(true),
             ..VolumeMount::default()
         })
         .collect()

@@ -6,6 +6,7 @@ pub mod histogram;
 pub mod plan;
 pub mod result;
 pub mod scenario;
+pub mod tls;
 
 pub use result::LLMInferenceResult;
 
@@ -138,6 +139,8 @@ fn default_sim_port() -> u16 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[x_kube(validation = Rule::new("[has(self.url), has(self.service), has(self.inferenceService), has(self.simulator)].filter(x, x).size() == 1").message("set exactly one of url, service, inferenceService and simulator"))]
 #[x_kube(validation = Rule::new("!has(self.url) || has(self.modelName)").message("modelName is required with url").field_path(".modelName"))]
+#[x_kube(validation = Rule::new("!has(self.tls) || !has(self.url) || self.url.startsWith('https://')").message("tls needs an https:// url").field_path(".tls"))]
+#[x_kube(validation = Rule::new("!has(self.tls) || !(has(self.inferenceService) || has(self.simulator))").message("tls applies to url and service endpoints").field_path(".tls"))]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
     /// Base URL of the server, e.g. `http://vllm.models:8000`.
@@ -165,6 +168,11 @@ pub struct Endpoint {
     /// from the environment variable `PERFSWEEP_SECRET_<NAME>_<KEY>` instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
+    /// How the load generator verifies the endpoint's certificate. A `service` is
+    /// reached over `https://` when it is set; an `https://` url without it is verified
+    /// against the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<tls::EndpointTls>,
 }
 
 /// One key of a Secret in the benchmark's namespace.

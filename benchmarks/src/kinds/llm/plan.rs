@@ -14,6 +14,10 @@
 //!   `http://<name>.<namespace>.svc.cluster.local:8080`, as OME reports it. Without a
 //!   namespace the short name resolves in the benchmark's namespace. The model name
 //!   defaults to the InferenceService's name.
+//!
+//! `endpoint.tls` adds `--insecure-skip-verify` or `--ca-file`; a CA bundle from a
+//! ConfigMap or Secret is the loadgen role's volume `ca` (at `/perfsweep/ca`), see
+//! [`super::tls`].
 
 use super::result::{FORMAT, LLMInferenceResult};
 use super::{
@@ -53,7 +57,9 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
         } else {
             format!("/{path}")
         };
-        return Ok(format!("http://{host}:{}{path}", service.port));
+        // A TLS-terminating Service is reached over https (the scheme is what tls says).
+        let scheme = if endpoint.tls.is_some() { "https" } else { "http" };
+        return Ok(format!("{scheme}://{host}:{}{path}", service.port));
     }
     if let Some(isvc) = &endpoint.inference_service {
         let (service, default_port) = match isvc.api_group {
@@ -227,6 +233,13 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             format!("{{control:{LOADGEN}:0}}"),
         ]);
     }
+    let (tls_args, ca_volume) = spec
+        .endpoint
+        .tls
+        .as_ref()
+        .map(|tls| tls.plan())
+        .unwrap_or_default();
+    args.extend(tls_args);
     if let Some(metadata) = &spec.service_metadata {
         for (key, value) in [
             ("engine", metadata.engine.clone()),
@@ -261,7 +274,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         capabilities: Vec::new(),
         env: Default::default(),
         secret_env,
-        volumes: Vec::new(),
+        volumes: ca_volume.into_iter().collect(),
     }];
     if let Some(sim) = simulator {
         roles.insert(0, simulator_role(sim, &model));

@@ -69,3 +69,75 @@ fn the_api_key_is_a_secret_key_reference_of_the_loadgen_pod_only() {
         None => eprintln!("skipped the Kubernetes schema check (see above)"),
     }
 }
+
+/// Renders the LLMInference `spec` as benchmark `name` in namespace `perf`.
+fn render_llm(name: &str, spec: serde_json::Value) -> perfsweep_benchmarks::render::Rendered {
+    let info = registry::lookup("LLMInference").expect("registered");
+    let object = json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
+        "metadata": {"name": name, "namespace": "perf"}, "spec": spec,
+    });
+    assert_eq!(info.validate(&object), Vec::new());
+    let plan = info.plan(&spec).expect("a plan");
+    let benchmark = BenchmarkRef {
+        kind: "LLMInference".into(),
+        name: name.into(),
+        namespace: "perf".into(),
+        uid: "5d0c2f4e-1a7b-4c3d-8e9f-0a1b2c3d4e5f".into(),
+    };
+    render(&benchmark, &spec, &plan).expect("renders")
+}
+
+#[test]
+fn a_ca_bundle_from_a_secret_or_config_map_is_a_read_only_volume_of_the_loadgen_pod() {
+    let mut objects = Vec::new();
+    for (name, reference, secret) in [
+        ("tls-secret", "caSecretRef", true),
+        ("tls-configmap", "caConfigMapRef", false),
+    ] {
+        let rendered = render_llm(
+            name,
+            json!({
+                "endpoint": {
+                    "url": "https://llm.example:8443",
+                    "modelName": "llama",
+                    "tls": {reference: {"name": "llm-ca", "key": "ca.crt"}},
+                },
+                "numConcurrency": [4],
+            }),
+        );
+        let pod: &Pod = rendered
+            .pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&format!("{name}-loadgen-0")))
+            .expect("the loadgen pod");
+        let spec = pod.spec.as_ref().expect("spec");
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "vol-ca")
+            .expect("the CA volume");
+        if secret {
+            let source = volume.secret.as_ref().expect("a secret volume");
+            assert_eq!(source.secret_name.as_deref(), Some("llm-ca"));
+        } else {
+            let source = volume.config_map.as_ref().expect("a configMap volume");
+            assert_eq!(source.name, "llm-ca");
+        }
+        let container = &spec.containers[0];
+        let mount = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "vol-ca")
+            .expect("the CA mount");
+        assert_eq!(mount.mount_path, "/perfsweep/ca");
+        assert_eq!(mount.read_only, Some(true));
+        objects.extend(rendered.pods.iter().map(to_value));
+    }
+    match kubernetes_validate("llm-tls", &objects) {
+        Some(result) => result.unwrap_or_else(|e| panic!("{e}")),
+        None => eprintln!("skipped the Kubernetes schema check (see above)"),
+    }
+}

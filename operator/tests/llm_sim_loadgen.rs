@@ -1,6 +1,9 @@
 //! The load generator against the simulator, in process: what it measures is what the
 //! simulator recorded doing, and the SSE and error edge cases are counted right.
 
+mod local_support;
+
+use local_support::self_signed;
 use perfsweep::llm::loadgen::{self, Api, LoadgenArgs};
 use perfsweep::llm::sim::{SimArgs, Simulator};
 
@@ -425,36 +428,6 @@ async fn an_open_loop_honours_the_time_budget_from_the_first_measured_arrival() 
     );
     assert!(iteration.requests >= 25, "{iteration:?}");
     assert_eq!(iteration.errors, 0);
-}
-
-/// A self-signed certificate for 127.0.0.1 from the openssl command line, or why not.
-fn self_signed(dir: &std::path::Path) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let status = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "1", "-subj", "/CN=perfsweep-sim"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
-        // An end-entity certificate (webpki refuses a CA certificate as one).
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map_err(|e| format!("openssl: {e}"))?;
-    if !status.success() {
-        return Err(format!("openssl req failed: {status}"));
-    }
-    Ok((cert, key))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

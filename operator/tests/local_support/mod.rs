@@ -84,3 +84,35 @@ pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String)
     );
     (out, stdout)
 }
+
+/// A self-signed certificate for 127.0.0.1 from the openssl command line, or why not.
+pub fn self_signed(
+    dir: &std::path::Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=perfsweep-sim"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        // An end-entity certificate (webpki refuses a CA certificate as one).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("openssl: {e}"))?;
+    if !status.success() {
+        return Err(format!("openssl req failed: {status}"));
+    }
+    Ok((cert, key))
+}

@@ -58,7 +58,11 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
             format!("/{path}")
         };
         // A TLS-terminating Service is reached over https (the scheme is what tls says).
-        let scheme = if endpoint.tls.is_some() { "https" } else { "http" };
+        let scheme = if endpoint.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         return Ok(format!("{scheme}://{host}:{}{path}", service.port));
     }
     if let Some(isvc) = &endpoint.inference_service {

@@ -176,7 +176,10 @@ mod tests {
             args.contains("--url https://vllm:8443 "),
             "a service with tls is reached over https: {args}"
         );
-        assert!(args.contains("--ca-file /perfsweep/ca/bundle.pem"), "{args}");
+        assert!(
+            args.contains("--ca-file /perfsweep/ca/bundle.pem"),
+            "{args}"
+        );
     }
 
     #[test]
@@ -199,7 +202,10 @@ mod tests {
         // No tls: plain arguments, system roots for an https url.
         let plan = planned(json!({"url": "https://vllm:8443", "modelName": "m"}));
         let args = loadgen_args(&plan);
-        assert!(!args.contains("--ca-file") && !args.contains("--insecure"), "{args}");
+        assert!(
+            !args.contains("--ca-file") && !args.contains("--insecure"),
+            "{args}"
+        );
         assert!(plan.role("loadgen").expect("loadgen").volumes.is_empty());
     }
 
@@ -220,7 +226,8 @@ mod tests {
             "caConfigMapRef": {"name": "ca", "key": "ca.crt"},
         }));
         assert!(
-            both.iter().any(|e| e.contains("at most one of caConfigMapRef")),
+            both.iter()
+                .any(|e| e.contains("at most one of caConfigMapRef")),
             "{both:?}"
         );
         let file_and_ref = with_tls(json!({
@@ -244,7 +251,9 @@ mod tests {
             "url": "http://vllm:8000", "modelName": "m", "tls": {"insecureSkipVerify": true},
         }));
         assert!(
-            plain.iter().any(|e| e.contains("tls needs an https:// url")),
+            plain
+                .iter()
+                .any(|e| e.contains("tls needs an https:// url")),
             "{plain:?}"
         );
         let sim = errors(json!({"simulator": {}, "tls": {"insecureSkipVerify": true}}));

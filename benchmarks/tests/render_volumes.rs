@@ -239,6 +239,58 @@ fn pytorch_renders_one_worker_with_its_gpus() {
     assert!(rendered.claims.is_empty());
 }
 
+/// An LLMInference reading its tokenizer from a ConfigMap and its dataset from a PVC.
+fn llm_inputs_spec() -> Value {
+    json!({
+        "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+        "tokenizer": {"configMap": {"name": "llama3-tokenizer", "key": "tokenizer.json"}},
+        "dataset": {"format": "sharegpt", "source": {"pvc": {"claimName": "datasets", "path": "sharegpt.json"}}},
+    })
+}
+
+#[test]
+fn llm_inputs_mount_a_configmap_read_only_and_an_existing_claim() {
+    let (rendered, _) = render_kind("LLMInference", "llm", llm_inputs_spec());
+    assert!(
+        rendered.claims.is_empty(),
+        "existing claims are not created"
+    );
+    let loadgen = pod(&rendered, "llm-loadgen-0");
+    let spec = loadgen.spec.as_ref().expect("spec");
+    let volume = |name: &str| {
+        spec.volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    let tokenizer = volume("vol-tokenizer");
+    assert_eq!(
+        tokenizer.config_map.as_ref().map(|c| c.name.as_str()),
+        Some("llama3-tokenizer")
+    );
+    let dataset = volume("vol-dataset");
+    assert_eq!(
+        dataset
+            .persistent_volume_claim
+            .as_ref()
+            .map(|c| c.claim_name.as_str()),
+        Some("datasets")
+    );
+    let mounts = spec.containers[0].volume_mounts.clone().unwrap_or_default();
+    let mount = |name: &str| {
+        mounts
+            .iter()
+            .find(|m| m.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no mount {name}"))
+    };
+    assert_eq!(mount("vol-tokenizer").mount_path, "/perfsweep/tokenizer");
+    assert_eq!(mount("vol-tokenizer").read_only, Some(true));
+    assert_eq!(mount("vol-dataset").mount_path, "/perfsweep/dataset");
+}
+
 #[test]
 fn rendered_claims_and_pods_pass_the_kubernetes_schemas() {
     let mut objects = Vec::new();
@@ -259,6 +311,8 @@ fn rendered_claims_and_pods_pass_the_kubernetes_schemas() {
         objects.extend(rendered.pods.iter().map(to_value));
     }
     let (rendered, _) = render_kind("PyTorch", "pt", json!({"model": "alexnet"}));
+    objects.extend(rendered.pods.iter().map(to_value));
+    let (rendered, _) = render_kind("LLMInference", "llm", llm_inputs_spec());
     objects.extend(rendered.pods.iter().map(to_value));
     assert!(objects.iter().any(|o| o["kind"] == "PersistentVolumeClaim"));
     let Some(result) = kubernetes_validate("volumes", &objects) else {

@@ -1,7 +1,7 @@
 //! `perfsweep sim`: an OpenAI-compatible inference server simulator.
 //!
 //! It serves `/v1/models`, `/v1/completions` and `/v1/chat/completions`, streaming (SSE)
-//! and not, with configurable time to first token and inter-token latency, a capacity
+//! and not, `/v1/embeddings`, with configurable time to first token and inter-token latency, a capacity
 //! model (latency grows when more requests are in flight than the simulated batch
 //! capacity), fault injection, and a record of what it actually did (`GET /sim/stats`,
 //! `POST /sim/reset`, or JSON lines with `--record`) so that a load generator's
@@ -112,6 +112,10 @@ pub struct SimArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Dimensions of the vectors `/v1/embeddings` returns (each takes --ttft-ms, plus
+    /// --prefill-ms-per-token per input token, scaled by the capacity model).
+    #[arg(long, default_value_t = 384)]
+    pub embedding_dimensions: u32,
 }
 
 impl SimArgs {
@@ -544,7 +548,8 @@ async fn handle(
         }
         (Method::POST, "/v1/completions") => generate(state, request, false, arrival).await,
         (Method::POST, "/v1/chat/completions") => generate(state, request, true, arrival).await,
-        (_, "/v1/models" | "/v1/completions" | "/v1/chat/completions") => {
+        (Method::POST, "/v1/embeddings") => embeddings(state, request, arrival).await,
+        (_, "/v1/models" | "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings") => {
             error_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
         _ => error_response(StatusCode::NOT_FOUND, &format!("no route {path}")),
@@ -1045,4 +1050,203 @@ fn words(rng: &mut Rng, count: u32) -> String {
         text.push_str(WORDS[rng.below(0, WORDS.len() as u64) as usize]);
     }
     text
+}
+
+/// `/v1/embeddings`: one vector per input after the simulated prefill. A vector depends
+/// only on the seed and its input's text (the same input, the same vector, as a real
+/// model), unit length, `encoding_format` float or base64 (little-endian f32, what the
+/// OpenAI Python client asks for by default).
+async fn embeddings(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    arrival: SharedArrival,
+) -> Response<SimBody> {
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {error}"),
+            );
+        }
+    };
+    // The last read of the request is the one that completed its body (as `generate`).
+    let arrival = arrival.lock().map_or_else(|_| Instant::now(), |at| *at);
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(error) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("the body is not JSON: {error}"),
+            );
+        }
+    };
+    let Some(model) = value.get("model").and_then(Value::as_str) else {
+        return error_response(StatusCode::BAD_REQUEST, "model is required");
+    };
+    if !state.args.models.iter().any(|m| m == model) {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{model}` does not exist."),
+        );
+    }
+    // Inputs as text (counted in words) or token ids (counted as given).
+    let inputs: Vec<(String, u32)> = match value.get("input") {
+        Some(Value::String(text)) => vec![(text.clone(), text.split_whitespace().count() as u32)],
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|t| (t.to_owned(), t.split_whitespace().count() as u32))
+            .collect(),
+        Some(Value::Array(items)) if items.iter().all(Value::is_u64) => {
+            vec![(Value::Array(items.clone()).to_string(), items.len() as u32)]
+        }
+        Some(Value::Array(items)) if items.iter().all(Value::is_array) => items
+            .iter()
+            .map(|i| (i.to_string(), i.as_array().map_or(0, Vec::len) as u32))
+            .collect(),
+        _ => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "input must be a string, a list of strings, or token ids",
+            );
+        }
+    };
+    if inputs.is_empty() {
+        return error_response(StatusCode::BAD_REQUEST, "input is empty");
+    }
+    let base64 = match value.get("encoding_format").and_then(Value::as_str) {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("encoding_format {other:?}: float or base64"),
+            );
+        }
+    };
+    let input_tokens: u32 = inputs.iter().map(|(_, n)| n).sum();
+    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    let mut rng = Rng::derive(state.args.seed, id);
+    let active = state.active.fetch_add(1, Ordering::Relaxed) + 1;
+    state.max_active.fetch_max(active, Ordering::Relaxed);
+    let guard = ActiveGuard(state.clone());
+    let drawn = state.draw(&mut rng, state.args.ttft_ms, state.args.ttft_jitter_ms)
+        + state.args.prefill_ms_per_token * input_tokens as f64;
+    let mut record = RequestRecord {
+        id,
+        model: model.to_owned(),
+        stream: false,
+        input_tokens,
+        output_tokens: 0,
+        drawn_ttft_ms: drawn,
+        ttft_ms: 0.0,
+        mean_itl_ms: 0.0,
+        e2e_ms: 0.0,
+        active_at_arrival: active,
+        outcome: "ok".into(),
+    };
+    if rng.unit() < state.args.error_rate {
+        drop(guard);
+        record.outcome = "http_500".into();
+        state.finish(record);
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "simulated server error");
+    }
+    let due = arrival + Duration::from_secs_f64(drawn * state.load_factor() / 1000.0);
+    tokio::time::sleep_until(due).await;
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, (text, _))| {
+            let vector = embedding_of(state.args.seed, text, state.args.embedding_dimensions);
+            let embedding = if base64 {
+                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Value::String(base64_encode(&bytes))
+            } else {
+                json!(vector)
+            };
+            json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect();
+    let elapsed = millis(arrival.elapsed());
+    record.ttft_ms = elapsed;
+    record.e2e_ms = elapsed;
+    drop(guard);
+    state.finish(record);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": input_tokens, "total_tokens": input_tokens},
+        }),
+    )
+}
+
+/// A unit vector that depends only on `seed` and `text`.
+fn embedding_of(seed: u64, text: &str, dimensions: u32) -> Vec<f32> {
+    // FNV-1a of the text picks the generator.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3)
+    });
+    let mut rng = Rng::derive(seed, hash);
+    let raw: Vec<f64> = (0..dimensions).map(|_| rng.normal()).collect();
+    let norm = raw
+        .iter()
+        .map(|x| x * x)
+        .sum::<f64>()
+        .sqrt()
+        .max(f64::MIN_POSITIVE);
+    raw.iter().map(|x| (x / norm) as f32).collect()
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod embedding_tests {
+    use super::*;
+
+    #[test]
+    fn vectors_are_deterministic_unit_vectors() {
+        let a = embedding_of(1, "hello world", 64);
+        assert_eq!(a, embedding_of(1, "hello world", 64));
+        assert_ne!(a, embedding_of(1, "hello there", 64));
+        assert_ne!(a, embedding_of(2, "hello world", 64));
+        let norm: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+    }
+
+    #[test]
+    fn base64_matches_the_rfc_examples() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64_encode(plain.as_bytes()), encoded);
+        }
+    }
 }

@@ -192,6 +192,7 @@ pub fn merge(mut outputs: Vec<LLMInferenceResult>) -> Result<LLMInferenceResult,
         url: first.url.clone(),
         api: first.api.clone(),
         streaming: first.streaming,
+        tokenizer: first.tokenizer.clone(),
         slo: first.slo.clone(),
         iterations,
         max_error_rate_percent: first.max_error_rate_percent,
@@ -290,6 +291,8 @@ fn merge_iteration(
     .map_err(|e| unmergeable(format!("iteration {index}: {e}")))?;
     clients.sort_by_key(|c| c.worker);
     iteration.clients = clients;
+    iteration.usage_check =
+        super::result::UsageCheck::combine(parts.iter().filter_map(|p| p.usage_check.as_ref()));
     iteration.warmup_requests = parts.iter().map(|p| p.warmup_requests).sum();
     iteration.cooldown_requests = parts.iter().map(|p| p.cooldown_requests).sum();
     // Open loop: the workers' rates add up to the iteration's (rounded, so that a rate

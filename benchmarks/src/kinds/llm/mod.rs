@@ -305,6 +305,130 @@ fn default_max_error_rate() -> f64 {
     5.0
 }
 
+/// A key of an existing ConfigMap (mounted read-only into the load generator's pods).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    /// Name of the ConfigMap, in the benchmark's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the file.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+}
+
+/// A file on an existing PersistentVolumeClaim (mounted into the load generator's pods).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("!self.path.matches('(^|/)[.][.](/|$)')").message("path must stay inside the claim (no ..)").field_path(".path"))]
+#[serde(rename_all = "camelCase")]
+pub struct PvcFile {
+    /// Name of the claim, in the benchmark's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub claim_name: String,
+    /// Path of the file inside the claim.
+    #[schemars(length(min = 1, max = 4096))]
+    pub path: String,
+}
+
+/// A tokenizer vocabulary bundled with perfsweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum BuiltinTokenizer {
+    /// GPT-4 / GPT-3.5 (tiktoken's cl100k_base).
+    #[serde(rename = "cl100k_base")]
+    Cl100kBase,
+    /// GPT-4o (tiktoken's o200k_base).
+    #[serde(rename = "o200k_base")]
+    O200kBase,
+}
+
+/// The tokenizer synthetic prompts are built with (prompts of exactly the scenario's
+/// token count) and tokens are counted with when the server reports none or to check
+/// what it reports. Exactly one source; never downloaded at run time. A `tokenizer.json`
+/// must be a byte-level BPE one (GPT-2, Llama 3, Qwen, DeepSeek, ...).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("[has(self.builtin), has(self.configMap), has(self.pvc), has(self.file)].filter(x, x).size() == 1").message("set exactly one of builtin, configMap, pvc and file"))]
+#[serde(rename_all = "camelCase")]
+pub struct TokenizerSpec {
+    /// A bundled vocabulary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<BuiltinTokenizer>,
+    /// A tokenizer.json in a ConfigMap (ConfigMaps hold at most 1 MiB: larger
+    /// tokenizers belong on a PVC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+    /// A tokenizer.json on a PersistentVolumeClaim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcFile>,
+    /// A tokenizer.json path the load generator reads directly: on this machine with
+    /// `run --local`, inside the image on Kubernetes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub file: Option<String>,
+}
+
+/// The format of a dataset file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// ShareGPT JSON: prompt = first human turn, output length = its reply's tokens.
+    Sharegpt,
+    /// One prompt per line (blank lines skipped).
+    Prompts,
+}
+
+/// Where a dataset file comes from: exactly one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("[has(self.configMap), has(self.pvc), has(self.file), has(self.url)].filter(x, x).size() == 1").message("set exactly one of configMap, pvc, file and url"))]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetSource {
+    /// A key of a ConfigMap (at most 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+    /// A file on a PersistentVolumeClaim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcFile>,
+    /// A path the load generator reads directly (this machine with `run --local`, the
+    /// image on Kubernetes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub file: Option<String>,
+    /// A URL the load generator reads once at start: `http(s)://` (a presigned
+    /// object-storage URL works), or `s3://`, `gs://`, `az://bucket/key` with
+    /// credentials in the load generator's environment (as `perfsweep --export` reads
+    /// them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT_KEY,
+    /// AZURE_STORAGE_ACCOUNT_KEY).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(https?|s3|gs|az)://[^\s]+/[^\s/]+$"))]
+    pub url: Option<String>,
+    /// Object storage settings of an s3://, gs:// or az:// url: `endpoint` (an
+    /// S3-compatible server), `region`, `account`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// Prompts from a dataset instead of synthetic traffic scenarios: one iteration per
+/// concurrency level, labelled `dataset`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetSpec {
+    /// `sharegpt` or `prompts`.
+    pub format: DatasetFormat,
+    /// Where the file is.
+    pub source: DatasetSource,
+    /// Entries used at most (a seeded sample of the dataset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000000))]
+    pub max_prompts: Option<u64>,
+    /// Seed of the sample and of the order entries are sent in.
+    #[serde(default)]
+    pub seed: u64,
+    /// Tokens to generate per request of a `prompts` dataset; the server decides
+    /// without. (ShareGPT entries ask for their reply's length.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub output_tokens: Option<u32>,
+}
+
 /// Where results are written (as OME's BenchmarkJob).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -450,6 +574,15 @@ pub struct LLMInferenceSpec {
     #[serde(default)]
     pub seed: u64,
 
+    /// The tokenizer for exact-length prompts and token counts; `builtin: cl100k_base`
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSpec>,
+
+    /// Prompts from a dataset; the traffic scenarios are then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetSpec>,
+
     /// Where result records are exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_location: Option<OutputLocation>,
@@ -573,7 +706,43 @@ impl crate::registry::BenchmarkKind for LLMInference {
                 "modelName is required with url and service",
             ));
         }
-        for (index, Scenario(text)) in spec.traffic_scenarios.iter().enumerate() {
+        if spec.dataset.is_some()
+            && spec
+                .traffic_scenarios
+                .iter()
+                .any(|s| s.0 != default_scenarios()[0].0)
+        {
+            errors.push(FieldError::new(
+                "spec.trafficScenarios",
+                "a dataset replaces the traffic scenarios: set one or the other",
+            ));
+        }
+        for (path, file) in [
+            (
+                "spec.tokenizer.pvc.path",
+                spec.tokenizer.as_ref().and_then(|t| t.pvc.as_ref()),
+            ),
+            (
+                "spec.dataset.source.pvc.path",
+                spec.dataset.as_ref().and_then(|d| d.source.pvc.as_ref()),
+            ),
+        ] {
+            if let Some(file) = file
+                && (file.path.split('/').any(|p| p == "..")
+                    || file.path.trim_matches('/').is_empty())
+            {
+                errors.push(FieldError::new(
+                    path,
+                    "a file path inside the claim, without ..",
+                ));
+            }
+        }
+        let scenarios = if spec.dataset.is_some() {
+            &[][..]
+        } else {
+            &spec.traffic_scenarios[..]
+        };
+        for (index, Scenario(text)) in scenarios.iter().enumerate() {
             let path = format!("spec.trafficScenarios[{index}]");
             match TrafficScenario::parse(text) {
                 Err(error) => errors.push(FieldError::new(path, error.to_string())),
@@ -607,6 +776,8 @@ const METRICS: &[crate::metrics::MetricDef] = &[
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::registry::BenchmarkKind;
     use serde_json::{Value, json};
 
     fn errors(spec: Value) -> Vec<String> {
@@ -703,5 +874,44 @@ mod tests {
         assert!(!errors(spec.clone()).is_empty());
         spec["endpoint"]["apiKeySecretRef"] = json!({"name": "llm-key", "key": "token"});
         assert_eq!(errors(spec), Vec::<String>::new());
+    }
+
+    fn spec(json: serde_json::Value) -> LLMInferenceSpec {
+        serde_json::from_value(json).expect("valid spec")
+    }
+
+    fn paths(spec: &LLMInferenceSpec) -> Vec<String> {
+        LLMInference::check(spec)
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn check_refuses_a_dataset_with_scenarios_and_paths_leaving_the_claim() {
+        let endpoint = serde_json::json!({"url": "http://vllm:8000", "modelName": "m"});
+        let ok = spec(serde_json::json!({
+            "endpoint": endpoint,
+            "task": "text-to-embeddings",
+            "dataset": {"format": "prompts", "source": {"pvc": {"claimName": "d", "path": "p.txt"}}},
+        }));
+        assert!(paths(&ok).is_empty(), "{:?}", LLMInference::check(&ok));
+        let both = spec(serde_json::json!({
+            "endpoint": endpoint,
+            "trafficScenarios": ["D(10,10)"],
+            "dataset": {"format": "prompts", "source": {"file": "/p.txt"}},
+        }));
+        assert_eq!(paths(&both), ["spec.trafficScenarios"]);
+        let escaping = spec(serde_json::json!({
+            "endpoint": endpoint,
+            "tokenizer": {"pvc": {"claimName": "t", "path": "../etc/tokenizer.json"}},
+        }));
+        assert_eq!(paths(&escaping), ["spec.tokenizer.pvc.path"]);
+        let embeddings = spec(serde_json::json!({
+            "endpoint": endpoint,
+            "task": "text-to-embeddings",
+            "trafficScenarios": ["D(10,10)"],
+        }));
+        assert_eq!(paths(&embeddings), ["spec.trafficScenarios[0]"]);
     }
 }

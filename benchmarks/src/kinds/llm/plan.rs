@@ -18,14 +18,21 @@
 //! `endpoint.tls` adds `--insecure-skip-verify` or `--ca-file`; a CA bundle from a
 //! ConfigMap or Secret is the loadgen role's volume `ca` (at `/perfsweep/ca`), see
 //! [`super::tls`].
+//!
+//! A tokenizer or a dataset from a ConfigMap or a PVC is a volume of the loadgen role
+//! (`tokenizer` at `/perfsweep/tokenizer`, `dataset` at `/perfsweep/dataset`), and the
+//! load generator is given the file's path in it; a `file` is passed as is, a dataset
+//! `url` is read by the load generator.
 
 use super::result::{FORMAT, LLMInferenceResult};
 use super::{
-    Api, Arrivals, InferenceServiceGroup, LLMInferenceSpec, SaturationLoad, SimulatorSpec, Task,
+    Api, Arrivals, BuiltinTokenizer, ConfigMapKey, DatasetFormat, InferenceServiceGroup,
+    LLMInferenceSpec, PvcFile, SaturationLoad, SimulatorSpec, Task,
 };
 use crate::parse_error::ParseError;
 use crate::plan::{
-    Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, SecretEnv,
+    Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, RoleVolume,
+    SecretEnv, VolumeSource,
 };
 
 /// The package the roles' program (`perfsweep`, run as the agent itself) comes from.
@@ -106,14 +113,103 @@ pub fn model_name(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
     })
 }
 
-pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
-    if spec.task == Task::TextToEmbeddings {
-        return Err(PlanError::Invalid {
-            path: "spec.task".into(),
-            message: "text-to-embeddings is not supported by this version of the load generator"
-                .into(),
-        });
+/// A file the load generator reads: the argument naming it, and the volume it is on.
+fn input_file(
+    volume: &str,
+    config_map: Option<&ConfigMapKey>,
+    pvc: Option<&PvcFile>,
+    direct: Option<&str>,
+) -> Option<(String, Option<RoleVolume>)> {
+    let mount_path = format!("/perfsweep/{volume}");
+    let placeholder = format!("{{volume:{volume}}}");
+    if let Some(key) = config_map {
+        return Some((
+            format!("{placeholder}/{}", key.key),
+            Some(RoleVolume {
+                name: volume.into(),
+                mount_path,
+                source: VolumeSource::ConfigMap {
+                    name: key.name.clone(),
+                },
+            }),
+        ));
     }
+    if let Some(file) = pvc {
+        return Some((
+            format!("{placeholder}/{}", file.path.trim_start_matches('/')),
+            Some(RoleVolume {
+                name: volume.into(),
+                mount_path,
+                source: VolumeSource::ExistingClaim {
+                    claim_name: file.claim_name.clone(),
+                },
+            }),
+        ));
+    }
+    direct.map(|path| (path.to_owned(), None))
+}
+
+/// The loadgen's tokenizer and dataset arguments, and the volumes they are on.
+fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
+    let mut args = Vec::new();
+    let mut volumes = Vec::new();
+    if let Some(tokenizer) = &spec.tokenizer {
+        let builtin = tokenizer.builtin.map(|b| {
+            format!(
+                "builtin:{}",
+                match b {
+                    BuiltinTokenizer::Cl100kBase => "cl100k_base",
+                    BuiltinTokenizer::O200kBase => "o200k_base",
+                }
+            )
+        });
+        let file = input_file(
+            "tokenizer",
+            tokenizer.config_map.as_ref(),
+            tokenizer.pvc.as_ref(),
+            tokenizer.file.as_deref(),
+        );
+        if let Some((arg, volume)) = builtin.map(|b| (b, None)).or(file) {
+            args.extend(["--tokenizer".into(), arg]);
+            volumes.extend(volume);
+        }
+    }
+    if let Some(dataset) = &spec.dataset {
+        let source = &dataset.source;
+        let direct = source.file.as_deref().or(source.url.as_deref());
+        if let Some((arg, volume)) = input_file(
+            "dataset",
+            source.config_map.as_ref(),
+            source.pvc.as_ref(),
+            direct,
+        ) {
+            args.extend(["--dataset".into(), arg]);
+            volumes.extend(volume);
+        }
+        args.extend([
+            "--dataset-format".into(),
+            match dataset.format {
+                DatasetFormat::Sharegpt => "sharegpt",
+                DatasetFormat::Prompts => "prompts",
+            }
+            .into(),
+            "--dataset-seed".into(),
+            dataset.seed.to_string(),
+        ]);
+        if let Some(max) = dataset.max_prompts {
+            args.extend(["--dataset-max-prompts".into(), max.to_string()]);
+        }
+        if let Some(tokens) = dataset.output_tokens {
+            args.extend(["--dataset-output-tokens".into(), tokens.to_string()]);
+        }
+        for (key, value) in &source.parameters {
+            args.extend(["--dataset-param".into(), format!("{key}={value}")]);
+        }
+    }
+    (args, volumes)
+}
+
+pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     let model = model_name(spec)?;
     let mut args: Vec<String> = vec![
         "loadgen".into(),
@@ -131,12 +227,22 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         spec.seed.to_string(),
         "--max-error-rate-percent".into(),
         spec.max_error_rate_percent.to_string(),
+        "--task".into(),
+        match spec.task {
+            Task::TextToText => "text-to-text",
+            Task::TextToEmbeddings => "text-to-embeddings",
+        }
+        .into(),
     ];
+    let (input_args, volumes) = inputs(spec);
+    args.extend(input_args);
     if !spec.streaming {
         args.push("--no-stream".into());
     }
-    for scenario in &spec.traffic_scenarios {
-        args.extend(["--scenario".into(), scenario.0.clone()]);
+    if spec.dataset.is_none() {
+        for scenario in &spec.traffic_scenarios {
+            args.extend(["--scenario".into(), scenario.0.clone()]);
+        }
     }
     for concurrency in &spec.num_concurrency {
         args.extend(["--concurrency".into(), concurrency.0.to_string()]);
@@ -278,7 +384,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         capabilities: Vec::new(),
         env: Default::default(),
         secret_env,
-        volumes: ca_volume.into_iter().collect(),
+        volumes: ca_volume.into_iter().chain(volumes).collect(),
     }];
     if let Some(sim) = simulator {
         roles.insert(0, simulator_role(sim, &model));
@@ -511,6 +617,83 @@ mod tests {
         assert_eq!(model_name(&isvc).expect("model"), "llama");
         let no_model = spec(serde_json::json!({"endpoint": {"service": {"name": "vllm"}}}));
         assert!(model_name(&no_model).is_err());
+    }
+
+    #[test]
+    fn tokenizers_and_datasets_from_configmaps_and_pvcs_are_loadgen_volumes() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "task": "text-to-embeddings",
+            "trafficScenarios": ["E(64)"],
+            "tokenizer": {"configMap": {"name": "llama3-tok", "key": "tokenizer.json"}},
+            "dataset": {"format": "sharegpt", "source": {"pvc": {"claimName": "datasets", "path": "/sharegpt/v3.json"}}, "maxPrompts": 500, "seed": 9},
+        })))
+        .expect("plan");
+        let loadgen = plan.role("loadgen").expect("loadgen");
+        assert_eq!(
+            loadgen.volumes,
+            [
+                RoleVolume {
+                    name: "tokenizer".into(),
+                    mount_path: "/perfsweep/tokenizer".into(),
+                    source: VolumeSource::ConfigMap {
+                        name: "llama3-tok".into()
+                    },
+                },
+                RoleVolume {
+                    name: "dataset".into(),
+                    mount_path: "/perfsweep/dataset".into(),
+                    source: VolumeSource::ExistingClaim {
+                        claim_name: "datasets".into()
+                    },
+                },
+            ]
+        );
+        let mut peers = plan.volume_paths(None);
+        peers.insert("self".into(), vec!["10.0.0.1".into()]);
+        let args = loadgen_args(&plan, &peers).join(" ");
+        for part in [
+            "--task text-to-embeddings",
+            "--tokenizer /perfsweep/tokenizer/tokenizer.json",
+            "--dataset /perfsweep/dataset/sharegpt/v3.json --dataset-format sharegpt --dataset-seed 9 --dataset-max-prompts 500",
+        ] {
+            assert!(args.contains(part), "{part:?} not in {args}");
+        }
+        assert!(
+            !args.contains("--scenario"),
+            "a dataset replaces scenarios: {args}"
+        );
+    }
+
+    #[test]
+    fn builtin_tokenizers_files_and_urls_need_no_volume() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "tokenizer": {"builtin": "o200k_base"},
+            "dataset": {"format": "prompts", "source": {"url": "https://example.com/prompts.txt", "parameters": {"region": "eu-west-1"}}, "outputTokens": 128},
+        })))
+        .expect("plan");
+        let loadgen = plan.role("loadgen").expect("loadgen");
+        assert!(loadgen.volumes.is_empty());
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        assert!(args.contains("--tokenizer builtin:o200k_base"), "{args}");
+        assert!(
+            args.contains("--dataset https://example.com/prompts.txt --dataset-format prompts"),
+            "{args}"
+        );
+        assert!(args.contains("--dataset-output-tokens 128"), "{args}");
+        assert!(args.contains("--dataset-param region=eu-west-1"), "{args}");
+        let plan = super::plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "tokenizer": {"file": "/models/llama/tokenizer.json"},
+        })))
+        .expect("plan");
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        assert!(
+            args.contains("--tokenizer /models/llama/tokenizer.json"),
+            "{args}"
+        );
+        assert!(args.contains("--scenario D(100,100)"), "{args}");
     }
 
     #[test]

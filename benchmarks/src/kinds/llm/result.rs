@@ -94,7 +94,7 @@ pub struct Iteration {
     /// Mean generated tokens per request.
     pub output_tokens_mean: f64,
     /// Where token counts came from: `server` (usage reported by the server),
-    /// `estimated` (streamed chunks, or characters / 4 without streaming) or `mixed`.
+    /// `estimated` (the run's tokenizer) or `mixed`.
     pub token_counts: String,
     /// Time to first token.
     pub ttft_millis: Distribution,
@@ -127,6 +127,59 @@ pub struct Iteration {
     /// single-worker results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<RawIteration>,
+    /// Server-reported token counts against the tokenizer, when the server reported any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_check: Option<UsageCheck>,
+}
+
+/// How server-reported token counts compare with the load generator's tokenizer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CountCheck {
+    /// Requests whose counts were compared.
+    pub compared: u64,
+    /// Percentage of them where the server's count differs from the tokenizer's.
+    pub mismatched_percent: f64,
+    /// Mean of server count / tokenizer count (chat templates make input ratios above 1).
+    pub mean_ratio: f64,
+}
+
+/// Server usage against the tokenizer, for prompts and for generated text.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageCheck {
+    /// Prompt tokens (every request the server reported usage for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<CountCheck>,
+    /// Generated tokens (one request in eight, to keep tokenizing off most requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<CountCheck>,
+}
+
+impl CountCheck {
+    /// The check over all of `checks`' requests (weighted by how many each compared).
+    fn combine<'a>(checks: impl Iterator<Item = &'a CountCheck>) -> Option<CountCheck> {
+        let (mut compared, mut mismatched, mut ratio_sum) = (0u64, 0.0, 0.0);
+        for check in checks {
+            compared += check.compared;
+            mismatched += check.mismatched_percent / 100.0 * check.compared as f64;
+            ratio_sum += check.mean_ratio * check.compared as f64;
+        }
+        (compared > 0).then(|| CountCheck {
+            compared,
+            mismatched_percent: 100.0 * mismatched.round() / compared as f64,
+            mean_ratio: ratio_sum / compared as f64,
+        })
+    }
+}
+
+impl UsageCheck {
+    /// The workers' checks of one iteration as one.
+    pub fn combine<'a>(checks: impl Iterator<Item = &'a UsageCheck> + Clone) -> Option<UsageCheck> {
+        let input = CountCheck::combine(checks.clone().filter_map(|c| c.input.as_ref()));
+        let output = CountCheck::combine(checks.filter_map(|c| c.output.as_ref()));
+        (input.is_some() || output.is_some()).then_some(UsageCheck { input, output })
+    }
 }
 
 /// A worker's measurements of one iteration, exactly: what merging needs that the
@@ -277,12 +330,16 @@ pub struct LLMInferenceResult {
     /// The endpoint's base URL.
     #[serde(default)]
     pub url: String,
-    /// `chat` or `completions`.
+    /// `chat`, `completions` or `embeddings`.
     #[serde(default)]
     pub api: String,
     /// Whether responses were streamed.
     #[serde(default)]
     pub streaming: bool,
+    /// The tokenizer prompts were built and tokens counted with (`cl100k_base`, or the
+    /// tokenizer.json path).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tokenizer: String,
     /// The objectives goodput is measured against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloReport>,
@@ -522,5 +579,26 @@ mod tests {
                 .summary()
                 .starts_with("650 tok/s, TTFT 0.0 ms at 12.5 req/s")
         );
+    }
+
+    #[test]
+    fn usage_checks_of_workers_combine_weighted_by_requests() {
+        let check = |compared, mismatched_percent, mean_ratio| UsageCheck {
+            input: Some(CountCheck {
+                compared,
+                mismatched_percent,
+                mean_ratio,
+            }),
+            output: None,
+        };
+        let checks = [check(30, 10.0, 1.1), check(10, 50.0, 1.5)];
+        let combined = UsageCheck::combine(checks.iter()).expect("compared");
+        let input = combined.input.expect("input");
+        assert_eq!(input.compared, 40);
+        // 3 + 5 of 40 mismatched; ratios 33 + 15 over 40.
+        assert!((input.mismatched_percent - 20.0).abs() < 1e-9, "{input:?}");
+        assert!((input.mean_ratio - 1.2).abs() < 1e-9, "{input:?}");
+        assert!(combined.output.is_none());
+        assert_eq!(UsageCheck::combine([].iter()), None);
     }
 }

@@ -1,10 +1,20 @@
 //! genai-bench traffic scenarios: how many input and output tokens each request has.
 //!
 //! - `D(I,O)`: exactly I input and O output tokens.
-//! - `N(μi,σi)/(μo,σo)`: normal draws, clipped below at 1 input and 2 output tokens.
-//! - `U(a,b)/(c,d)`: uniform input in [a, b) and output in [c, d).
-//! - `U(x,y)`: uniform input in [1, x) and output in [1, y) (genai-bench's short form).
+//! - `N(μi,σi)/(μo,σo)`: normal draws truncated to integers, clipped below at 1 input
+//!   and 2 output tokens.
+//! - `U(a,b)/(c,d)`: uniform input in [a, b) and output in [c, d), then clipped below at
+//!   1 input and 2 output tokens (so `U(…)/(1,4)` gives 2 twice as often as 3).
+//! - `U(x,y)`: the short form, lower bounds 1: input in [1, x), output in [1, y) then
+//!   clipped at 2.
 //! - `E(n)`: embeddings of n input tokens.
+//!
+//! This is genai-bench's `genai_bench/scenarios/text.py` (checked at commit 7fd04d8):
+//! `max(1, int(np.random.normal(μ, σ)))`, `max(2, int(np.random.uniform(a or 1, b)))`.
+//! `int(uniform(a, b))` over integers a < b is uniform over a..b-1, and `uniform(a, a)`
+//! is a; a lower bound of 0 counts as 1 there (`0 or 1`), and here too. perfsweep
+//! rejects what genai-bench would send as an empty request: `D(0,…)`, `E(0)`, and a
+//! range whose lower bound is above its upper.
 
 use std::fmt;
 
@@ -30,6 +40,14 @@ pub enum TrafficScenario {
     Embedding {
         input: u32,
     },
+}
+
+/// Where [`TrafficScenario::sample`] draws from.
+pub trait RandomSource {
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64;
+    /// Standard normal.
+    fn normal(&mut self) -> f64;
 }
 
 /// A scenario string that does not parse, and why.
@@ -64,9 +82,9 @@ impl TrafficScenario {
                 output_stddev: o[1],
             },
             ("U", [i, o]) if i.len() == 2 && o.len() == 2 => Self::Uniform {
-                input_min: i[0],
+                input_min: i[0].max(1),
                 input_max: i[1],
-                output_min: o[0],
+                output_min: o[0].max(1),
                 output_max: o[1],
             },
             ("U", [g]) if g.len() == 2 => Self::Uniform {
@@ -90,18 +108,13 @@ impl TrafficScenario {
             Self::Deterministic { input, output } if input == 0 || output == 0 => {
                 Err("token counts must be at least 1".into())
             }
-            Self::Normal {
-                input_mean,
-                output_mean,
-                ..
-            } if input_mean == 0 || output_mean == 0 => Err("means must be at least 1".into()),
             Self::Uniform {
                 input_min,
                 input_max,
                 output_min,
                 output_max,
-            } if input_min >= input_max || output_min >= output_max => {
-                Err("each range needs its lower bound below its (exclusive) upper bound".into())
+            } if input_min > input_max || output_min > output_max => {
+                Err("each range needs its lower bound at most its (exclusive) upper bound".into())
             }
             Self::Embedding { input: 0 } => Err("token count must be at least 1".into()),
             _ => Ok(()),
@@ -110,6 +123,44 @@ impl TrafficScenario {
 
     pub fn is_embedding(&self) -> bool {
         matches!(self, Self::Embedding { .. })
+    }
+
+    /// Input and output tokens of one request, as genai-bench samples them, from the
+    /// caller's (reproducible) random source. Embeddings have no output.
+    pub fn sample(&self, random: &mut impl RandomSource) -> (u32, u32) {
+        // Python's int() truncates toward zero; `as` saturates at the u32 range.
+        let truncate = |x: f64| x.trunc().clamp(0.0, u32::MAX as f64) as u32;
+        match *self {
+            Self::Deterministic { input, output } => (input, output),
+            Self::Normal {
+                input_mean,
+                input_stddev,
+                output_mean,
+                output_stddev,
+            } => {
+                let input = input_mean as f64 + input_stddev as f64 * random.normal();
+                let output = output_mean as f64 + output_stddev as f64 * random.normal();
+                (truncate(input).max(1), truncate(output).max(2))
+            }
+            Self::Uniform {
+                input_min,
+                input_max,
+                output_min,
+                output_max,
+            } => {
+                // genai-bench: int(np.random.uniform(low, high)); uniform(a, a) is a.
+                let mut uniform = |low: u32, high: u32| {
+                    if high <= low {
+                        return low;
+                    }
+                    truncate(low as f64 + (high - low) as f64 * random.unit()).min(high - 1)
+                };
+                let input = uniform(input_min, input_max);
+                let output = uniform(output_min, output_max);
+                (input.max(1), output.max(2))
+            }
+            Self::Embedding { input } => (input, 0),
+        }
     }
 }
 
@@ -133,6 +184,12 @@ impl fmt::Display for TrafficScenario {
                     "N({input_mean},{input_stddev})/({output_mean},{output_stddev})"
                 )
             }
+            Self::Uniform {
+                input_min,
+                input_max,
+                output_min,
+                output_max,
+            } if *input_min == 1 && *output_min == 1 => write!(f, "U({input_max},{output_max})"),
             Self::Uniform {
                 input_min,
                 input_max,
@@ -212,6 +269,7 @@ mod tests {
             "X(1,2)",
             "U(100,50)/(1,2)",
             "D(0,5)",
+            "E(0)",
             "N(1,2)",
             "D(a,b)",
             "E(1,2)",
@@ -222,5 +280,111 @@ mod tests {
                 "{bad:?} should be rejected"
             );
         }
+    }
+
+    /// SplitMix64 and Box-Muller: a reproducible source for the sampling tests.
+    struct TestRng(u64);
+
+    impl RandomSource for TestRng {
+        fn normal(&mut self) -> f64 {
+            let (u1, u2) = (1.0 - self.unit(), self.unit());
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        }
+
+        fn unit(&mut self) -> f64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    fn samples(text: &str, n: usize) -> Vec<(u32, u32)> {
+        let scenario = TrafficScenario::parse(text).unwrap();
+        let mut rng = TestRng(42);
+        (0..n).map(|_| scenario.sample(&mut rng)).collect()
+    }
+
+    fn mean(values: impl Iterator<Item = u32>) -> f64 {
+        let values: Vec<f64> = values.map(f64::from).collect();
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+
+    #[test]
+    fn normal_draws_are_truncated_and_clipped_at_one_and_two() {
+        let draws = samples("N(480,24)/(300,15)", 50_000);
+        // int() truncates: the mean of the integers is about μ - 0.5.
+        let input = mean(draws.iter().map(|d| d.0));
+        let output = mean(draws.iter().map(|d| d.1));
+        assert!((input - 479.5).abs() < 0.5, "input mean {input}");
+        assert!((output - 299.5).abs() < 0.3, "output mean {output}");
+        let sd = {
+            let values: Vec<f64> = draws.iter().map(|d| d.0 as f64).collect();
+            (values.iter().map(|v| (v - input).powi(2)).sum::<f64>() / values.len() as f64).sqrt()
+        };
+        assert!((sd - 24.0).abs() < 0.5, "input stddev {sd}");
+        // Far below zero: everything is clipped, 1 input and 2 output tokens.
+        let clipped = samples("N(3,50)/(3,50)", 20_000);
+        assert!(clipped.iter().all(|&(i, o)| i >= 1 && o >= 2));
+        let at_floor = clipped.iter().filter(|&&(i, _)| i == 1).count() as f64 / 20_000.0;
+        // P(int(3 + 50 Z) <= 1) = P(3 + 50 Z < 2) = Φ(-0.02) ≈ 0.492.
+        assert!((at_floor - 0.492).abs() < 0.02, "{at_floor}");
+        assert!(clipped.iter().any(|&(_, o)| o == 2) && clipped.iter().any(|&(_, o)| o > 50));
+    }
+
+    #[test]
+    fn uniform_draws_exclude_the_upper_bound_and_clip_output_at_two() {
+        let draws = samples("U(10,14)/(1,4)", 40_000);
+        let mut input_counts = [0usize; 4];
+        let mut output_counts = [0usize; 4];
+        for &(i, o) in &draws {
+            assert!((10..14).contains(&i), "input {i}");
+            assert!((2..4).contains(&o), "output {o}");
+            input_counts[(i - 10) as usize] += 1;
+            output_counts[o as usize] += 1;
+        }
+        for count in input_counts {
+            assert!(
+                (count as f64 / 10_000.0 - 1.0).abs() < 0.05,
+                "{input_counts:?}"
+            );
+        }
+        // Output 1 is clipped to 2: 2 comes up twice as often as 3.
+        let ratio = output_counts[2] as f64 / output_counts[3] as f64;
+        assert!((ratio - 2.0).abs() < 0.1, "{output_counts:?}");
+        // Equal bounds give the bound.
+        assert!(samples("U(7,7)/(9,9)", 100).iter().all(|&d| d == (7, 9)));
+    }
+
+    #[test]
+    fn the_short_uniform_form_starts_at_one() {
+        let short = TrafficScenario::parse("U(512,128)").unwrap();
+        assert_eq!(
+            short,
+            TrafficScenario::parse("U(1,512)/(1,128)").unwrap(),
+            "U(x,y) is U(1,x)/(1,y)"
+        );
+        assert_eq!(short.to_string(), "U(512,128)");
+        // A lower bound of 0 is 1, as genai-bench's `min or 1`.
+        assert_eq!(TrafficScenario::parse("U(0,512)/(0,128)").unwrap(), short);
+        let draws = samples("U(512,128)", 40_000);
+        assert!(
+            draws
+                .iter()
+                .all(|&(i, o)| (1..512).contains(&i) && (2..128).contains(&o))
+        );
+        let input = mean(draws.iter().map(|d| d.0));
+        assert!(
+            (input - 256.0).abs() < 3.0,
+            "mean of 1..511 is 256, got {input}"
+        );
+        assert!(draws.iter().any(|d| d.0 == 1) && draws.iter().any(|d| d.0 == 511));
+    }
+
+    #[test]
+    fn fixed_and_embedding_scenarios_do_not_vary() {
+        assert!(samples("D(128,64)", 100).iter().all(|&d| d == (128, 64)));
+        assert!(samples("E(64)", 100).iter().all(|&d| d == (64, 0)));
     }
 }

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -90,7 +89,7 @@ impl Tickets {
 /// `concurrency` streams, each with one request in flight, until the budget is spent.
 pub async fn closed(
     shared: &Arc<Shared>,
-    scenario: &TrafficScenario,
+    workload: &super::workload::Workload,
     concurrency: u32,
     budget: Budget,
     seed: u64,
@@ -108,12 +107,12 @@ pub async fn closed(
         let recorder = recorder.clone();
         let shared = shared.clone();
         let tickets = tickets.clone();
-        let scenario = *scenario;
+        let workload = workload.clone();
         workers.spawn(async move {
             let mut worker = Worker::new(shared, recorder);
             while let Some((ticket, measured)) = tickets.take() {
                 worker
-                    .request(&scenario, seed, ticket, measured, None)
+                    .request(&workload, seed, ticket, measured, None)
                     .await;
             }
         });
@@ -172,7 +171,7 @@ pub struct OpenLoad {
 /// connection (a new one while under the cap), until the budget is spent.
 pub async fn open(
     shared: &Arc<Shared>,
-    scenario: &TrafficScenario,
+    workload: &super::workload::Workload,
     load: OpenLoad,
     budget: Budget,
     seed: u64,
@@ -220,11 +219,11 @@ pub async fn open(
                 jobs.push(tx);
                 let mut worker = Worker::new(shared.clone(), recorder.clone());
                 let idle = idle_tx.clone();
-                let scenario = *scenario;
+                let workload = workload.clone();
                 workers.spawn(async move {
                     while let Some(job) = rx.recv().await {
                         worker
-                            .request(&scenario, seed, job.ticket, job.measured, Some(job.due))
+                            .request(&workload, seed, job.ticket, job.measured, Some(job.due))
                             .await;
                         if idle.send(index).is_err() {
                             break;

@@ -18,6 +18,7 @@ pub mod saturation;
 pub mod schedule;
 pub mod sse;
 pub mod stats;
+pub mod usage_check;
 pub mod workload;
 
 use std::sync::{Arc, Mutex};
@@ -32,10 +33,13 @@ use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use crate::llm::dataset::{self, DatasetOptions};
 use crate::llm::rng::Rng;
+use crate::llm::tokenizer::{PromptWords, Tokenizer};
 use http::{Connection, Endpoint, Target, TlsOptions};
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
+use workload::{Draw, Workload};
 
 /// Which OpenAI API the requests use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -43,6 +47,18 @@ pub enum Api {
     #[default]
     Chat,
     Completions,
+}
+
+/// What the requests ask for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Task {
+    /// Completions or chat completions.
+    #[default]
+    #[value(name = "text-to-text")]
+    TextToText,
+    /// `/v1/embeddings`.
+    #[value(name = "text-to-embeddings")]
+    TextToEmbeddings,
 }
 
 /// How open-loop arrivals are spread in time.
@@ -83,6 +99,34 @@ pub struct LoadgenArgs {
     /// Traffic scenarios in genai-bench syntax, one iteration group each.
     #[arg(long = "scenario", default_value = "D(100,100)")]
     pub scenarios: Vec<String>,
+    /// text-to-text or text-to-embeddings; by default what the scenarios are
+    /// (`E(n)`: embeddings).
+    #[arg(long, value_enum)]
+    pub task: Option<Task>,
+    /// The tokenizer prompts are built and tokens counted with: `builtin:cl100k_base`,
+    /// `builtin:o200k_base`, or the path of a Hugging Face tokenizer.json (byte-level BPE).
+    #[arg(long, default_value = "builtin:cl100k_base")]
+    pub tokenizer: String,
+    /// Prompts from a dataset instead of the scenarios: a path, an http(s):// URL, or
+    /// s3://, gs://, az://bucket/key.
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// The dataset's format.
+    #[arg(long, value_enum, default_value_t = dataset::Format::Sharegpt)]
+    pub dataset_format: dataset::Format,
+    /// Dataset entries used at most (a seeded sample).
+    #[arg(long)]
+    pub dataset_max_prompts: Option<usize>,
+    /// Seed of the dataset's shuffle.
+    #[arg(long, default_value_t = 0)]
+    pub dataset_seed: u64,
+    /// Output tokens of each request of a `prompts` dataset (the server decides without).
+    #[arg(long)]
+    pub dataset_output_tokens: Option<u32>,
+    /// Object storage parameters of an s3://, gs:// or az:// dataset, `key=value`
+    /// (`endpoint`, `region`, `account`); credentials come from the environment.
+    #[arg(long = "dataset-param")]
+    pub dataset_params: Vec<String>,
     /// Closed-loop concurrency levels, one iteration each; `1` when no rate and no
     /// saturation search is given either.
     #[arg(long = "concurrency")]
@@ -225,6 +269,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
     // The streams run on one thread of their own: a single-threaded event loop costs
     // the least CPU per request (no cross-thread wakeups), and it coalesces wakeups.
     let report = {
+        let (model, url) = (args.model.clone(), args.url.clone());
         let args = args.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
@@ -246,9 +291,21 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
                 let _ = sender.send(result);
             })
             .context("starting the load generator's thread")?;
-        receiver
+        let result = receiver
             .await
-            .context("the load generator's thread ended abruptly")??
+            .context("the load generator's thread ended abruptly")?;
+        // A run that cannot start (no tokenizer, no dataset, unknown model) is reported
+        // as a failed result document, so the benchmark's status carries the reason.
+        match result {
+            Ok(report) => report,
+            Err(error) => LLMInferenceResult {
+                format: result::FORMAT.into(),
+                model: model.clone(),
+                url: url.clone(),
+                failure: Some(format!("{error:#}")),
+                ..Default::default()
+            },
+        }
     };
     let json = serde_json::to_string(&report).context("serializing the result")?;
     match &args.output {
@@ -280,6 +337,10 @@ struct Shared {
     override_prompt: bool,
     override_max_tokens: bool,
     override_min_tokens: bool,
+    override_ignore_eos: bool,
+    /// Requests go to `/v1/embeddings`.
+    embeddings: bool,
+    tokenizer: Arc<Tokenizer>,
     vllm_extensions: bool,
     seed: u64,
     slo: Slo,
@@ -302,9 +363,13 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         .iter()
         .map(|s| TrafficScenario::parse(s).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<_>>()?;
-    if let Some(embedding) = scenarios.iter().find(|s| s.is_embedding()) {
-        bail!("{embedding}: embeddings are not supported by this version of the load generator");
-    }
+    // The tokenizer and the dataset first: a missing one fails before any request.
+    let tokenizer = Tokenizer::shared(&args.tokenizer)?;
+    let embeddings = match args.task {
+        Some(task) => task == Task::TextToEmbeddings,
+        None => args.dataset.is_none() && scenarios.iter().any(|s| s.is_embedding()),
+    };
+    let workloads = workloads(args, &scenarios, &tokenizer, embeddings).await?;
     if args.concurrency.contains(&0) {
         bail!("concurrency levels must be at least 1");
     }
@@ -376,10 +441,11 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         head_extra.push_str(&format!("Authorization: Bearer {key}\r\n"));
     }
     let path = match args.api {
+        _ if embeddings => "/v1/embeddings",
         Api::Chat => "/v1/chat/completions",
         Api::Completions => "/v1/completions",
     };
-    let stream = !args.no_stream;
+    let stream = !args.no_stream && !embeddings;
     let request_head = format!(
         "POST {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: {}\r\n{head_extra}",
         target.base_path,
@@ -398,6 +464,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         tpot_ms: args.slo_tpot_ms,
     };
     let prompt_key = match args.api {
+        _ if embeddings => "input",
         Api::Chat => "messages",
         Api::Completions => "prompt",
     };
@@ -409,7 +476,10 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         override_prompt: params.contains_key(prompt_key),
         override_max_tokens: params.contains_key("max_tokens"),
         override_min_tokens: params.contains_key("min_tokens"),
-        body_prefix: body_prefix(&args.model, stream, !args.plain_openai, params),
+        override_ignore_eos: params.contains_key("ignore_eos"),
+        embeddings,
+        tokenizer: tokenizer.clone(),
+        body_prefix: body_prefix(&args.model, (!embeddings).then_some(stream), params),
         vllm_extensions: !args.plain_openai,
         // Each worker draws its own prompts; worker 0 draws what a single process does.
         seed: distribute::worker_seed(args.seed, args.worker),
@@ -422,11 +492,13 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         model: args.model.clone(),
         url: args.url.clone(),
         api: match args.api {
+            _ if embeddings => "embeddings",
             Api::Chat => "chat",
             Api::Completions => "completions",
         }
         .into(),
         streaming: stream,
+        tokenizer: tokenizer.name().into(),
         max_error_rate_percent: Some(args.max_error_rate_percent),
         workers,
         worker: (workers > 1).then_some(args.worker),
@@ -450,22 +522,22 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     let mut progress = progress::Progress::new(
         args.progress,
         Duration::from_secs_f64(args.progress_interval_s.max(0.1)),
-        scenarios.len() * listed,
+        workloads.len() * listed,
         args.saturate
-            .map_or(0, |_| scenarios.len() * args.saturation_probes as usize),
+            .map_or(0, |_| workloads.len() * args.saturation_probes as usize),
     );
     let loads = concurrency_levels
         .iter()
         .map(|&c| Load::Closed(c))
         .chain(args.request_rates.iter().map(|&r| Load::Open(r)));
     let loads: Vec<Load> = loads.collect();
-    for (scenario_index, scenario) in scenarios.iter().enumerate() {
+    for (scenario_index, workload) in workloads.iter().enumerate() {
         for &load in &loads {
             let number = report.iterations.len();
             let iteration = run_iteration(
                 &shared,
                 args,
-                scenario,
+                workload,
                 scenario_index,
                 load,
                 number,
@@ -478,7 +550,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             let search = saturate(
                 &shared,
                 args,
-                scenario,
+                workload,
                 scenario_index,
                 kind,
                 &mut report,
@@ -540,7 +612,7 @@ fn arrivals_name(args: &LoadgenArgs) -> &'static str {
 async fn run_iteration(
     shared: &Arc<Shared>,
     args: &LoadgenArgs,
-    scenario: &TrafficScenario,
+    workload: &Workload,
     scenario_index: usize,
     load: Load,
     number: usize,
@@ -591,7 +663,8 @@ async fn run_iteration(
     // The synchronized start: the same instant for every worker.
     let start = Instant::now();
     let monitor = client_load::ClientMonitor::start();
-    let ticker = progress.start(format!("{scenario} {}", load.describe(args)), &recorder);
+    let label = workload.label();
+    let ticker = progress.start(format!("{label} {}", load.describe(args)), &recorder);
     let load = match load {
         Load::Closed(_) => Load::Closed(streams as u32),
         Load::Open(rate) => Load::Open(distribute::rate_share(rate, workers)),
@@ -604,7 +677,7 @@ async fn run_iteration(
             cooldown_requests: 0,
         },
         Load::Closed(concurrency) => {
-            loops::closed(shared, scenario, concurrency, budget, seed, &recorder).await
+            loops::closed(shared, workload, concurrency, budget, seed, &recorder).await
         }
         Load::Open(rate) => {
             let arrivals = match args.arrivals {
@@ -620,14 +693,12 @@ async fn run_iteration(
                     (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
                 }),
             };
-            loops::open(shared, scenario, open, budget, seed, &recorder).await
+            loops::open(shared, workload, open, budget, seed, &recorder).await
         }
     };
     drop(ticker);
     let client = monitor.finish(args.worker).await;
-    let mut iteration = outcome
-        .recorder
-        .summary(scenario.to_string(), streams as u32, &shared.slo);
+    let mut iteration = outcome.recorder.summary(label, streams as u32, &shared.slo);
     if workers > 1 {
         iteration.raw = Some(
             outcome
@@ -652,7 +723,7 @@ async fn run_iteration(
 async fn saturate(
     shared: &Arc<Shared>,
     args: &LoadgenArgs,
-    scenario: &TrafficScenario,
+    workload: &Workload,
     scenario_index: usize,
     kind: SaturationLoad,
     report: &mut LLMInferenceResult,
@@ -677,7 +748,7 @@ async fn saturate(
         let iteration = run_iteration(
             shared,
             args,
-            scenario,
+            workload,
             scenario_index,
             load,
             number,
@@ -691,7 +762,7 @@ async fn saturate(
     }
     progress.search_done(indices.len(), args.saturation_probes as usize);
     Ok(Saturation {
-        scenario: scenario.to_string(),
+        scenario: workload.label(),
         load: match kind {
             SaturationLoad::Concurrency => "concurrency",
             SaturationLoad::Rate => "requestRate",
@@ -731,12 +802,11 @@ impl Worker {
         }
     }
 
-    fn build(&mut self, scenario: &TrafficScenario, seed: u64, ticket: u64) -> u64 {
+    fn build(&mut self, workload: &Workload, seed: u64, ticket: u64) -> Draw {
         use std::fmt::Write as _;
         let mut rng = Rng::derive(seed, ticket);
-        let draw = workload::draw(scenario, &mut rng);
         self.prompt.clear();
-        workload::prompt(&mut rng, draw.input_tokens, &mut self.prompt);
+        let draw = workload.next(&mut rng, ticket, &mut self.prompt);
         let shared = &self.shared;
         // The fixed fields were serialized once; only the prompt and the token counts
         // are written per request (no JSON tree is built).
@@ -746,6 +816,9 @@ impl Worker {
         if !shared.override_prompt {
             let prompt = serde_json::to_string(&self.prompt).unwrap_or_default();
             match shared.api {
+                _ if shared.embeddings => {
+                    let _ = write!(body, r#""input":{prompt},"#);
+                }
                 Api::Chat => {
                     let _ = write!(
                         body,
@@ -757,11 +830,18 @@ impl Worker {
                 }
             }
         }
-        if !shared.override_max_tokens {
-            let _ = write!(body, r#""max_tokens":{},"#, draw.output_tokens);
-        }
-        if shared.vllm_extensions && !shared.override_min_tokens {
-            let _ = write!(body, r#""min_tokens":{},"#, draw.output_tokens);
+        // A length to generate exactly (embeddings and prompt files without one have
+        // none: the server decides, as genai-bench's dataset mode lets it).
+        if let Some(output_tokens) = draw.output_tokens {
+            if !shared.override_max_tokens {
+                let _ = write!(body, r#""max_tokens":{output_tokens},"#);
+            }
+            if shared.vllm_extensions && !shared.override_min_tokens {
+                let _ = write!(body, r#""min_tokens":{output_tokens},"#);
+            }
+            if shared.vllm_extensions && !shared.override_ignore_eos {
+                body.push_str(r#""ignore_eos":true,"#);
+            }
         }
         if body.ends_with(',') {
             body.pop();
@@ -776,18 +856,19 @@ impl Worker {
             body.len()
         );
         self.request.extend_from_slice(body.as_bytes());
-        draw.input_tokens as u64
+        draw
     }
 
     async fn request(
         &mut self,
-        scenario: &TrafficScenario,
+        workload: &Workload,
         seed: u64,
         ticket: u64,
         measured: bool,
         scheduled: Option<Instant>,
     ) {
-        let input_tokens = self.build(scenario, seed, ticket);
+        let draw = self.build(workload, seed, ticket);
+        let input_tokens = u64::from(draw.input_tokens);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
         let outcome = match tokio::time::timeout(timeout, self.exchange()).await {
@@ -806,15 +887,37 @@ impl Worker {
         }
         match outcome {
             Ok(usage) => {
-                let (output_tokens, estimated_output) =
-                    match usage.and_then(|u| u.completion_tokens) {
-                        Some(n) => (n, false),
-                        None if self.shared.stream => (self.stream.token_times.len() as u64, true),
-                        None => ((self.stream.chars as u64).div_ceil(4), true),
-                    };
-                let (input, estimated_input) = match usage.and_then(|u| u.prompt_tokens) {
+                let server_input = usage.and_then(|u| u.prompt_tokens);
+                let (input, estimated_input) = match server_input {
                     Some(n) => (n, false),
                     None => (input_tokens, true),
+                };
+                if self.shared.embeddings {
+                    if let Ok(mut recorder) = self.recorder.lock() {
+                        recorder.schedule_lag(scheduled, sent);
+                        if let Some(server) = server_input {
+                            recorder.usage.input.add(server, input_tokens);
+                        }
+                        recorder.success_embedding(
+                            scheduled.unwrap_or(sent),
+                            done,
+                            input,
+                            estimated_input,
+                            &self.shared.slo,
+                        );
+                    }
+                    return;
+                }
+                let server_output = usage.and_then(|u| u.completion_tokens);
+                // Tokenizing the output is the only per-request tokenizer work: when the
+                // server reported no usage, and for one request in eight to check it.
+                let counted_output = (server_output.is_none()
+                    || ticket.is_multiple_of(OUTPUT_CHECK_EVERY))
+                .then(|| self.shared.tokenizer.count(&self.stream.text) as u64);
+                let (output_tokens, estimated_output) = match (server_output, counted_output) {
+                    (Some(n), _) => (n, false),
+                    (None, Some(n)) => (n, true),
+                    (None, None) => (0, true),
                 };
                 let sample = Sample {
                     sent,
@@ -827,6 +930,12 @@ impl Worker {
                 };
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
+                    if let Some(server) = server_input {
+                        recorder.usage.input.add(server, input_tokens);
+                    }
+                    if let (Some(server), Some(counted)) = (server_output, counted_output) {
+                        recorder.usage.output.add(server, counted);
+                    }
                     recorder.success(&sample, &self.shared.slo);
                 }
             }
@@ -900,26 +1009,81 @@ impl Worker {
         if let Some(error) = value.get("error") {
             return Err(Failed("stream_error", error.to_string()));
         }
-        self.stream.chars = value
-            .get("choices")
-            .and_then(Value::as_array)
-            .map(|choices| {
-                choices
-                    .iter()
-                    .map(|c| {
-                        c.get("text")
-                            .or_else(|| c.get("message").and_then(|m| m.get("content")))
-                            .and_then(Value::as_str)
-                            .map_or(0, str::len)
-                    })
-                    .sum()
-            })
-            .unwrap_or(0);
+        let text = &mut self.stream.text;
+        if let Some(choices) = value.get("choices").and_then(Value::as_array) {
+            for choice in choices {
+                if let Some(content) = choice
+                    .get("text")
+                    .or_else(|| choice.get("message").and_then(|m| m.get("content")))
+                    .and_then(Value::as_str)
+                {
+                    text.push_str(content);
+                }
+            }
+        }
+        self.stream.chars = text.len();
         let usage = value
             .get("usage")
             .and_then(|u| serde_json::from_value::<sse::Usage>(u.clone()).ok());
         Ok(usage)
     }
+}
+
+/// One request in this many has its output tokenized to check the server's usage.
+const OUTPUT_CHECK_EVERY: u64 = 8;
+
+/// The iterations' request sources: the dataset, or one per scenario.
+async fn workloads(
+    args: &LoadgenArgs,
+    scenarios: &[TrafficScenario],
+    tokenizer: &Tokenizer,
+    embeddings: bool,
+) -> anyhow::Result<Vec<Workload>> {
+    if let Some(location) = &args.dataset {
+        let mut parameters = std::collections::BTreeMap::new();
+        for param in &args.dataset_params {
+            let (key, value) = param
+                .split_once('=')
+                .with_context(|| format!("--dataset-param {param:?}: expected key=value"))?;
+            parameters.insert(key.to_owned(), value.to_owned());
+        }
+        let text = dataset::fetch(location, &parameters).await?;
+        let options = DatasetOptions {
+            format: args.dataset_format,
+            location: location.clone(),
+            max_prompts: args.dataset_max_prompts,
+            seed: args.dataset_seed,
+            output_tokens: args.dataset_output_tokens,
+        };
+        let dataset = dataset::build(&text, &options, tokenizer)?;
+        let workers = u64::from(args.workers.max(1));
+        let offset = dataset.entries.len() as u64 * u64::from(args.worker) / workers;
+        return Ok(vec![Workload::Dataset {
+            dataset: Arc::new(dataset),
+            embeddings,
+            offset,
+        }]);
+    }
+    let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+    scenarios
+        .iter()
+        .map(|&scenario| {
+            if scenario.is_embedding() != embeddings {
+                bail!(
+                    "{scenario}: {}",
+                    if embeddings {
+                        "task text-to-embeddings takes E(n) scenarios"
+                    } else {
+                        "E(n) scenarios need task text-to-embeddings"
+                    }
+                );
+            }
+            Ok(Workload::Scenario {
+                scenario,
+                words: words.clone(),
+            })
+        })
+        .collect()
 }
 
 fn http_kind(status: u16) -> &'static str {
@@ -942,20 +1106,15 @@ fn http_kind(status: u16) -> &'static str {
 }
 
 /// The request body's fixed fields as an unclosed JSON object (`{"model":"m",...,`):
-/// model, streaming options, vLLM extensions, then `--param`s (which win).
-fn body_prefix(
-    model: &str,
-    stream: bool,
-    vllm_extensions: bool,
-    params: Map<String, Value>,
-) -> String {
+/// model, streaming options (none for embeddings), then `--param`s (which win). The
+/// per-request fields (prompt, lengths, `ignore_eos` with a length) follow it.
+fn body_prefix(model: &str, stream: Option<bool>, params: Map<String, Value>) -> String {
     let mut fixed = Map::new();
     fixed.insert("model".into(), Value::String(model.to_owned()));
-    if vllm_extensions {
-        fixed.insert("ignore_eos".into(), true.into());
+    if let Some(stream) = stream {
+        fixed.insert("stream".into(), stream.into());
     }
-    fixed.insert("stream".into(), stream.into());
-    if stream {
+    if stream == Some(true) {
         fixed.insert(
             "stream_options".into(),
             serde_json::json!({"include_usage": true}),

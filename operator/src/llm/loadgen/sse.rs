@@ -57,6 +57,8 @@ pub struct StreamState {
     pub token_times: Vec<Instant>,
     /// Characters of content received.
     pub chars: usize,
+    /// The content received (for the tokenizer: fallback counts and the usage check).
+    pub text: String,
     pub usage: Option<Usage>,
     /// `data: [DONE]` was received.
     pub done: bool,
@@ -72,6 +74,7 @@ impl StreamState {
         self.has_data = false;
         self.token_times.clear();
         self.chars = 0;
+        self.text.clear();
         self.usage = None;
         self.done = false;
         self.error = None;
@@ -147,7 +150,8 @@ impl StreamState {
         }
         // The common chunk shapes are read without building anything; anything else
         // (escapes in the content, errors, unusual layouts) goes through serde_json.
-        if let Some(scan) = scan::chunk(data) {
+        let before = self.text.len();
+        if let Some(scan) = scan::chunk_into(data, &mut self.text) {
             if let Some(usage) = scan.usage {
                 self.usage = Some(usage);
             }
@@ -157,6 +161,8 @@ impl StreamState {
             }
             return;
         }
+        // The scan gave up: whatever content it copied is read again below.
+        self.text.truncate(before);
         let chunk: StreamChunk<'_> = match serde_json::from_slice(data) {
             Ok(chunk) => chunk,
             Err(error) => {
@@ -180,10 +186,16 @@ impl StreamState {
         for choice in &chunk.choices {
             if let Some(text) = &choice.text {
                 chars += text.len();
+                self.text.push_str(text);
             }
             if let Some(delta) = &choice.delta {
-                chars += delta.content.as_deref().map_or(0, str::len);
-                chars += delta.reasoning_content.as_deref().map_or(0, str::len);
+                for text in [&delta.content, &delta.reasoning_content]
+                    .into_iter()
+                    .flatten()
+                {
+                    chars += text.len();
+                    self.text.push_str(text);
+                }
             }
         }
         if chars > 0 {
@@ -206,7 +218,13 @@ mod scan {
     /// Nesting deeper than this is left to serde_json.
     const MAX_DEPTH: u32 = 32;
 
+    #[cfg(test)]
     pub fn chunk(data: &[u8]) -> Option<Scan> {
+        chunk_into(data, &mut String::new())
+    }
+
+    /// Scans `data`, appending the content to `text` (partly, when it gives up).
+    pub fn chunk_into(data: &[u8], text: &mut String) -> Option<Scan> {
         let mut p = Parser { b: data, i: 0 };
         let mut scan = Scan {
             chars: 0,
@@ -215,9 +233,9 @@ mod scan {
         p.object(|p, key| match key {
             b"choices" => p.array(|p| {
                 p.object(|p, key| match key {
-                    b"text" => p.content(&mut scan.chars),
+                    b"text" => p.content(&mut scan.chars, text),
                     b"delta" => p.nullable_object(|p, key| match key {
-                        b"content" | b"reasoning_content" => p.content(&mut scan.chars),
+                        b"content" | b"reasoning_content" => p.content(&mut scan.chars, text),
                         _ => p.skip(0),
                     }),
                     _ => p.skip(0),
@@ -335,11 +353,14 @@ mod scan {
         }
 
         /// A content string (its length is added) or null.
-        fn content(&mut self, chars: &mut usize) -> Option<()> {
+        fn content(&mut self, chars: &mut usize, text: &mut String) -> Option<()> {
             if self.peek()? == b'n' {
                 return self.literal(b"null");
             }
-            *chars += self.string()?.len();
+            let content = self.string()?;
+            *chars += content.len();
+            // No escapes (`string` gives up on them): the bytes are the text.
+            text.push_str(std::str::from_utf8(content).ok()?);
             Some(())
         }
 
@@ -499,5 +520,19 @@ mod tests {
         assert!(state.error.is_some());
         let state = feed_all("data: {\"choices\":[{\"text\":\"x\"}]}", 100);
         assert_eq!(state.token_times.len(), 1);
+    }
+
+    #[test]
+    fn the_content_is_kept_for_the_tokenizer_on_both_paths() {
+        // Plain chunks take the scanner; an escape sends one through serde_json.
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\" Hello\"}}]}\n\n\
+            data: {\"choices\":[{\"delta\":{\"content\":\" \\\"wor\\u006cd\\\"\"}}]}\n\n\
+            data: {\"choices\":[{\"text\":\" caf\u{e9}\"}]}\n\n\
+            data: [DONE]\n\n";
+        for piece in [1, 7, 1000] {
+            let state = feed_all(text, piece);
+            assert_eq!(state.text, " Hello \"world\" caf\u{e9}", "piece {piece}");
+            assert_eq!(state.token_times.len(), 3);
+        }
     }
 }

@@ -70,6 +70,8 @@ pub struct Recorder {
     estimated: u64,
     first_sent: Option<Instant>,
     last_done: Option<Instant>,
+    /// Server usage against the tokenizer.
+    pub usage: super::usage_check::UsageTallies,
 }
 
 impl Default for Recorder {
@@ -92,6 +94,7 @@ impl Default for Recorder {
             estimated: 0,
             first_sent: None,
             last_done: None,
+            usage: Default::default(),
         }
     }
 }
@@ -169,7 +172,35 @@ impl Recorder {
         }
     }
 
+    /// An embeddings request: no tokens stream back, so no time to first token; its
+    /// end-to-end latency (from `origin`: when it was due in open loop, sent otherwise)
+    /// is held against the TTFT objective.
+    pub fn success_embedding(
+        &mut self,
+        origin: Instant,
+        done: Instant,
+        input_tokens: u64,
+        estimated: bool,
+        slo: &Slo,
+    ) {
+        self.span(origin, done);
+        self.ok += 1;
+        self.input_tokens += input_tokens;
+        if estimated {
+            self.estimated += 1;
+        }
+        let e2e = done - origin;
+        let _ = self.e2e.record(micros(e2e));
+        if slo
+            .ttft_ms
+            .is_none_or(|limit| e2e.as_secs_f64() * 1000.0 <= limit)
+        {
+            self.meeting_slo += 1;
+        }
+    }
+
     pub fn merge(&mut self, other: Recorder) {
+        self.usage.merge(&other.usage);
         let _ = self.ttft.add(&other.ttft);
         let _ = self.ttst.add(&other.ttst);
         let _ = self.itl.add(&other.itl);
@@ -242,6 +273,7 @@ impl Recorder {
                     0.0
                 },
             }),
+            usage_check: self.usage.report(),
             ..Iteration::default()
         }
     }

@@ -1,121 +1,200 @@
-//! Synthetic requests from genai-bench traffic scenarios.
+//! What each request asks for: a genai-bench traffic scenario drawn per request, or an
+//! entry of a dataset.
 //!
-//! Token counts are drawn exactly as genai-bench does: `D` fixed, `N` normal draws
-//! truncated to integers and clipped below at 1 input / 2 output tokens, `U` uniform with
-//! an exclusive upper bound. Prompts are built from common English words that are one
-//! token each (with their leading space) in the GPT, Llama and Qwen BPE vocabularies, so
-//! a prompt of N words is approximately N tokens; chat templates add a few tokens of
-//! their own. perfsweep ships no tokenizer (it would be large to build); the server's
-//! reported usage is what the throughput figures use when it is available.
+//! Token counts are drawn exactly as genai-bench does ([`TrafficScenario::sample`]).
+//! Synthetic prompts are built from words that are one token each for the run's
+//! tokenizer ([`PromptWords`]), so a prompt of N words is exactly N tokens of that
+//! tokenizer, without tokenizing anything per request. Chat templates add a few tokens
+//! of their own on the server, which the usage cross-check reports.
 
-use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
+use std::sync::Arc;
 
+use perfsweep_benchmarks::kinds::llm::scenario::{RandomSource, TrafficScenario};
+
+use crate::llm::dataset::Dataset;
 use crate::llm::rng::Rng;
+use crate::llm::tokenizer::PromptWords;
 
-/// One request's shape and prompt.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Draw {
-    pub input_tokens: u32,
-    pub output_tokens: u32,
+impl RandomSource for Rng {
+    fn unit(&mut self) -> f64 {
+        Rng::unit(self)
+    }
+
+    fn normal(&mut self) -> f64 {
+        Rng::normal(self)
+    }
 }
 
-/// Token counts for request `ticket` of a scenario (deterministic for a seed).
+/// One request's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Draw {
+    /// Prompt tokens, by the run's tokenizer.
+    pub input_tokens: u32,
+    /// Tokens to generate; `None` leaves it to the server (dataset prompts without a
+    /// length), and embeddings generate none.
+    pub output_tokens: Option<u32>,
+}
+
+/// Token counts of one request of a scenario (deterministic for a seed).
 pub fn draw(scenario: &TrafficScenario, rng: &mut Rng) -> Draw {
-    let (input_tokens, output_tokens) = match *scenario {
-        TrafficScenario::Deterministic { input, output } => (input, output),
-        TrafficScenario::Normal {
-            input_mean,
-            input_stddev,
-            output_mean,
-            output_stddev,
-        } => {
-            let input = input_mean as f64 + input_stddev as f64 * rng.normal();
-            let output = output_mean as f64 + output_stddev as f64 * rng.normal();
-            (
-                (input as i64).clamp(1, u32::MAX as i64) as u32,
-                (output as i64).clamp(2, u32::MAX as i64) as u32,
-            )
-        }
-        TrafficScenario::Uniform {
-            input_min,
-            input_max,
-            output_min,
-            output_max,
-        } => (
-            rng.below(input_min as u64, input_max as u64) as u32,
-            rng.below(output_min as u64, output_max as u64) as u32,
-        ),
-        TrafficScenario::Embedding { input } => (input, 0),
-    };
+    let (input_tokens, output_tokens) = scenario.sample(rng);
     Draw {
         input_tokens,
-        output_tokens,
+        output_tokens: (!scenario.is_embedding()).then_some(output_tokens),
     }
 }
 
-/// A prompt of `tokens` words, appended to `out`.
-pub fn prompt(rng: &mut Rng, tokens: u32, out: &mut String) {
-    for i in 0..tokens {
-        if i > 0 {
-            out.push(' ');
+/// Where an iteration's requests come from.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    Scenario {
+        scenario: TrafficScenario,
+        words: Arc<PromptWords>,
+    },
+    Dataset {
+        dataset: Arc<Dataset>,
+        /// Embeddings of the dataset's prompts rather than completions.
+        embeddings: bool,
+        /// The entry request 0 sends: workers of a distributed run start at different
+        /// places so that together they cover the dataset.
+        offset: u64,
+    },
+}
+
+impl Workload {
+    /// The iteration's label: the scenario string, or `dataset`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Scenario { scenario, .. } => scenario.to_string(),
+            Self::Dataset { .. } => "dataset".into(),
         }
-        out.push_str(VOCABULARY[rng.below(0, VOCABULARY.len() as u64) as usize]);
+    }
+
+    /// Whether requests go to `/v1/embeddings`.
+    pub fn is_embedding(&self) -> bool {
+        match self {
+            Self::Scenario { scenario, .. } => scenario.is_embedding(),
+            Self::Dataset { embeddings, .. } => *embeddings,
+        }
+    }
+
+    /// Request `ticket`'s prompt (appended to `prompt`) and shape; `rng` is the request's
+    /// own generator.
+    pub fn next(&self, rng: &mut Rng, ticket: u64, prompt: &mut String) -> Draw {
+        match self {
+            Self::Scenario { scenario, words } => {
+                let shape = draw(scenario, rng);
+                words.prompt(rng, shape.input_tokens, prompt);
+                shape
+            }
+            Self::Dataset {
+                dataset,
+                embeddings,
+                offset,
+            } => {
+                let count = dataset.entries.len().max(1) as u64;
+                let Some(entry) = dataset
+                    .entries
+                    .get((ticket.wrapping_add(*offset) % count) as usize)
+                else {
+                    return Draw {
+                        input_tokens: 0,
+                        output_tokens: None,
+                    };
+                };
+                prompt.push_str(&entry.prompt);
+                Draw {
+                    input_tokens: entry.input_tokens,
+                    output_tokens: if *embeddings {
+                        None
+                    } else {
+                        entry.output_tokens
+                    },
+                }
+            }
+        }
     }
 }
-
-/// Common words that are single tokens with a leading space in the major BPE vocabularies.
-const VOCABULARY: &[&str] = &[
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "with", "as", "at", "be",
-    "by", "this", "had", "not", "but", "from", "or", "have", "an", "they", "which", "one", "you",
-    "were", "her", "all", "she", "there", "would", "their", "we", "him", "been", "has", "when",
-    "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into",
-    "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may",
-    "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even",
-    "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years",
-    "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those",
-    "people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own",
-    "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under",
-    "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old",
-    "year", "off", "come", "since", "against", "go", "came", "right", "used", "take", "three",
-];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::dataset::Entry;
+    use crate::llm::tokenizer::Tokenizer;
+
+    fn words() -> Arc<PromptWords> {
+        let tokenizer = Tokenizer::load("builtin:cl100k_base").expect("bundled");
+        Arc::new(PromptWords::for_tokenizer(&tokenizer).expect("words"))
+    }
 
     #[test]
-    fn draws_follow_genai_bench_semantics() {
-        let mut rng = Rng::new(1);
-        let normal = TrafficScenario::parse("N(3,50)/(3,50)").expect("valid");
-        for _ in 0..2000 {
-            let d = draw(&normal, &mut rng);
-            assert!(d.input_tokens >= 1 && d.output_tokens >= 2, "{d:?}");
+    fn scenario_requests_have_the_drawn_prompt_length() {
+        let tokenizer = Tokenizer::load("builtin:cl100k_base").expect("bundled");
+        let workload = Workload::Scenario {
+            scenario: TrafficScenario::parse("U(10,200)/(5,9)").expect("valid"),
+            words: words(),
+        };
+        for ticket in 0..50 {
+            let mut prompt = String::new();
+            let shape = workload.next(&mut Rng::derive(3, ticket), ticket, &mut prompt);
+            assert!((10..200).contains(&shape.input_tokens));
+            assert!(shape.output_tokens.is_some_and(|o| (5..9).contains(&o)));
+            assert_eq!(tokenizer.count(&prompt), shape.input_tokens as usize);
         }
-        let uniform = TrafficScenario::parse("U(10,12)/(3,4)").expect("valid");
-        let draws: Vec<Draw> = (0..2000).map(|_| draw(&uniform, &mut rng)).collect();
-        assert!(
-            draws
-                .iter()
-                .all(|d| (10..12).contains(&d.input_tokens) && d.output_tokens == 3)
-        );
-        assert!(
-            draws.iter().any(|d| d.input_tokens == 10)
-                && draws.iter().any(|d| d.input_tokens == 11)
-        );
-        let fixed = TrafficScenario::parse("D(128,64)").expect("valid");
+        let embedding = Workload::Scenario {
+            scenario: TrafficScenario::parse("E(32)").expect("valid"),
+            words: words(),
+        };
+        assert!(embedding.is_embedding());
+        let shape = embedding.next(&mut Rng::new(1), 0, &mut String::new());
         assert_eq!(
-            draw(&fixed, &mut rng),
+            shape,
             Draw {
-                input_tokens: 128,
-                output_tokens: 64
+                input_tokens: 32,
+                output_tokens: None
             }
         );
     }
 
     #[test]
-    fn prompts_have_one_word_per_token() {
-        let mut text = String::new();
-        prompt(&mut Rng::new(3), 100, &mut text);
-        assert_eq!(text.split_whitespace().count(), 100);
+    fn dataset_requests_cycle_through_the_entries() {
+        let entry = |text: &str, output| Entry {
+            prompt: text.into(),
+            input_tokens: 2,
+            output_tokens: output,
+        };
+        let workload = Workload::Dataset {
+            dataset: Arc::new(Dataset {
+                entries: vec![entry("a b", Some(5)), entry("c d", None)],
+                origin: "test".into(),
+            }),
+            embeddings: false,
+            offset: 0,
+        };
+        let prompts: Vec<(String, Draw)> = (0..4)
+            .map(|ticket| {
+                let mut prompt = String::new();
+                let shape = workload.next(&mut Rng::new(ticket), ticket, &mut prompt);
+                (prompt, shape)
+            })
+            .collect();
+        assert_eq!(prompts[0].0, "a b");
+        assert_eq!(prompts[0].1.output_tokens, Some(5));
+        assert_eq!(prompts[1].0, "c d");
+        assert_eq!(prompts[1].1.output_tokens, None);
+        assert_eq!(prompts[2], prompts[0]);
+        assert_eq!(workload.label(), "dataset");
+        // A second worker starts one entry further.
+        let Workload::Dataset { dataset, .. } = &workload else {
+            unreachable!()
+        };
+        let second = Workload::Dataset {
+            dataset: dataset.clone(),
+            embeddings: false,
+            offset: 1,
+        };
+        let mut prompt = String::new();
+        second.next(&mut Rng::new(0), 0, &mut prompt);
+        assert_eq!(prompt, "c d");
     }
 }

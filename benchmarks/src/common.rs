@@ -149,6 +149,15 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub acceptance: Vec<crate::acceptance::Criterion>,
+
+    /// Where the operator exports the result record (JSON Lines and Parquet) and the
+    /// raw evidence when the benchmark finishes, as OME's BenchmarkJob
+    /// `outputLocation`: `{storageUri: s3://bucket/prefix, parameters: {endpoint: ...},
+    /// secretName: credentials}`. The `Exported` condition reports the upload; a failed
+    /// upload loses nothing (status and the evidence ConfigMap stay). Not part of the
+    /// workload: it does not change the spec digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_location: Option<crate::output::OutputLocation>,
 }
 
 /// The timeout used when a benchmark does not set one.

@@ -26,6 +26,11 @@ pub const SPEC_DIGEST: &str = "perfsweep.io/spec-digest";
 /// ConfigMap.
 pub const EVIDENCE_REPORT_KEY: &str = "report.json";
 
+/// The key of what the operator observed about where a benchmark ran (nodes and their
+/// labels, image digests, Kubernetes version: a record's `environment`) in its evidence
+/// ConfigMap.
+pub const EVIDENCE_ENVIRONMENT_KEY: &str = "environment.json";
+
 /// The ConfigMap the operator keeps a finished benchmark's agent report in, so the raw
 /// evidence outlives the pods.
 pub fn evidence_config_map(benchmark: &str) -> String {

@@ -73,6 +73,21 @@ pub struct BenchmarkStatus<R> {
     /// The structured result, parsed from the tool's own output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<R>,
+
+    /// The export to `spec.outputLocation`, once tried: attempts so far and when the
+    /// last one was (the `Exported` condition says how it went).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<ExportProgress>,
+}
+
+/// Attempts at exporting a finished benchmark's results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportProgress {
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// When the last attempt was made.
+    pub last_attempt_at: Time,
 }
 
 impl<R> Default for BenchmarkStatus<R> {
@@ -86,6 +101,7 @@ impl<R> Default for BenchmarkStatus<R> {
             summary: None,
             progress: None,
             result: None,
+            export: None,
         }
     }
 }

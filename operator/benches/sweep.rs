@@ -78,6 +78,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 debounce: Duration::from_millis(50),
                 instance: Some("bench".into()),
                 defaults: Default::default(),
+                export: Default::default(),
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
             let controller = benchmarkset::controller(&client, &settings)

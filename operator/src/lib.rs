@@ -11,4 +11,5 @@ pub mod health;
 pub mod llm;
 pub mod local;
 pub mod metrics;
+pub mod records;
 pub mod telemetry;

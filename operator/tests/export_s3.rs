@@ -5,13 +5,14 @@
 //! byte; a proxy that fails the first requests with 503 shows
 //! the retries; an unreachable endpoint shows the local copy is kept.
 
-use std::io::{Read, Write};
+mod support;
+
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 use perfsweep::export::{self, Credentials, Destination, Retry, Store};
 use perfsweep_benchmarks::report::sha256_hex;
@@ -19,75 +20,8 @@ use perfsweep_benchmarks::report::sha256_hex;
 const SECRET: &str = "s3cr3t-never-printed-0123456789";
 const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n[  5] 0.00-1.00 sec 1.1 GBytes\n";
 
-/// A moto server, killed on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts moto, or skips (prints why, returns `None`) when it is not installed and CI is
-/// unset; under CI (where `.ci/run` installs it) a missing moto fails.
-fn moto() -> Option<Moto> {
-    let installed = Command::new("moto_server")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !installed {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "moto_server is missing under CI: .ci/run installs moto[server] from PyPI"
-        );
-        eprintln!(
-            "SKIPPED: moto_server is not installed (python3 -m pip install 'moto[server]'); .ci/run installs it"
-        );
-        return None;
-    }
-    let port = free_port();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
-    let moto = Moto { child, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "moto_server did not listen within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some(moto)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// Creates a bucket: one plain, unsigned HTTP/1.1 request (moto accepts it).
 fn create_bucket(port: u16, bucket: &str) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(
-        stream,
-        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("receive");
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    support::s3::Moto::create_bucket_at(port, bucket);
 }
 
 /// The bucket through perfsweep's own object_store client, with the test's credentials.
@@ -190,7 +124,9 @@ async fn assert_uploaded(port: u16, bucket: &str, prefix: &str, dir: &Path, sha2
 
 #[tokio::test]
 async fn records_and_evidence_upload_to_an_s3_compatible_server_and_read_back_identically() {
-    let Some(moto) = moto() else { return };
+    let Some(moto) = support::s3::moto() else {
+        return;
+    };
     create_bucket(moto.port, "perf-results");
     let (dir, sha256) = results_dir("export-s3");
     let output = upload(&dir, "s3://perf-results/nightly/", moto.port, 3);
@@ -233,7 +169,7 @@ fn flaky_proxy(target: u16, failures: u32) -> (u16, Arc<AtomicU32>) {
             let Ok(mut client) = client else { continue };
             if counter.load(Ordering::SeqCst) < failures {
                 counter.fetch_add(1, Ordering::SeqCst);
-                read_request(&mut client);
+                support::s3::read_request(&mut client);
                 let _ = client.write_all(
                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                 );
@@ -260,36 +196,11 @@ fn flaky_proxy(target: u16, failures: u32) -> (u16, Arc<AtomicU32>) {
     (port, failed)
 }
 
-/// Reads one request (headers and a Content-Length body) so the 503 is not sent into a
-/// half-written request.
-fn read_request(stream: &mut TcpStream) {
-    let mut data = Vec::new();
-    let mut buffer = [0u8; 8192];
-    loop {
-        let Ok(n) = stream.read(&mut buffer) else {
-            return;
-        };
-        if n == 0 {
-            return;
-        }
-        data.extend_from_slice(&buffer[..n]);
-        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if data.len() >= end + 4 + length {
-                return;
-            }
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through() {
-    let Some(moto) = moto() else { return };
+    let Some(moto) = support::s3::moto() else {
+        return;
+    };
     create_bucket(moto.port, "flaky");
     let (proxy, failed) = flaky_proxy(moto.port, 2);
     let (dir, sha256) = results_dir("export-retry");
@@ -309,7 +220,7 @@ async fn a_failing_server_is_retried_with_backoff_until_the_upload_goes_through(
 #[test]
 fn an_unreachable_server_fails_after_bounded_retries_and_keeps_the_local_copy() {
     // No moto needed: nothing listens on the port.
-    let port = free_port();
+    let port = support::s3::free_port();
     let (dir, _) = results_dir("export-unreachable");
     let output = upload(&dir, "s3://nowhere/p", port, 2);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -356,7 +267,9 @@ fn export_destinations_are_checked_before_anything_runs() {
 /// against the built-in simulator, writes the local copy, and uploads it.
 #[tokio::test]
 async fn a_local_run_exports_its_records_and_evidence_to_s3() {
-    let Some(moto) = moto() else { return };
+    let Some(moto) = support::s3::moto() else {
+        return;
+    };
     create_bucket(moto.port, "runs");
     let dir =
         std::env::temp_dir().join(format!("perfsweep-test-export-run-{}", std::process::id()));
@@ -369,7 +282,7 @@ async fn a_local_run_exports_its_records_and_evidence_to_s3() {
             "apiVersion: perfsweep.io/v1alpha1\nkind: LLMInference\nmetadata:\n  name: export-llm\n\
              spec:\n  endpoint:\n    simulator:\n      ttftMillis: 5\n      itlMillis: 1\n      port: {}\n\
              \x20 trafficScenarios: [\"D(16,4)\"]\n  numConcurrency: [1]\n  maxRequestsPerIteration: 4\n",
-            free_port()
+            support::s3::free_port()
         ),
     )
     .expect("sweep file");

@@ -48,6 +48,7 @@ impl Replica {
             debounce: Duration::from_millis(50),
             instance: Some(identity.to_owned()),
             defaults: Default::default(),
+            export: Default::default(),
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

@@ -57,6 +57,7 @@ async fn metrics_are_served_and_pass_promtool() {
         debounce: Duration::from_millis(50),
         instance: Some("metrics-test".into()),
         defaults: Default::default(),
+        export: Default::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

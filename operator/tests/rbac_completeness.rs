@@ -208,8 +208,8 @@ fn chart_rules(objects: &[Value]) -> Vec<Rule> {
                     || rule
                         .verbs
                         .iter()
-                        .all(|v| !matches!(v.as_str(), "get" | "list" | "watch")),
-                "the operator never reads Secrets: {rule:?}"
+                        .all(|v| !matches!(v.as_str(), "list" | "watch")),
+                "the operator reads Secrets only by name (an outputLocation's): {rule:?}"
             );
             rules.push(rule);
         }
@@ -299,6 +299,7 @@ fn start_operator(
         debounce: Duration::from_millis(50),
         instance: Some("rbac".into()),
         defaults: Default::default(),
+        export: Default::default(),
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),
@@ -348,6 +349,14 @@ fn kubelet(double: &ApiDouble, pod: &str, exit: Option<i32>) {
     );
 }
 
+/// A port nothing listens on.
+fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// The client agent's log: a report of real iperf3 output.
 fn agent_log() -> String {
     let path = repo_root().join("benchmarks/testdata/iperf/tcp-4streams.json");
@@ -381,13 +390,26 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
     let double = support::double_with_crds().await;
     let (stop, task) = start_operator(&double);
 
-    // Two children at once; then a spec edit drops one of them (it is deleted).
+    // Two children at once; then a spec edit drops one of them (it is deleted). The set
+    // exports its children's results (credentials from a Secret) to an endpoint nothing
+    // listens on: the export is attempted and fails, which takes the same requests.
     double
         .create(
-            &SETS,
-            iperf_set("rbac", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+            &Gvr::SECRETS,
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "export-creds", "namespace": NS},
+                "stringData": {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "key"},
+            }),
         )
-        .expect("creating the set");
+        .expect("creating the Secret");
+    let mut set = iperf_set("rbac", json!({"streams": [1, 2]}), 1, 2, "Continue");
+    set["spec"]["outputLocation"] = json!({
+        "storageUri": "s3://results/rbac",
+        "parameters": {"endpoint": format!("http://127.0.0.1:{}", unused_port())},
+        "secretName": "export-creds",
+    });
+    double.create(&SETS, set).expect("creating the set");
     wait_until(WAIT, "two children", || {
         match children(&double, "rbac").len() {
             2 => Ok(()),
@@ -455,6 +477,21 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
             Ok(())
         } else {
             Err(format!("pods {left:?}"))
+        }
+    })
+    .await;
+
+    wait_until(WAIT, "an export attempt", || {
+        let exported = double.get(&IPERFS, Some(NS), &child).and_then(|c| {
+            c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Exported")
+                .cloned()
+        });
+        match exported {
+            Some(condition) => Ok(condition),
+            None => Err("no Exported condition".to_owned()),
         }
     })
     .await;

@@ -130,6 +130,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         debounce: Duration::from_millis(200),
         instance: Some("e2e".into()),
         defaults: Default::default(),
+        export: Default::default(),
     };
     let operator = tokio::spawn(perfsweep::controller::run(
         client.clone(),

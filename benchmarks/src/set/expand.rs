@@ -223,6 +223,7 @@ pub fn expand_with_nodes(
         // Acceptance criteria are not the workload: they leave the case id alone.
         let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
         add_set_acceptance(&mut merged, spec);
+        crate::output::inherit(&mut merged, spec.output_location.as_ref());
         let description = match (pair, &source) {
             (Some(pair), Source::Template) => pair.to_string(),
             (Some(pair), _) => format!("{base_description}, {pair}"),
@@ -287,14 +288,15 @@ pub fn expand_with_nodes(
     })
 }
 
-/// SHA-256 of the canonical `{apiVersion, kind, spec}` without the spec's acceptance
+/// SHA-256 of the canonical `{apiVersion, kind, spec}` without the spec's output location
+/// (where results go) and acceptance
 /// criteria: equal digests ran the same workload. Records' `workloadSpecDigest` and set
 /// case ids are this digest.
 pub fn workload_spec_digest(kind: &str, spec: &Value) -> String {
     sha256_hex(&json!({
         "apiVersion": crate::API_VERSION,
         "kind": kind,
-        "spec": crate::acceptance::strip(spec),
+        "spec": crate::output::strip(&crate::acceptance::strip(spec)),
     }))
 }
 

@@ -99,6 +99,11 @@ pub struct BenchmarkSetSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub acceptance: Vec<crate::acceptance::Criterion>,
+
+    /// Where every child's result record and raw evidence are exported (see the
+    /// benchmark kinds' `outputLocation`); a template that names its own wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_location: Option<crate::output::OutputLocation>,
 }
 
 /// The benchmark a set's children are made from.

@@ -3,7 +3,8 @@ What the operator does to the cluster, exactly: derived from operator/src/contro
 (the CLI's own calls do not count) and checked by operator/tests/rbac_completeness.rs,
 which runs the operator against an API double and fails on a request these rules do not
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
-per-namespace Roles (watch.namespaces). No read access to Secrets. The one
+per-namespace Roles (watch.namespaces). Secrets are read only by name (get, never list
+or watch): the one an outputLocation names for its credentials. The one
 cluster-scoped permission, listing nodes, is in perfsweep.nodeRules: in the ClusterRole
 cluster-wide, in a ClusterRole of its own in namespaced mode (a Role cannot grant it).
 Discovery of Volcano's API group is a non-resource URL every authenticated user may read
@@ -42,11 +43,19 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 {{- end }}
   verbs: ["patch"]
 # The evidence ConfigMap (<benchmark>-evidence): the agent's report with the raw tool
-# output, kept when a benchmark succeeds so it outlives the pods (owned by the
-# benchmark, so it goes with it; an existing one is left as it is).
+# output and the environment the benchmark ran in, kept when a benchmark finishes so it
+# outlives the pods (owned by the benchmark, so it goes with it; an existing one is left
+# as it is); read back by name (get) to export the record and evidence to an
+# outputLocation.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create"]
+  verbs: ["create", "get"]
+# The Secret an outputLocation names (secretName): the object storage credentials,
+# read by name when a finished benchmark is exported. get only: no list or watch, so the
+# operator reads no Secret nobody pointed it at.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 # Secrets and PersistentVolumeClaims a kind's rendering asks for (e.g. credentials,
 # scratch volumes): created with the pods and deleted by name when the
 # benchmark ends. Never read: no get, list or watch, so the operator cannot see any

@@ -12,17 +12,15 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use perfsweep_benchmarks::document::Checked;
 use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::record::{
-    self, BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord,
-};
+use perfsweep_benchmarks::record::RecordOutcome;
 use perfsweep_benchmarks::registry::KindInfo;
-use perfsweep_benchmarks::report::AgentReport;
 use perfsweep_benchmarks::set::BenchmarkSet;
 use perfsweep_benchmarks::status::Phase;
 use serde_json::{Map, Value, json};
 
 use crate::controller::benchmarkset::api_resource;
 use crate::local::table;
+use crate::records::{Kept, cluster_record};
 
 /// Where the cluster is and how to use it.
 #[derive(Clone, Debug, Default)]
@@ -312,10 +310,16 @@ async fn download(
             }
         };
         for object in objects {
-            let report = evidence_report(client, namespace, &object.name_any()).await;
-            let record = to_record(kind, &object, set.clone(), report.as_ref(), run_id);
+            let kept = kept(client, namespace, &object.name_any()).await;
+            let record = cluster_record(
+                kind,
+                &serde_json::to_value(&object)?,
+                set.clone(),
+                &kept,
+                run_id,
+            );
             if let (Some(raw), Some(evidence)) = (
-                report.as_ref().and_then(|r| r.raw_output.as_ref()),
+                kept.report.as_ref().and_then(|r| r.raw_output.as_ref()),
                 &record.evidence,
             ) {
                 std::fs::write(artifacts.join(&evidence.path), raw)?;
@@ -346,101 +350,14 @@ async fn download(
     Ok(all_succeeded)
 }
 
-/// The agent report the operator kept for a benchmark, with the raw evidence.
-async fn evidence_report(client: &Client, namespace: &str, benchmark: &str) -> Option<AgentReport> {
+/// What the operator kept of a benchmark: the agent report with the raw evidence, and
+/// the environment it observed.
+async fn kept(client: &Client, namespace: &str, benchmark: &str) -> Kept {
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let map = maps
-        .get_opt(&labels::evidence_config_map(benchmark))
-        .await
-        .ok()??;
-    let text = map.data?.remove(labels::EVIDENCE_REPORT_KEY)?;
-    serde_json::from_str(&text).ok()
-}
-
-fn to_record(
-    kind: &KindInfo,
-    object: &DynamicObject,
-    set: Option<String>,
-    report: Option<&AgentReport>,
-    run_id: &str,
-) -> ResultRecord {
-    let spec = object
-        .data
-        .get("spec")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let status = object
-        .data
-        .get("status")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let annotations = object.annotations();
-    let labels_map = object.labels();
-    let permutation: Map<String, Value> = annotations
-        .get(labels::PERMUTATION)
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or_default();
-    let outcome = match phase_of(object) {
-        Some(Phase::Succeeded) => {
-            let result = status.get("result").cloned().unwrap_or(Value::Null);
-            RecordOutcome::Succeeded {
-                summary: status["summary"].as_str().unwrap_or_default().to_owned(),
-                metrics: kind.metrics(&result),
-                result,
-            }
-        }
-        _ => {
-            let failed = status["conditions"]
-                .as_array()
-                .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
-                .cloned()
-                .unwrap_or_default();
-            RecordOutcome::Failed {
-                reason: failed["reason"].as_str().unwrap_or("Unknown").to_owned(),
-                message: failed["message"].as_str().unwrap_or_default().to_owned(),
-            }
-        }
-    };
-    let evidence = report.and_then(|r| {
-        let sha = r.raw_output_sha256.clone()?;
-        Some(Evidence {
-            path: record::evidence_path(&sha),
-            bytes: r.raw_output.as_ref().map_or(0, |raw| raw.len() as u64),
-            sha256: sha,
-        })
-    });
-    let hosts = report.and_then(|r| r.host.clone()).into_iter().collect();
-    ResultRecord {
-        schema_version: record::SCHEMA_VERSION.into(),
-        run_id: run_id.into(),
-        benchmark: BenchmarkIdentity {
-            kind: kind.kind.into(),
-            name: object.name_any(),
-            set,
-            benchmark_case_id: labels_map.get(labels::CASE).cloned(),
-            repetition: labels_map
-                .get(labels::REPETITION)
-                .and_then(|r| r.parse().ok()),
-            permutation,
-        },
-        workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
-            kind.kind, &spec,
-        ),
-        spec,
-        backend: "kubernetes".into(),
-        environment: Environment {
-            hosts,
-            perfsweep_version: env!("CARGO_PKG_VERSION").into(),
-            command: report.map(|r| r.command.clone()).unwrap_or_default(),
-            ..Default::default()
-        },
-        started_at: status["startedAt"].as_str().unwrap_or_default().to_owned(),
-        finished_at: status["finishedAt"].as_str().unwrap_or_default().to_owned(),
-        outcome,
-        evidence,
-        artifact_manifest_digest: None,
+    match maps.get_opt(&labels::evidence_config_map(benchmark)).await {
+        Ok(Some(map)) => Kept::from_config_map(&map),
+        _ => Kept::default(),
     }
-    .complete()
 }
 
 fn describe(permutation: &Map<String, Value>) -> String {

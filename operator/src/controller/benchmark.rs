@@ -15,6 +15,7 @@
 //! can neither overwrite a newer status nor bring back pods of a finished benchmark.
 
 mod assess;
+pub mod export;
 mod outcome;
 
 use std::fmt::Debug;
@@ -142,6 +143,10 @@ pub struct Engine {
     /// Whether the cluster serves Volcano's PodGroups (checked once at start).
     volcano: bool,
     defaults: perfsweep_benchmarks::common::ClusterDefaults,
+    /// The API server's version (`v1.31.2`), asked once at start, for result records.
+    kubernetes_version: Option<String>,
+    /// How finished benchmarks are exported to their `outputLocation`.
+    export: export::ExportPolicy,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -157,11 +162,20 @@ where
             "Volcano's PodGroups are not served: benchmarks with scheduler: volcano will fail until Volcano is installed and the operator restarted"
         );
     }
+    let kubernetes_version = match ctx.client.apiserver_version().await {
+        Ok(info) => Some(info.git_version),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the API server's version; records will lack it");
+            None
+        }
+    };
     let engine = Arc::new(Engine {
         ctx,
         namespace: settings.namespace.clone(),
         volcano,
         defaults: settings.defaults.clone(),
+        kubernetes_version,
+        export: settings.export.clone(),
     });
     let controllers = registrations().into_iter().map(|registration| {
         tracing::debug!(
@@ -311,7 +325,7 @@ pub async fn reconcile<K: Benchmark>(
     let action = if old.phase.is_some_and(Phase::is_finished) {
         let rendered = prepare(&*benchmark, &target).ok().map(|p| p.rendered);
         release(&engine, &target, rendered.as_ref()).await?;
-        Action::await_change()
+        export::export(&*benchmark, &target, &engine).await?
     } else {
         advance(&*benchmark, &target, old, &engine).await?
     };
@@ -724,7 +738,8 @@ async fn advance<K: Benchmark>(
         }
         Verdict::ReadResult => match read_result::<K::Result>(engine, target, &prepared).await? {
             Ok(success) => {
-                keep_evidence(engine, target, &success.report).await?;
+                let environment = observe_environment(engine, target, &observation.pods).await;
+                keep_evidence(engine, target, Some(&success.report), &environment).await?;
                 let evidence = success.evidence_sha256.clone();
                 let verdict = judge(benchmark, target, &success.result);
                 status = finished(&status, target, Ok(success), now);
@@ -748,6 +763,9 @@ async fn advance<K: Benchmark>(
         }
     };
     if let Some(failure) = &failure {
+        // What there is of a failed run: where it ran, for its record.
+        let environment = observe_environment(engine, target, &observation.pods).await;
+        keep_evidence(engine, target, None, &environment).await?;
         status = finished(&status, target, Err(failure.clone()), now);
     }
     conclude(
@@ -1123,25 +1141,31 @@ fn status_differs<R: Clone + PartialEq>(
 /// Largest report kept whole in the evidence ConfigMap; ConfigMaps hold at most 1 MiB.
 const EVIDENCE_LIMIT: usize = 900 * 1024;
 
-/// Keeps the agent's report, raw output included, in a ConfigMap owned by the
-/// benchmark, so the evidence behind the result outlives the pods. A raw output too big
-/// for a ConfigMap is left out (its digest stays, and the log had it).
+/// Keeps the agent's report (of a succeeded run), raw output included, and the
+/// environment the benchmark ran in, in a ConfigMap owned by the benchmark, so the
+/// evidence behind the result outlives the pods. A raw output too big for a ConfigMap
+/// is left out (its digest stays, and the log had it).
 async fn keep_evidence(
     engine: &Engine,
     target: &Target,
-    report: &perfsweep_benchmarks::report::AgentReport,
+    report: Option<&perfsweep_benchmarks::report::AgentReport>,
+    environment: &perfsweep_benchmarks::record::Environment,
 ) -> Result<(), Error> {
-    let mut report = report.clone();
-    let mut text = serde_json::to_string(&report).map_err(|source| Error::Serialize {
-        what: "the agent report",
-        source,
-    })?;
-    if text.len() > EVIDENCE_LIMIT {
-        report.raw_output = None;
-        text = serde_json::to_string(&report).map_err(|source| Error::Serialize {
-            what: "the agent report",
-            source,
-        })?;
+    let json = |text: Result<String, serde_json::Error>, what: &'static str| {
+        text.map_err(|source| Error::Serialize { what, source })
+    };
+    let mut data = BTreeMap::from([(
+        labels::EVIDENCE_ENVIRONMENT_KEY.to_owned(),
+        json(serde_json::to_string(environment), "the environment")?,
+    )]);
+    if let Some(report) = report {
+        let mut report = report.clone();
+        let mut text = json(serde_json::to_string(&report), "the agent report")?;
+        if text.len() > EVIDENCE_LIMIT {
+            report.raw_output = None;
+            text = json(serde_json::to_string(&report), "the agent report")?;
+        }
+        data.insert(labels::EVIDENCE_REPORT_KEY.to_owned(), text);
     }
     let name = labels::evidence_config_map(&target.name);
     let map = ConfigMap {
@@ -1162,10 +1186,7 @@ async fn keep_evidence(
             }]),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([(
-            labels::EVIDENCE_REPORT_KEY.to_owned(),
-            text,
-        )])),
+        data: Some(data),
         ..ConfigMap::default()
     };
     match target
@@ -1184,6 +1205,35 @@ async fn keep_evidence(
             source,
         }),
     }
+}
+
+/// Where the benchmark's pods ran: their nodes (and those nodes' recorded labels), the
+/// image digests they ran, the Kubernetes version. Best effort: a node that cannot be
+/// read leaves its labels out, and never fails the benchmark.
+async fn observe_environment(
+    engine: &Engine,
+    target: &Target,
+    pods: &[Pod],
+) -> perfsweep_benchmarks::record::Environment {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(engine.ctx.client.clone());
+    let mut found = Vec::new();
+    let hosts: std::collections::BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|pod| pod.spec.as_ref()?.node_name.as_deref())
+        .collect();
+    for host in hosts {
+        // list with a field selector: the operator may list nodes (node-pair sweeps),
+        // and needs no get on them.
+        let params = ListParams::default().fields(&format!("metadata.name={host}"));
+        match nodes.list(&params).await {
+            Ok(list) => found.extend(list.items),
+            Err(error) => tracing::debug!(
+                benchmark = %target.describe(), node = host, %error,
+                "cannot read the node; its labels are left out of the record"
+            ),
+        }
+    }
+    crate::records::observe_environment(pods, &found, engine.kubernetes_version.as_deref())
 }
 
 async fn release(

@@ -83,6 +83,8 @@ pub struct Settings {
     pub instance: Option<String>,
     /// Defaults for benchmarks that leave image, scheduler or queue unset.
     pub defaults: perfsweep_benchmarks::common::ClusterDefaults,
+    /// Attempts and backoff of exports to a benchmark's `outputLocation`.
+    pub export: benchmark::export::ExportPolicy,
 }
 
 /// Runs the controllers until `shutdown` completes, then lets in-flight reconciles finish.

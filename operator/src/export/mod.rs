@@ -420,21 +420,23 @@ pub fn objects(
 }
 
 /// Writes `objects` in order, stopping at the first that fails for good (after the
-/// store's own retries).
-pub async fn write(store: &Store, objects: &[Object]) -> anyhow::Result<Report> {
+/// store's own retries). Each failed request is logged, and with `tell` also printed
+/// (the command line has no log subscriber).
+pub async fn write(store: &Store, objects: &[Object], tell: bool) -> anyhow::Result<Report> {
     let mut report = Report::default();
     for object in objects {
         let outcome = store.put(&object.key, object.body.clone()).await;
         let failures = store.take_failures();
         for (index, failure) in failures.iter().enumerate() {
-            // The operator logs through tracing; the CLI (no subscriber) talks on stderr.
             tracing::warn!(key = %object.key, %failure, "export request failed");
-            eprintln!(
-                "  export: {}: attempt {}/{} failed ({failure})",
-                object.key,
-                index + 1,
-                store.attempts()
-            );
+            if tell {
+                eprintln!(
+                    "  export: {}: attempt {}/{} failed ({failure})",
+                    object.key,
+                    index + 1,
+                    store.attempts()
+                );
+            }
         }
         let failed = u32::try_from(failures.len()).unwrap_or(u32::MAX);
         if let Err(error) = outcome {
@@ -464,7 +466,7 @@ pub async fn export_dir(dir: &Path, store: &Store) -> anyhow::Result<Report> {
             .with_context(|| format!("cannot read evidence {}", path.display()))?;
         evidence.insert(item.sha256.clone(), Bytes::from(body));
     }
-    write(store, &objects(&records, &evidence, "records")?).await
+    write(store, &objects(&records, &evidence, "records")?, true).await
 }
 
 /// The records directly in `dir` (not recursive: one run's output directory).
@@ -651,6 +653,7 @@ mod tests {
                 key: "run/a.jsonl".into(),
                 body: Bytes::from_static(b"{}\n"),
             }],
+            false,
         )
         .await
         .expect("written");

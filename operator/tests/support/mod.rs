@@ -5,6 +5,8 @@
 // Each target that includes this module uses a different subset of it.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::fmt::Display;
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,15 @@ pub struct Operator {
 impl Operator {
     /// Starts `perfsweep::controller::run` with a 50 ms debounce, watching all namespaces.
     pub fn start(double: &ApiDouble, instance: &str) -> Self {
+        Self::start_with_export(double, instance, Default::default())
+    }
+
+    /// As [`Operator::start`], exporting finished benchmarks as `export` says.
+    pub fn start_with_export(
+        double: &ApiDouble,
+        instance: &str,
+        export: perfsweep::controller::benchmark::export::ExportPolicy,
+    ) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
         let settings = Settings {
             namespace: None,
@@ -57,6 +68,7 @@ impl Operator {
             debounce: Duration::from_millis(50),
             instance: Some(instance.to_owned()),
             defaults: Default::default(),
+            export,
         };
         let shutdown = async move {
             let _ = stopped.await;

@@ -429,17 +429,9 @@ pub struct DatasetSpec {
     pub output_tokens: Option<u32>,
 }
 
-/// Where results are written (as OME's BenchmarkJob).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OutputLocation {
-    /// `s3://bucket/prefix`, `gs://...`, `az://...`, `file:///path` or `pvc://claim/path`.
-    #[schemars(regex(pattern = r"^(s3|gs|az|file|pvc)://.+$"))]
-    pub storage_uri: String,
-    /// Sink settings such as `endpoint`, `region` or `secretName`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub parameters: BTreeMap<String, String>,
-}
+/// Where results are exported (OME's BenchmarkJob shape); every kind has it now, through
+/// the common fields.
+pub use crate::output::OutputLocation;
 
 /// Latency and throughput of an LLM inference endpoint under load.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -582,10 +574,6 @@ pub struct LLMInferenceSpec {
     /// Prompts from a dataset; the traffic scenarios are then not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
-
-    /// Where result records are exported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_location: Option<OutputLocation>,
 
     /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
     /// request budgets and warmup are split among them (the remainder one each to the

@@ -1,0 +1,476 @@
+//! The operator exports a finished benchmark to its `outputLocation`: the controller runs
+//! against the API double (the test plays the scheduler and the kubelet), the upload goes
+//! to a real S3-compatible server (moto, started like `export_s3.rs` does), and the
+//! result is read back with `perfsweep results list/show s3://...`. A failing upload (a
+//! server answering 503) ends in `Exported=False` with the attempt count while the
+//! status and the evidence ConfigMap stay. The Secret's keys never appear in status,
+//! events, the operator's log or the requests it made.
+
+mod support;
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use perfsweep::controller::benchmark::export::ExportPolicy;
+use perfsweep::export::{self, Credentials, Destination, Retry, Store};
+use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_testkit::{ApiDouble, Gvr};
+use serde_json::{Value, json};
+use support::{IPERFS, NS, Operator, condition, create_node, wait_until};
+
+const ACCESS_KEY: &str = "AKIA-EXPORT-TEST-ID";
+const SECRET_KEY: &str = "export-secret-key-never-shown-4711";
+const AGENT: &str = "agent";
+const GPU: &str = "NVIDIA-H100-80GB-HBM3";
+const DIGEST: &str = "sha256:0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a09080706050403020100f";
+const WAIT: Duration = Duration::from_secs(40);
+
+/// Everything the operator logs (all tests of this binary), to check that no secret is
+/// among it.
+fn log() -> Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = buffer.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || Sink(writer.clone()))
+            .try_init();
+        buffer
+    })
+    .clone()
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn secret(double: &ApiDouble) {
+    double
+        .create(
+            &Gvr::SECRETS,
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s3-creds", "namespace": NS},
+                "stringData": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY},
+            }),
+        )
+        .expect("creating the Secret");
+}
+
+fn iperf(name: &str, endpoint: &str) -> Value {
+    json!({
+        "apiVersion": "perfsweep.io/v1alpha1",
+        "kind": "IPerf",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "duration": 5,
+            "scheduler": "default",
+            "outputLocation": {
+                "storageUri": "s3://perf/cluster",
+                "parameters": {"endpoint": endpoint, "region": "us-east-1"},
+                "secretName": "s3-creds",
+            },
+        },
+    })
+}
+
+fn raw_output() -> (String, Value, String) {
+    let path = format!(
+        "{}/../benchmarks/testdata/iperf/tcp-4streams.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let raw = std::fs::read_to_string(&path).expect("the iperf3 fixture");
+    let parsed = registry::lookup("IPerf")
+        .expect("IPerf")
+        .parse(&raw)
+        .expect("parses");
+    (raw, parsed.result, parsed.summary)
+}
+
+/// The scheduler binds the pod to `node`, the kubelet runs it (`exit` `None`) or ends it.
+fn kubelet(double: &ApiDouble, pod: &str, node: &str, exit: Option<i32>) {
+    double
+        .patch(
+            &Gvr::PODS,
+            Some(NS),
+            pod,
+            json!({"spec": {"nodeName": node}}),
+        )
+        .unwrap_or_else(|e| panic!("binding pod {pod}: {e}"));
+    let now = jiff::Timestamp::now().to_string();
+    let state = match exit {
+        None => json!({"running": {"startedAt": now}}),
+        Some(code) => json!({"terminated": {"exitCode": code, "reason": "Completed",
+                                            "startedAt": now, "finishedAt": now}}),
+    };
+    let phase = if exit.is_some() {
+        "Succeeded"
+    } else {
+        "Running"
+    };
+    double
+        .patch_status(
+            &Gvr::PODS,
+            Some(NS),
+            pod,
+            json!({"status": {
+                "phase": phase,
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": [{
+                    "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test",
+                    "imageID": format!("ghcr.io/perfsweep/iperf@{DIGEST}"),
+                    "ready": exit.is_none(), "restartCount": 0, "state": state,
+                }],
+            }}),
+        )
+        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
+}
+
+/// Runs the IPerf `name` to success: pods on node-a and node-b, a report of real
+/// iperf3 output. Returns the raw output.
+async fn run_to_success(double: &ApiDouble, name: &str) -> String {
+    let (server, client) = (format!("{name}-server-0"), format!("{name}-client-0"));
+    wait_until(WAIT, "the benchmark's pods", || {
+        let pods: Vec<String> = double
+            .list(&Gvr::PODS, Some(NS))
+            .iter()
+            .map(|p| {
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        if pods.contains(&server) && pods.contains(&client) {
+            Ok(())
+        } else {
+            Err(format!("pods {pods:?}"))
+        }
+    })
+    .await;
+    kubelet(double, &server, "node-a", None);
+    kubelet(double, &client, "node-b", None);
+    wait_until(WAIT, "Running", || phase(double, name, "Running")).await;
+    let (raw, result, summary) = raw_output();
+    let report = AgentReport {
+        kind: "IPerf".into(),
+        role: "client".into(),
+        index: 0,
+        outcome: Outcome::Succeeded {
+            result: Some(result),
+            summary: Some(summary),
+        },
+        command: vec!["iperf3".into(), "--client".into(), "10.0.0.7".into()],
+        started_at: "2026-11-21T10:00:00Z".into(),
+        finished_at: "2026-11-21T10:00:10Z".into(),
+        host: Some("node-b".into()),
+        raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
+        raw_output: Some(raw.clone()),
+    };
+    double.set_pod_log(NS, &client, AGENT, &format!("{}\n", report.to_line()));
+    kubelet(double, &client, "node-b", Some(0));
+    kubelet(double, &server, "node-a", Some(0));
+    wait_until(WAIT, "Succeeded", || phase(double, name, "Succeeded")).await;
+    raw
+}
+
+fn phase(double: &ApiDouble, name: &str, want: &str) -> Result<(), String> {
+    let phase = double
+        .get(&IPERFS, Some(NS), name)
+        .map(|b| b["status"]["phase"].clone());
+    match phase {
+        Some(Value::String(p)) if p == want => Ok(()),
+        other => Err(format!("phase {other:?}")),
+    }
+}
+
+/// The Exported condition once it has this reason.
+async fn exported(double: &ApiDouble, name: &str, reason: &str) -> Value {
+    wait_until(WAIT, format_args!("Exported with reason {reason}"), || {
+        let status = double
+            .get(&IPERFS, Some(NS), name)
+            .map(|b| b["status"].clone())
+            .unwrap_or_default();
+        let found = condition(&status, "Exported").clone();
+        if found["reason"] == reason {
+            Ok(found)
+        } else {
+            Err(found.to_string())
+        }
+    })
+    .await
+}
+
+/// Neither key appears in the benchmark (status included), its events, the operator's
+/// log or the paths it requested; the Secret was only read by name.
+fn assert_no_secret_leaked(double: &ApiDouble, name: &str) {
+    let benchmark = double
+        .get(&IPERFS, Some(NS), name)
+        .expect("the benchmark")
+        .to_string();
+    let events: Vec<Value> = double.list(&Gvr::EVENTS_V1, Some(NS));
+    let events = serde_json::to_string(&events).expect("events");
+    let log =
+        String::from_utf8_lossy(&log().lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let requests = format!("{:?}", double.requests());
+    for (what, text) in [
+        ("status", &benchmark),
+        ("events", &events),
+        ("log", &log),
+        ("requests", &requests),
+    ] {
+        for key in [ACCESS_KEY, SECRET_KEY] {
+            assert!(!text.contains(key), "a credential appears in the {what}");
+        }
+    }
+    let secret_reads: Vec<String> = double
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "secrets")
+        .map(|r| format!("{} {:?}", r.verb, r.name))
+        .collect();
+    assert!(!secret_reads.is_empty(), "the Secret was read");
+    assert!(
+        secret_reads.iter().all(|r| r == "get Some(\"s3-creds\")"),
+        "{secret_reads:?}"
+    );
+}
+
+fn bucket_store(endpoint: &str) -> Store {
+    let parameters = [("endpoint".to_owned(), endpoint.to_owned())].into();
+    let Destination::Bucket(location) =
+        export::parse("s3://perf/cluster", &parameters).expect("a location")
+    else {
+        panic!("not a bucket")
+    };
+    let credentials = Credentials::Aws {
+        access_key_id: ACCESS_KEY.into(),
+        secret_access_key: SECRET_KEY.into(),
+        session_token: None,
+    };
+    Store::bucket(&location, &credentials, &Retry::default()).expect("a store")
+}
+
+#[tokio::test]
+async fn a_finished_benchmark_exports_its_record_and_evidence_readable_with_results_commands() {
+    let _ = log();
+    let Some(moto) = support::s3::moto() else {
+        return;
+    };
+    moto.create_bucket("perf");
+    let double = support::double_with_crds().await;
+    create_node(
+        &double,
+        "node-a",
+        json!({"nvidia.com/gpu.product": GPU, "topology.kubernetes.io/zone": "zone-1",
+               "node.kubernetes.io/instance-type": "p5.48xlarge", "kubernetes.io/hostname": "node-a"}),
+    );
+    create_node(
+        &double,
+        "node-b",
+        json!({"topology.kubernetes.io/zone": "zone-2"}),
+    );
+    secret(&double);
+    let operator = Operator::start(&double, "export");
+    double
+        .create(&IPERFS, iperf("exported", &moto.endpoint()))
+        .expect("creating the benchmark");
+    let raw = run_to_success(&double, "exported").await;
+    let condition = exported(&double, "exported", "Uploaded").await;
+    assert_eq!(condition["status"], "True");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("exported 3 object(s)") && message.contains("s3://perf/cluster"),
+        "{message}"
+    );
+
+    // The evidence ConfigMap keeps the environment beside the report.
+    let kept = double
+        .get(&Gvr::CONFIGMAPS, Some(NS), "exported-evidence")
+        .expect("the evidence ConfigMap");
+    assert!(kept["data"]["report.json"].is_string());
+
+    // In the bucket: the record (JSON Lines, Parquet) and the raw evidence, intact.
+    let store = bucket_store(&moto.endpoint());
+    let names = store.list().await.expect("the listing");
+    let sha = sha256_hex(raw.as_bytes());
+    let record_key = names
+        .iter()
+        .find(|n| n.ends_with("/exported.jsonl"))
+        .unwrap_or_else(|| panic!("no record in {names:?}"))
+        .clone();
+    let run = record_key.trim_end_matches("/exported.jsonl");
+    assert!(
+        names.contains(&format!("{run}/exported.parquet")),
+        "{names:?}"
+    );
+    let evidence = store
+        .get(&format!("{run}/evidence/{sha}.txt"))
+        .await
+        .expect("the evidence");
+    assert_eq!(evidence.as_ref(), raw.as_bytes());
+    let line = store.get(&record_key).await.expect("the record");
+    let record: ResultRecord =
+        serde_json::from_slice(line.trim_ascii_end()).expect("one record per line");
+    assert!(record.succeeded());
+    assert_eq!(record.backend, "kubernetes");
+    assert_eq!(record.run_id, run);
+    assert_eq!(
+        record.evidence.as_ref().map(|e| e.sha256.as_str()),
+        Some(sha.as_str())
+    );
+
+    // The record's environment: nodes, their hardware labels, images, versions.
+    let environment = &record.environment;
+    assert_eq!(environment.hosts, ["node-a", "node-b"]);
+    assert_eq!(
+        environment.node_labels["node-a"]["nvidia.com/gpu.product"],
+        GPU
+    );
+    assert_eq!(
+        environment.node_labels["node-a"]["node.kubernetes.io/instance-type"],
+        "p5.48xlarge"
+    );
+    assert_eq!(
+        environment.node_labels["node-b"]["topology.kubernetes.io/zone"],
+        "zone-2"
+    );
+    assert!(!environment.node_labels["node-a"].contains_key("kubernetes.io/hostname"));
+    assert_eq!(
+        environment.image_digests["ghcr.io/perfsweep/iperf:test"],
+        DIGEST
+    );
+    assert_eq!(
+        environment.kubernetes_version.as_deref(),
+        Some("v1.34.0-apidouble")
+    );
+    assert_eq!(environment.perfsweep_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(environment.network.as_deref(), Some("pod"));
+    assert!(!record.spec.to_string().contains(SECRET_KEY));
+
+    // `perfsweep results list/show` read the location back.
+    let endpoint = format!("endpoint={}", moto.endpoint());
+    for command in ["list", "show"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+            .args([
+                "results",
+                command,
+                "s3://perf/cluster",
+                "--location-param",
+                &endpoint,
+            ])
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .output()
+            .expect("perfsweep runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "results {command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let expected = if command == "list" {
+            "exported"
+        } else {
+            "bits_per_second"
+        };
+        assert!(stdout.contains(expected), "results {command}:\n{stdout}");
+    }
+
+    assert_no_secret_leaked(&double, "exported");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_upload_ends_exported_false_and_loses_nothing() {
+    let _ = log();
+    let (port, answered) = support::s3::always_unavailable();
+    let double = support::double_with_crds().await;
+    create_node(&double, "node-a", json!({}));
+    create_node(&double, "node-b", json!({}));
+    secret(&double);
+    let policy = ExportPolicy {
+        attempts: 2,
+        first_delay: Duration::from_millis(300),
+        max_delay: Duration::from_secs(1),
+        requests: Retry {
+            attempts: 2,
+            initial_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(20),
+        },
+    };
+    let operator = Operator::start_with_export(&double, "export-fails", policy);
+    double
+        .create(
+            &IPERFS,
+            iperf("unexported", &format!("http://127.0.0.1:{port}")),
+        )
+        .expect("creating the benchmark");
+    run_to_success(&double, "unexported").await;
+
+    let condition = exported(&double, "unexported", "ExportFailed").await;
+    assert_eq!(condition["status"], "False");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(message.contains("gave up after 2 attempt(s)"), "{message}");
+    assert!(message.contains("503"), "{message}");
+    assert!(message.contains("unexported-evidence"), "{message}");
+    // Two attempts of two requests each reached the server.
+    assert_eq!(answered.load(Ordering::SeqCst), 4);
+    let benchmark = double
+        .get(&IPERFS, Some(NS), "unexported")
+        .expect("the benchmark");
+    assert_eq!(benchmark["status"]["export"]["attempts"], 2);
+
+    // Nothing was lost: the result in status, the evidence in its ConfigMap.
+    assert_eq!(benchmark["status"]["phase"], "Succeeded");
+    assert!(benchmark["status"]["result"].is_object());
+    let kept = double
+        .get(&Gvr::CONFIGMAPS, Some(NS), "unexported-evidence")
+        .expect("the evidence ConfigMap is still there");
+    assert!(kept["data"]["report.json"].is_string());
+    assert!(kept["data"]["environment.json"].is_string());
+
+    // The failures were announced (the event follows the status write), without
+    // credentials.
+    wait_until(WAIT, "ExportRetrying and ExportFailed events", || {
+        let reasons: Vec<String> = double
+            .list(&Gvr::EVENTS_V1, Some(NS))
+            .iter()
+            .filter(|e| e["regarding"]["name"] == "unexported")
+            .map(|e| e["reason"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if ["ExportRetrying", "ExportFailed"]
+            .iter()
+            .all(|want| reasons.iter().any(|r| r == want))
+        {
+            Ok(())
+        } else {
+            Err(format!("{reasons:?}"))
+        }
+    })
+    .await;
+    assert_no_secret_leaked(&double, "unexported");
+
+    // Settled: no further attempts after the last.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(answered.load(Ordering::SeqCst), 4);
+    operator.stop().await;
+}

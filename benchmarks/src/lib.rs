@@ -25,6 +25,7 @@ pub mod schema;
 pub mod set;
 pub mod stats;
 pub mod status;
+pub mod tool_version;
 pub mod validation;
 pub mod volcano;
 pub mod yaml;

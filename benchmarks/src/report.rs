@@ -32,6 +32,10 @@ pub struct AgentReport {
     /// Lower-case hex SHA-256 of `raw_output`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_output_sha256: Option<String>,
+    /// The measured tool's own account of its version (see [`crate::tool_version`]),
+    /// when it has a safe way to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<crate::tool_version::ToolVersion>,
 }
 
 /// How a role ended.
@@ -120,6 +124,7 @@ pub fn combine(kind: &crate::registry::KindInfo, mut reports: Vec<AgentReport>) 
             host: None,
             raw_output: None,
             raw_output_sha256: None,
+            tool_version: None,
         };
     };
     let fail = |reason: &str, message: String| AgentReport {
@@ -214,6 +219,7 @@ mod tests {
             host: Some("node-a".into()),
             raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
             raw_output: Some(raw),
+            tool_version: None,
         }
     }
 

@@ -162,6 +162,11 @@ pub fn cluster_record(
     }
     if let Some(report) = report {
         environment.command = report.command.clone();
+        if let Some(found) = &report.tool_version {
+            environment
+                .tool_versions
+                .insert(found.tool.clone(), found.version.clone());
+        }
     }
     ResultRecord {
         schema_version: record::SCHEMA_VERSION.into(),

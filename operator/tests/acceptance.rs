@@ -74,6 +74,7 @@ async fn run_child(double: &ApiDouble, name: &str, fixture: &str) {
         .parse(&raw)
         .unwrap_or_else(|e| panic!("parsing {path}: {e}"));
     let report = AgentReport {
+        tool_version: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -197,6 +197,7 @@ fn fixture(file: &str) -> Fixture {
 /// The log of the client's agent: tool chatter, then the report line.
 fn agent_log(outcome: Outcome, raw: &str) -> String {
     let report = AgentReport {
+        tool_version: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

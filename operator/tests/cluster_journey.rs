@@ -68,6 +68,7 @@ async fn kubelet(double: std::sync::Arc<ApiDouble>) {
                     "containerStatuses": container(json!({"running": {"startedAt": now()}}))}),
                 "Running" if name.ends_with("-client-0") => {
                     let report = AgentReport {
+                        tool_version: None,
                         kind: "IPerf".into(),
                         role: "client".into(),
                         index: 0,

@@ -171,6 +171,7 @@ async fn run_to_success(double: &ApiDouble, name: &str) -> String {
     wait_until(WAIT, "Running", || phase(double, name, "Running")).await;
     let (raw, result, summary) = raw_output();
     let report = AgentReport {
+        tool_version: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -165,6 +165,7 @@ async fn run_to_result(double: &ApiDouble, kind: &Kind, name: &str, pods: usize)
     wait_for_phase(double, kind, name, "Running").await;
     let (raw, result, summary) = fixture(kind);
     let report = AgentReport {
+        tool_version: None,
         kind: kind.name.into(),
         role: kind.result_role.into(),
         index: 0,

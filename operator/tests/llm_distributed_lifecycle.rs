@@ -194,6 +194,7 @@ fn agent_log(worker: u32) -> String {
         .parse(&raw)
         .expect("a worker's share parses");
     let report = AgentReport {
+        tool_version: None,
         kind: "LLMInference".into(),
         role: "loadgen".into(),
         index: worker,

@@ -64,6 +64,20 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
             .as_f64()
             .expect("recorded received bits/s");
         assert_eq!(recorded, measured, "the record holds iperf3's own number");
+        // The record names the build that measured: iperf3's own answer to --version,
+        // whose version the JSON output also carries.
+        let tool_version = record["environment"]["toolVersions"]["iperf3"]
+            .as_str()
+            .expect("iperf3's version in the record");
+        let json_version = iperf
+            .pointer("/start/version")
+            .and_then(Value::as_str)
+            .expect("iperf3 names its version in its JSON");
+        let number = json_version.trim_start_matches("iperf ");
+        assert!(
+            tool_version.contains(number),
+            "{tool_version:?} names iperf3 {number}"
+        );
         assert!(measured > 0.0);
         let iperf_streams = iperf
             .pointer("/start/test_start/num_streams")

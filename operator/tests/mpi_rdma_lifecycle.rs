@@ -141,6 +141,7 @@ fn finish(double: &ApiDouble, kind: &Kind, name: &str, outcome: Outcome, raw: Op
     let pod = format!("{name}-{}-0", kind.result_role);
     let failed = matches!(outcome, Outcome::Failed { .. });
     let report = AgentReport {
+        tool_version: None,
         kind: kind.kind.into(),
         role: kind.result_role.into(),
         index: 0,

@@ -366,6 +366,7 @@ fn agent_log() -> String {
         .parse(&raw)
         .expect("the fixture parses");
     let report = AgentReport {
+        tool_version: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

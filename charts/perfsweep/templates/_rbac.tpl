@@ -58,8 +58,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   verbs: ["get"]
 # Secrets and PersistentVolumeClaims a kind's rendering asks for (e.g. credentials,
 # scratch volumes): created with the pods and deleted by name when the
-# benchmark ends. Never read: no get, list or watch, so the operator cannot see any
-# Secret's contents, its own or anyone else's.
+# benchmark ends. No list or watch: the only Secrets the operator reads are the
+# export credentials a spec names (the rule above).
 - apiGroups: [""]
   resources: ["secrets", "persistentvolumeclaims"]
   verbs: ["create", "delete"]

@@ -17,6 +17,7 @@ pub mod interface;
 pub mod listening;
 pub mod mpi;
 pub mod process;
+pub mod version;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -103,10 +104,14 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 seconds => Duration::from_secs(seconds),
             };
             let deadline = Instant::now() + timeout;
-            let report = match play(&config, &control, deadline).await {
+            let mut report = match play(&config, &control, deadline).await {
                 Ok(played) => finish(&config, played),
                 Err(failure) => failed_report(&config, started, failure),
             };
+            if config.produces_result() {
+                // Asked after the measurement, so the probe never delays or disturbs it.
+                report.tool_version = version::probe(&config.role().command.program).await;
+            }
             // Reported before finishing: whoever sees this agent finished (the result
             // process, a Kubernetes log reader) finds the report in its output.
             publish(&config, &report);
@@ -468,6 +473,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
             .as_ref()
             .map(|raw| report::sha256_hex(raw.as_bytes())),
         raw_output: evidence,
+        tool_version: None,
     }
 }
 
@@ -487,6 +493,7 @@ fn failed_report(config: &AgentConfig, started: Timestamp, failure: Failure) -> 
         host: config.host.clone(),
         raw_output: None,
         raw_output_sha256: None,
+        tool_version: None,
     }
 }
 

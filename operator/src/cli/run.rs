@@ -330,6 +330,10 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             hosts: report.and_then(|r| r.host.clone()).into_iter().collect(),
             perfsweep_version: env!("CARGO_PKG_VERSION").into(),
             command: report.map(|r| r.command.clone()).unwrap_or_default(),
+            tool_versions: report
+                .and_then(|r| r.tool_version.as_ref())
+                .map(|found| [(found.tool.clone(), found.version.clone())].into())
+                .unwrap_or_default(),
             ..Default::default()
         },
         started_at: run.started_at.to_string(),

@@ -125,6 +125,7 @@ mod tests {
     fn report(outcome: Outcome) -> AgentReport {
         let raw = "{\"end\": {}}\n".to_owned();
         AgentReport {
+            tool_version: None,
             kind: "IPerf".into(),
             role: "client".into(),
             index: 0,

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use perfsweep_benchmarks::kinds::llm::histogram;
-use perfsweep_benchmarks::kinds::llm::result::{
-    Distribution, Goodput, Iteration, RawHistograms, RawIteration,
-};
+use perfsweep_benchmarks::kinds::llm::result::{Goodput, Iteration, RawHistograms, RawIteration};
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.
@@ -256,15 +254,15 @@ impl Recorder {
             input_tokens_mean: mean_of(self.input_tokens),
             output_tokens_mean: mean_of(self.output_tokens),
             token_counts: token_counts.into(),
-            ttft_millis: distribution(&self.ttft),
-            time_to_second_token_millis: distribution(&self.ttst),
-            inter_token_latency_millis: distribution(&self.itl),
-            tpot_millis: distribution(&self.tpot),
-            e2e_latency_millis: distribution(&self.e2e),
+            ttft_millis: histogram::distribution(&self.ttft),
+            time_to_second_token_millis: histogram::distribution(&self.ttst),
+            inter_token_latency_millis: histogram::distribution(&self.itl),
+            tpot_millis: histogram::distribution(&self.tpot),
+            e2e_latency_millis: histogram::distribution(&self.e2e),
             ttft_from_send_millis: (!self.ttft_from_send.is_empty())
-                .then(|| distribution(&self.ttft_from_send)),
+                .then(|| histogram::distribution(&self.ttft_from_send)),
             schedule_lag_millis: (!self.schedule_lag.is_empty())
-                .then(|| distribution(&self.schedule_lag)),
+                .then(|| histogram::distribution(&self.schedule_lag)),
             goodput: slo.is_set().then(|| Goodput {
                 requests_per_second: per_second(self.meeting_slo as f64),
                 attainment_percent: if self.ok + errors > 0 {
@@ -276,26 +274,6 @@ impl Recorder {
             usage_check: self.usage.report(),
             ..Iteration::default()
         }
-    }
-}
-
-fn distribution(histogram: &Histogram<u64>) -> Distribution {
-    if histogram.is_empty() {
-        return Distribution::default();
-    }
-    let ms = |micros: f64| micros / 1000.0;
-    let at = |q: f64| ms(histogram.value_at_quantile(q) as f64);
-    Distribution {
-        count: histogram.len(),
-        mean: ms(histogram.mean()),
-        stddev: ms(histogram.stdev()),
-        min: ms(histogram.min() as f64),
-        max: ms(histogram.max() as f64),
-        p50: at(0.5),
-        p90: at(0.9),
-        p95: at(0.95),
-        p99: at(0.99),
-        p999: at(0.999),
     }
 }
 

@@ -2,6 +2,7 @@
 //! load generator (`perfsweep loadgen`) the LLMInference kind runs.
 
 pub mod dataset;
+pub mod fd_tables;
 pub mod loadgen;
 pub mod rng;
 pub mod sim;

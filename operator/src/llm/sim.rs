@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::fd_tables;
 use super::loadgen::http::{SharedArrival, Socket};
 use super::rng::Rng;
 
@@ -116,6 +117,11 @@ pub struct SimArgs {
     /// --prefill-ms-per-token per input token, scaled by the capacity model).
     #[arg(long, default_value_t = 384)]
     pub embedding_dimensions: u32,
+    /// Connections to be ready for at once. Beyond what the open-file limit allows, they
+    /// are spread over threads with a file table each, all listening on the one port
+    /// (SO_REUSEPORT), so one simulator can serve more streams than the limit.
+    #[arg(long)]
+    pub max_connections: Option<u64>,
 }
 
 impl SimArgs {
@@ -215,24 +221,76 @@ struct State {
     max_active: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
     record_file: Option<Mutex<std::fs::File>>,
-    /// Streams waiting for their next token, emitted by one ticking task.
-    emitter: Emitter,
 }
 
 /// A running simulator.
 pub struct Simulator {
     pub address: SocketAddr,
     state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-    ticker: tokio::task::JoinHandle<()>,
+    serving: Serving,
+}
+
+/// Where connections are accepted and served.
+enum Serving {
+    /// On the caller's runtime.
+    OneLoop {
+        accept: tokio::task::JoinHandle<()>,
+        ticker: tokio::task::JoinHandle<()>,
+        emitter: Arc<Emitter>,
+    },
+    /// On threads with a file table each; they stop when this is set.
+    Threads(tokio::sync::watch::Sender<bool>),
+}
+
+/// `tables` threads with a file table and a listener each, on the same port; the
+/// address they listen on.
+async fn serve_on_threads(
+    tables: usize,
+    mut address: SocketAddr,
+    state: &Arc<State>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> anyhow::Result<(SocketAddr, Serving)> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    for index in 0..tables {
+        let (bound, listening) = tokio::sync::oneshot::channel();
+        let (state, tls, mut stopped) = (state.clone(), tls.clone(), stopped.clone());
+        // The thread's result is of no interest: it serves until stopped.
+        drop(fd_tables::spawn(
+            format!("sim-{index}"),
+            Duration::ZERO,
+            move || async move {
+                let listener = match listen(address, true) {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        let _ = bound.send(Err(error));
+                        return Ok(());
+                    }
+                };
+                let _ = bound.send(listener.local_addr());
+                // A waker of this thread's runtime is a descriptor of this thread's
+                // table: nothing on another thread may wake its tasks, so the streams
+                // served here are emitted here too.
+                let emitter = Arc::new(Emitter::default());
+                tokio::spawn(tick(state.clone(), emitter.clone()));
+                tokio::select! {
+                    () = accept_loop(listener, state, emitter, tls) => {}
+                    _ = stopped.wait_for(|stop| *stop) => {}
+                }
+                Ok(())
+            },
+        )?);
+        // The first listener fixes the port (when asked for any); the rest share it.
+        address = listening
+            .await
+            .context("a simulator thread ended before it listened")?
+            .with_context(|| format!("cannot listen on {address}"))?;
+    }
+    Ok((address, Serving::Threads(stop)))
 }
 
 impl Simulator {
     /// Binds `args.listen` and serves in the background until dropped.
     pub async fn start(args: SimArgs) -> anyhow::Result<Self> {
-        let listener =
-            listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
-        let address = listener.local_addr()?;
         let record_file = match &args.record {
             Some(path) => Some(Mutex::new(
                 std::fs::OpenOptions::new()
@@ -248,6 +306,10 @@ impl Simulator {
             (None, None) => None,
             _ => anyhow::bail!("--tls-cert and --tls-key go together"),
         };
+        let tables = args.max_connections.map_or(1, |connections| {
+            fd_tables::tables_needed(connections, fd_tables::open_file_limit())
+        });
+        let listen_on = args.listen;
         let state = Arc::new(State {
             args,
             next_id: AtomicU64::new(0),
@@ -255,15 +317,29 @@ impl Simulator {
             max_active: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
             record_file,
-            emitter: Emitter::default(),
         });
-        let task = tokio::spawn(accept_loop(listener, state.clone(), tls));
-        let ticker = tokio::spawn(tick(state.clone()));
+        let (address, serving) = if tables == 1 {
+            let listener = listen(listen_on, false)
+                .with_context(|| format!("cannot listen on {listen_on}"))?;
+            let address = listener.local_addr()?;
+            let emitter = Arc::new(Emitter::default());
+            let accept = tokio::spawn(accept_loop(listener, state.clone(), emitter.clone(), tls));
+            let ticker = tokio::spawn(tick(state.clone(), emitter.clone()));
+            (
+                address,
+                Serving::OneLoop {
+                    accept,
+                    ticker,
+                    emitter,
+                },
+            )
+        } else {
+            serve_on_threads(tables, listen_on, &state, tls).await?
+        };
         Ok(Self {
             address,
             state,
-            task,
-            ticker,
+            serving,
         })
     }
 
@@ -281,11 +357,23 @@ impl Simulator {
 
 impl Drop for Simulator {
     fn drop(&mut self) {
-        self.task.abort();
-        self.ticker.abort();
-        // Streams in flight hold the state; let them go.
-        if let Ok(mut schedule) = self.state.emitter.schedule.lock() {
-            schedule.streams.clear();
+        match &self.serving {
+            Serving::OneLoop {
+                accept,
+                ticker,
+                emitter,
+            } => {
+                accept.abort();
+                ticker.abort();
+                // Streams in flight hold the state; let them go.
+                if let Ok(mut schedule) = emitter.schedule.lock() {
+                    schedule.streams.clear();
+                }
+            }
+            // The threads' runtimes drop their streams as they end.
+            Serving::Threads(stop) => {
+                let _ = stop.send(true);
+            }
         }
     }
 }
@@ -311,12 +399,16 @@ pub async fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
 }
 
 /// A listener with a deep accept queue: thousands of streams connect at once.
-fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+/// `shared_port`: one of several listeners of this process on the same port.
+fn listen(address: SocketAddr, shared_port: bool) -> std::io::Result<TcpListener> {
     let socket = match address {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
     };
     socket.set_reuseaddr(true)?;
+    if shared_port {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(address)?;
     socket.listen(4096)
 }
@@ -351,14 +443,15 @@ fn tls_acceptor(
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-async fn serve<I>(io: I, state: Arc<State>, arrival: SharedArrival)
+async fn serve<I>(io: I, state: Arc<State>, emitter: Arc<Emitter>, arrival: SharedArrival)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request| {
         let state = state.clone();
+        let emitter = emitter.clone();
         let arrival = arrival.clone();
-        async move { Ok::<_, Infallible>(handle(state, request, arrival).await) }
+        async move { Ok::<_, Infallible>(handle(state, &emitter, request, arrival).await) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
@@ -369,6 +462,7 @@ where
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<State>,
+    emitter: Arc<Emitter>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     loop {
@@ -392,13 +486,14 @@ async fn accept_loop(
         let state = state.clone();
         match &tls {
             None => {
-                tokio::spawn(serve(stream, state, arrival));
+                tokio::spawn(serve(stream, state, emitter.clone(), arrival));
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
+                let emitter = emitter.clone();
                 tokio::spawn(async move {
                     match acceptor.accept(stream).await {
-                        Ok(stream) => serve(stream, state, arrival).await,
+                        Ok(stream) => serve(stream, state, emitter, arrival).await,
                         Err(error) => tracing::debug!(%error, "TLS handshake failed"),
                     }
                 });
@@ -504,6 +599,7 @@ fn error_response(status: StatusCode, message: &str) -> Response<SimBody> {
 
 async fn handle(
     state: Arc<State>,
+    emitter: &Emitter,
     request: Request<Incoming>,
     arrival: SharedArrival,
 ) -> Response<SimBody> {
@@ -546,8 +642,12 @@ async fn handle(
             state.max_active.store(0, Ordering::Relaxed);
             json_response(StatusCode::OK, &json!({"reset": true}))
         }
-        (Method::POST, "/v1/completions") => generate(state, request, false, arrival).await,
-        (Method::POST, "/v1/chat/completions") => generate(state, request, true, arrival).await,
+        (Method::POST, "/v1/completions") => {
+            generate(state, emitter, request, false, arrival).await
+        }
+        (Method::POST, "/v1/chat/completions") => {
+            generate(state, emitter, request, true, arrival).await
+        }
         (Method::POST, "/v1/embeddings") => embeddings(state, request, arrival).await,
         (_, "/v1/models" | "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings") => {
             error_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
@@ -681,6 +781,7 @@ fn millis(duration: Duration) -> f64 {
 
 async fn generate(
     state: Arc<State>,
+    emitter: &Emitter,
     request: Request<Incoming>,
     chat: bool,
     arrival: SharedArrival,
@@ -825,7 +926,7 @@ async fn generate(
         );
         generation.pending.push_back(Piece::Data(role));
     }
-    state.emitter.add(generation);
+    emitter.add(generation);
     let mut response = Response::new(SimBody::Stream(Box::new(StreamBody {
         receiver,
         state: body_state,
@@ -884,9 +985,9 @@ impl Emitter {
 }
 
 /// The emitting task: sleeps until the earliest due stream, emits everything due.
-async fn tick(state: Arc<State>) {
+async fn tick(state: Arc<State>, emitter: Arc<Emitter>) {
     loop {
-        let next = match state.emitter.schedule.lock() {
+        let next = match emitter.schedule.lock() {
             Ok(mut schedule) => {
                 let now = Instant::now();
                 while let Some(&Reverse((due, key))) = schedule.due.peek() {
@@ -909,10 +1010,10 @@ async fn tick(state: Arc<State>) {
             Some(due) => {
                 tokio::select! {
                     () = tokio::time::sleep_until(due) => {}
-                    () = state.emitter.added.notified() => {}
+                    () = emitter.added.notified() => {}
                 }
             }
-            None => state.emitter.added.notified().await,
+            None => emitter.added.notified().await,
         }
     }
 }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -21,6 +22,7 @@ use tokio::time::Instant;
 use super::schedule::{Arrivals, Schedule};
 use super::stats::Recorder;
 use super::{Shared, Worker};
+use crate::llm::fd_tables;
 
 /// How much one iteration sends.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +89,8 @@ impl Tickets {
 }
 
 /// `concurrency` streams, each with one request in flight, until the budget is spent.
+/// More streams than one file table holds run on several threads, each with a table
+/// of its own (see [`crate::llm::fd_tables`]), all taking tickets from the same budget.
 pub async fn closed(
     shared: &Arc<Shared>,
     workload: &super::workload::Workload,
@@ -94,7 +98,7 @@ pub async fn closed(
     budget: Budget,
     seed: u64,
     recorder: &SharedRecorder,
-) -> Outcome {
+) -> anyhow::Result<Outcome> {
     let tickets = Arc::new(Tickets {
         budget,
         started: Instant::now(),
@@ -102,34 +106,86 @@ pub async fn closed(
         measured: AtomicU64::new(0),
         measured_from: OnceLock::new(),
     });
-    let mut workers = JoinSet::new();
-    for _ in 0..concurrency {
-        let recorder = recorder.clone();
-        let shared = shared.clone();
-        let tickets = tickets.clone();
-        let workload = workload.clone();
-        workers.spawn(async move {
-            let mut worker = Worker::new(shared, recorder);
-            while let Some((ticket, measured)) = tickets.take() {
-                worker
-                    .request(&workload, seed, ticket, measured, None)
-                    .await;
-            }
-        });
-    }
-    let deadline = || {
-        budget
-            .time
-            .and_then(|time| tickets.measured_from.get().map(|start| *start + time))
+    let streams = Streams {
+        shared: shared.clone(),
+        workload: workload.clone(),
+        tickets: tickets.clone(),
+        seed,
+        recorder: recorder.clone(),
     };
-    drain(&mut workers, deadline).await;
+    let tables = fd_tables::tables_needed(u64::from(concurrency), fd_tables::open_file_limit());
+    if tables == 1 {
+        streams.run(concurrency).await;
+    } else {
+        let mut threads = Vec::with_capacity(tables);
+        for (index, count) in fd_tables::split(u64::from(concurrency), tables)
+            .into_iter()
+            .enumerate()
+        {
+            let streams = streams.clone();
+            threads.push(fd_tables::spawn(
+                format!("loadgen-{index}"),
+                shared.wakeup_window,
+                move || async move {
+                    streams.run(count as u32).await;
+                    Ok(())
+                },
+            )?);
+        }
+        for thread in threads {
+            thread
+                .await
+                .context("a load generator thread ended abruptly")??;
+        }
+    }
     let recorder = take_recorder(recorder);
     let sent = tickets.measured_sent();
     let issued = tickets.next.load(Ordering::Relaxed);
-    Outcome {
+    Ok(Outcome {
         cooldown_requests: sent.saturating_sub(recorder.count()),
         warmup_requests: issued.saturating_sub(tickets.measured.load(Ordering::Relaxed)),
         recorder,
+    })
+}
+
+/// What the streams of a closed loop share, on whichever thread they run.
+#[derive(Clone)]
+struct Streams {
+    shared: Arc<Shared>,
+    workload: super::workload::Workload,
+    tickets: Arc<Tickets>,
+    seed: u64,
+    recorder: SharedRecorder,
+}
+
+impl Streams {
+    /// `count` streams on this thread's runtime, until the tickets run out (or the time
+    /// is up, when those still in flight are cancelled).
+    async fn run(&self, count: u32) {
+        let mut workers = JoinSet::new();
+        for _ in 0..count {
+            let recorder = self.recorder.clone();
+            let shared = self.shared.clone();
+            let tickets = self.tickets.clone();
+            let workload = self.workload.clone();
+            let seed = self.seed;
+            workers.spawn(async move {
+                let mut worker = Worker::new(shared, recorder);
+                while let Some((ticket, measured)) = tickets.take() {
+                    worker
+                        .request(&workload, seed, ticket, measured, None)
+                        .await;
+                }
+            });
+        }
+        let tickets = &self.tickets;
+        let deadline = || {
+            tickets
+                .budget
+                .time
+                .and_then(|time| tickets.measured_from.get().map(|start| *start + time))
+        };
+        drain(&mut workers, deadline).await;
     }
 }
 

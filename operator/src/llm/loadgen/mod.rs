@@ -275,13 +275,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
         std::thread::Builder::new()
             .name("loadgen".into())
             .spawn(move || {
-                let open_loop =
-                    !args.request_rates.is_empty() || args.saturate == Some(SaturationLoad::Rate);
-                let window = if open_loop {
-                    Duration::ZERO
-                } else {
-                    Duration::from_micros(args.wakeup_coalescing_us)
-                };
+                let window = wakeup_window(&args);
                 let mut builder = tokio::runtime::Builder::new_current_thread();
                 http::coalesce_wakeups(builder.enable_all(), window);
                 let result = builder
@@ -325,6 +319,17 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// Closed loops coalesce wakeups; an open loop sends on a schedule, so it never waits
+/// longer than it must.
+fn wakeup_window(args: &LoadgenArgs) -> Duration {
+    let open_loop = !args.request_rates.is_empty() || args.saturate == Some(SaturationLoad::Rate);
+    if open_loop {
+        Duration::ZERO
+    } else {
+        Duration::from_micros(args.wakeup_coalescing_us)
+    }
+}
+
 /// Everything fixed for a run: the request prefix, the workload parameters.
 struct Shared {
     endpoint: Endpoint,
@@ -345,6 +350,9 @@ struct Shared {
     seed: u64,
     slo: Slo,
     timeout: Duration,
+    /// How long an idle event loop waits before sleeping (see `http::coalesce_wakeups`);
+    /// threads started for more sockets than one file table holds use it too.
+    wakeup_window: Duration,
 }
 
 /// Runs every iteration and returns the result (with `failure` set when the error rate
@@ -485,6 +493,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         seed: distribute::worker_seed(args.seed, args.worker),
         slo,
         timeout: Duration::from_secs_f64(args.request_timeout_s.max(0.001)),
+        wakeup_window: wakeup_window(args),
     });
 
     let mut report = LLMInferenceResult {
@@ -677,7 +686,7 @@ async fn run_iteration(
             cooldown_requests: 0,
         },
         Load::Closed(concurrency) => {
-            loops::closed(shared, workload, concurrency, budget, seed, &recorder).await
+            loops::closed(shared, workload, concurrency, budget, seed, &recorder).await?
         }
         Load::Open(rate) => {
             let arrivals = match args.arrivals {

@@ -1,0 +1,150 @@
+//! More streams than the open-file limit, from one load generator process to one
+//! simulator process: both spread their sockets over threads with a file table each.
+//! The limit is lowered for the two processes (`ulimit -n`), so the test needs no
+//! privilege and shows what happens where the hard limit is below the streams wanted.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use perfsweep::llm::sim::SimStats;
+use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
+
+const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");
+/// Low enough that the streams below need several tables in both processes.
+const OPEN_FILE_LIMIT: u32 = 512;
+const STREAMS: u32 = 1200;
+
+/// `perfsweep ARGS` with both open-file limits lowered to `OPEN_FILE_LIMIT`.
+fn limited(args: &[&str]) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {OPEN_FILE_LIMIT} && exec \"$0\" \"$@\""))
+        .arg(EXE)
+        .args(args);
+    command
+}
+
+struct Sim(Child, String);
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn get(address: &str, path: &str) -> Vec<u8> {
+    let mut stream = TcpStream::connect(address).expect("connect to the simulator");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("response");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    response[split + 4..].to_vec()
+}
+
+#[test]
+fn more_streams_than_the_open_file_limit_run_from_one_process() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let connections = (STREAMS + 100).to_string();
+    // Every stream waits 300 ms for its first token, so all of them are in flight at
+    // once (the simulator counts that), far more than one table's descriptors.
+    let child = limited(&[
+        "sim",
+        "--listen",
+        &address,
+        "--ttft-ms",
+        "300",
+        "--itl-ms",
+        "20",
+        "--max-connections",
+        &connections,
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start the simulator");
+    let sim = Sim(child, address.clone());
+    let mut up = false;
+    for _ in 0..250 {
+        if TcpStream::connect(&sim.1).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(up, "the simulator did not listen on {address}");
+
+    let output = std::env::temp_dir().join(format!("past-limit-{}.json", std::process::id()));
+    let streams = STREAMS.to_string();
+    let status = limited(&[
+        "loadgen",
+        "--url",
+        &format!("http://{address}"),
+        "--model",
+        "perfsweep-sim",
+        "--scenario",
+        "D(16,4)",
+        "--concurrency",
+        &streams,
+        "--max-requests",
+        &streams,
+        // One warmup request per stream opens its connection (the measured ones then
+        // do not count connecting).
+        "--warmup-requests",
+        &streams,
+        "--progress",
+        "false",
+        "--output",
+        output.to_str().expect("a UTF-8 temporary path"),
+    ])
+    .status()
+    .expect("run the load generator");
+    assert!(status.success(), "the load generator failed: {status}");
+    let result: LLMInferenceResult =
+        serde_json::from_slice(&std::fs::read(&output).expect("the result file"))
+            .expect("a result document");
+    let _ = std::fs::remove_file(&output);
+    assert_eq!(result.failure, None);
+    let iteration = &result.iterations[0];
+    assert_eq!(
+        iteration.errors, 0,
+        "errors: {:?}",
+        iteration.errors_by_kind
+    );
+    assert_eq!(iteration.requests, u64::from(STREAMS));
+
+    let stats: SimStats =
+        serde_json::from_slice(&get(&sim.1, "/sim/stats")).expect("simulator stats");
+    assert_eq!(stats.requests, 2 * u64::from(STREAMS));
+    assert!(
+        stats.max_active > u64::from(OPEN_FILE_LIMIT),
+        "{} requests in flight at once; more than the limit of {OPEN_FILE_LIMIT} needs several tables",
+        stats.max_active
+    );
+    // Timing holds on every thread: what was measured is what the simulator did (its
+    // records in arrival order, without the warmup's).
+    let mut records = stats.records;
+    records.sort_by_key(|r| r.id);
+    let measured: Vec<f64> = records
+        .iter()
+        .skip(STREAMS as usize)
+        .map(|r| r.ttft_ms)
+        .collect();
+    let simulated = measured.iter().sum::<f64>() / measured.len() as f64;
+    let delta = iteration.ttft_millis.mean - simulated;
+    assert!(
+        (0.0..5.0).contains(&delta),
+        "measured TTFT mean {} ms, simulator {simulated} ms",
+        iteration.ttft_millis.mean,
+    );
+}

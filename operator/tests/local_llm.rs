@@ -41,6 +41,14 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    // Under the table, the latency-throughput chart with a point per level.
+    assert!(
+        stdout.contains("time to first token (ms; o median, + p99) against output throughput"),
+        "{stdout}"
+    );
+    for level in ["o c1", "o c2", "o c4"] {
+        assert!(stdout.contains(level), "no point for {level}:\n{stdout}");
+    }
     let record: Value = std::fs::read_dir(&out)
         .expect("output directory")
         .filter_map(|e| e.ok())

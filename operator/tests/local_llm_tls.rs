@@ -105,6 +105,11 @@ fn a_local_run_trusts_a_self_signed_simulator_through_ca_file() {
     let untrusted = records(&out);
     assert_eq!(untrusted.len(), 1);
     assert_eq!(untrusted[0]["outcome"]["status"], "failed", "{untrusted:?}");
+    // The tool itself failed: not an output that could not be read.
+    assert_eq!(
+        untrusted[0]["outcome"]["reason"], "ToolFailed",
+        "{untrusted:?}"
+    );
     // The load generator reports why it could not start, and the record keeps that.
     let message = untrusted[0]["outcome"]["message"]
         .as_str()

@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use perfsweep_benchmarks::parse_error::ParseError;
 use perfsweep_benchmarks::plan::{self, Lifetime, PeerAddresses, Readiness};
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
@@ -436,6 +437,15 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
     }
 }
 
+/// Why a finished tool gave no result: it said it failed (fio's job errors, the load
+/// generator's start-up failures), or what it printed is not a result.
+fn failure_reason(error: &ParseError) -> &'static str {
+    match error {
+        ParseError::ToolReportedError(_) => "ToolFailed",
+        _ => "ResultUnparseable",
+    }
+}
+
 fn finish(config: &AgentConfig, played: Played) -> AgentReport {
     let raw = String::from_utf8_lossy(&played.stdout).into_owned();
     let outcome = if config.produces_result() {
@@ -445,7 +455,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
                 summary: Some(parsed.summary),
             },
             Some(Err(error)) => Outcome::Failed {
-                reason: "ResultUnparseable".into(),
+                reason: failure_reason(&error).into(),
                 message: error.to_string(),
             },
             None => Outcome::Failed {

@@ -14,6 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::files;
 use crate::local::{self, LocalOptions, LocalOutcome, LocalRun, table};
+use perfsweep_benchmarks::kinds::llm::chart;
+use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -215,6 +217,7 @@ async fn run_jobs(
         jobs.len()
     );
     let mut rows = Vec::with_capacity(jobs.len());
+    let mut chart_points = Vec::new();
     let mut failures = 0;
     for (position, job) in jobs.iter().enumerate() {
         let ignored = local::ignored_settings(&job.spec);
@@ -244,6 +247,12 @@ async fn run_jobs(
         if let Some(dir) = output {
             write_record(dir, run_id, job, &run)?;
         }
+        if let LocalOutcome::Succeeded { result, .. } = &run.outcome
+            && job.kind.kind == "LLMInference"
+            && let Ok(result) = serde_json::from_value::<LLMInferenceResult>(result.clone())
+        {
+            chart_points.extend(chart::points(&result));
+        }
         rows.push(table::Row {
             name: job.name.clone(),
             permutation: describe_permutation(&job.permutation),
@@ -256,6 +265,9 @@ async fn run_jobs(
         });
     }
     print!("{}", table::render(&rows));
+    if !chart_points.is_empty() {
+        print!("\n{}", chart::render(&chart_points, 60, 14));
+    }
     if let Some(dir) = output {
         eprintln!("records and evidence written to {}", dir.display());
     }

@@ -1,6 +1,7 @@
 //! LLMInference: latency and throughput of an OpenAI-compatible inference endpoint.
 //! The spec follows OME's BenchmarkJob.
 
+pub mod chart;
 pub mod distribute;
 pub mod histogram;
 pub mod plan;

@@ -112,7 +112,7 @@ pub fn render(points: &[Point], width: usize, height: usize) -> String {
 
 /// The smallest of 1, 2, 2.5, 5 times a power of ten at or above `value` (positive).
 fn nice_ceiling(value: f64) -> f64 {
-    if !(value > 0.0) {
+    if value.is_nan() || value <= 0.0 {
         return 1.0;
     }
     let power = 10f64.powf(value.log10().floor());

@@ -15,6 +15,26 @@ use serde_json::Value;
 /// The spec field.
 pub const FIELD: &str = "outputLocation";
 
+/// The credentials of an object storage scheme (`s3`, `gs`, `az`), by the names each
+/// cloud's own tools read from the environment and an operator Secret holds them under:
+/// the required ones, then the optional ones. `None` for another scheme.
+pub fn credential_names(
+    scheme: &str,
+) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    match scheme {
+        "s3" => Some((
+            &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+            &["AWS_SESSION_TOKEN"],
+        )),
+        "gs" => Some((&["GOOGLE_SERVICE_ACCOUNT_KEY"], &[])),
+        "az" => Some((
+            &["AZURE_STORAGE_ACCOUNT_KEY"],
+            &["AZURE_STORAGE_ACCOUNT_NAME"],
+        )),
+        _ => None,
+    }
+}
+
 /// Where results are exported (as OME's BenchmarkJob `outputLocation`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]

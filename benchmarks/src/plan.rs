@@ -114,6 +114,9 @@ pub struct SecretEnv {
     pub secret: String,
     /// The key within the Secret.
     pub key: String,
+    /// A missing key leaves the variable unset instead of failing the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 impl SecretEnv {

@@ -141,3 +141,52 @@ fn a_ca_bundle_from_a_secret_or_config_map_is_a_read_only_volume_of_the_loadgen_
         None => eprintln!("skipped the Kubernetes schema check (see above)"),
     }
 }
+
+#[test]
+fn an_object_storage_datasets_credentials_are_secret_key_references() {
+    let rendered = render_llm(
+        "s3-dataset",
+        json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "dataset": {"format": "sharegpt",
+                        "source": {"url": "s3://datasets/sharegpt.json", "secretName": "s3-creds",
+                                   "parameters": {"endpoint": "http://minio.storage:9000"}}},
+        }),
+    );
+    let pod = rendered
+        .pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("s3-dataset-loadgen-0"))
+        .expect("the loadgen pod");
+    let env: Vec<&EnvVar> = pod.spec.as_ref().expect("spec").containers[0]
+        .env
+        .iter()
+        .flatten()
+        .collect();
+    let reference = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .map(|s| (s.name.clone(), s.key.clone(), s.optional))
+    };
+    let s3 = |key: &str, optional| Some(("s3-creds".to_owned(), key.to_owned(), optional));
+    assert_eq!(
+        reference("AWS_ACCESS_KEY_ID"),
+        s3("AWS_ACCESS_KEY_ID", None)
+    );
+    assert_eq!(
+        reference("AWS_SECRET_ACCESS_KEY"),
+        s3("AWS_SECRET_ACCESS_KEY", None)
+    );
+    // A Secret without a session token still starts the pod.
+    assert_eq!(
+        reference("AWS_SESSION_TOKEN"),
+        s3("AWS_SESSION_TOKEN", Some(true))
+    );
+    let objects: Vec<_> = rendered.pods.iter().map(to_value).collect();
+    match kubernetes_validate("s3-dataset", &objects) {
+        Some(result) => result.unwrap_or_else(|e| panic!("{e}")),
+        None => eprintln!("skipped the Kubernetes schema check (see above)"),
+    }
+}

@@ -136,5 +136,67 @@ fn a_prompt_dataset_is_read_from_s3_compatible_storage() {
         let error = format!("{:#}", loadgen::execute(&args).await.expect_err("missing"));
         assert!(error.contains("missing.txt"), "{error}");
         assert!(!error.contains(SECRET), "credentials never reach messages");
+        drop(sim);
+
+        // The spec's way: `secretName` names the Secret; a local run reads its keys from
+        // PERFSWEEP_SECRET_<NAME>_<KEY>, and nothing from the AWS_* variables.
+        let dir = std::env::temp_dir().join(format!("perfsweep-s3-dataset-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        let sweep = dir.join("sweep.yaml");
+        std::fs::write(
+            &sweep,
+            format!(
+                r#"apiVersion: perfsweep.io/v1alpha1
+kind: LLMInference
+metadata:
+  name: s3-dataset
+spec:
+  endpoint:
+    simulator: {{ttftMillis: 1, itlMillis: 1}}
+  dataset:
+    format: prompts
+    outputTokens: 3
+    source:
+      url: s3://datasets/prompts/questions.txt
+      secretName: s3-creds
+      parameters: {{endpoint: "{endpoint}"}}
+  numConcurrency: [2]
+  maxRequestsPerIteration: 6
+"#
+            ),
+        )
+        .expect("sweep written");
+        let out = dir.join("results");
+        let run = |with_secret: bool| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_perfsweep"));
+            command
+                .args(["run", "--local", "--output"])
+                .arg(&out)
+                .arg(&sweep)
+                .env_remove("AWS_ACCESS_KEY_ID")
+                .env_remove("AWS_SECRET_ACCESS_KEY");
+            if with_secret {
+                command
+                    .env("PERFSWEEP_SECRET_S3_CREDS_AWS_ACCESS_KEY_ID", "testing")
+                    .env("PERFSWEEP_SECRET_S3_CREDS_AWS_SECRET_ACCESS_KEY", SECRET);
+            }
+            command.output().expect("perfsweep runs")
+        };
+        let output = run(true);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET));
+        // Without the Secret's keys the run stops before anything starts, naming them.
+        let output = run(false);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!output.status.success());
+        assert!(
+            format!("{stdout}{stderr}").contains("PERFSWEEP_SECRET_S3_CREDS_AWS_ACCESS_KEY_ID"),
+            "{stdout}\n{stderr}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     });
 }

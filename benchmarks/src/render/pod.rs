@@ -214,7 +214,7 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
             secret_key_ref: Some(SecretKeySelector {
                 name: secret.secret.clone(),
                 key: secret.key.clone(),
-                optional: None,
+                optional: secret.optional.then_some(true),
             }),
             ..EnvVarSource::default()
         }),

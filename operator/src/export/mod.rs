@@ -235,17 +235,11 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// The names credentials are looked up by, per service: the environment variables each
-/// cloud's own tools read, and the keys of an operator Secret.
-pub fn credential_names(service: Service) -> &'static [&'static str] {
-    match service {
-        Service::S3 => &[
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-        ],
-        Service::Gcs => &["GOOGLE_SERVICE_ACCOUNT_KEY"],
-        Service::Azure => &["AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY"],
-    }
+/// cloud's own tools read, and the keys of an operator Secret (required ones first).
+pub fn credential_names(service: Service) -> Vec<&'static str> {
+    perfsweep_benchmarks::output::credential_names(service.scheme())
+        .map(|(required, optional)| required.iter().chain(optional).copied().collect())
+        .unwrap_or_default()
 }
 
 impl Credentials {

@@ -237,7 +237,11 @@ async fn run_plan(
     for role in &plan.roles {
         for secret in &role.secret_env {
             let variable = secret.local_variable();
-            let value = std::env::var(&variable).map_err(|_| {
+            let value = match std::env::var(&variable) {
+                Err(_) if secret.optional => continue,
+                value => value,
+            };
+            let value = value.map_err(|_| {
                 (
                     "SecretMissing".to_owned(),
                     format!(

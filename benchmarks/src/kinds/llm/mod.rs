@@ -380,6 +380,7 @@ pub enum DatasetFormat {
 /// Where a dataset file comes from: exactly one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[x_kube(validation = Rule::new("[has(self.configMap), has(self.pvc), has(self.file), has(self.url)].filter(x, x).size() == 1").message("set exactly one of configMap, pvc, file and url"))]
+#[x_kube(validation = Rule::new("!has(self.secretName) || (has(self.url) && self.url.matches('^(s3|gs|az)://'))").message("secretName holds object storage credentials: it goes with an s3://, gs:// or az:// url").field_path(".secretName"))]
 #[serde(rename_all = "camelCase")]
 pub struct DatasetSource {
     /// A key of a ConfigMap (at most 1 MiB).
@@ -405,6 +406,15 @@ pub struct DatasetSource {
     /// S3-compatible server), `region`, `account`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters: BTreeMap<String, String>,
+    /// A Secret in the benchmark's namespace with the credentials of an s3://, gs:// or
+    /// az:// url, under the names the clouds' tools use: AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN optional), GOOGLE_SERVICE_ACCOUNT_KEY,
+    /// or AZURE_STORAGE_ACCOUNT_KEY (AZURE_STORAGE_ACCOUNT_NAME optional). They reach
+    /// the load generator as `valueFrom.secretKeyRef`; the operator never reads them.
+    /// Locally: `PERFSWEEP_SECRET_<NAME>_<KEY>` variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: Option<String>,
 }
 
 /// Prompts from a dataset instead of synthetic traffic scenarios: one iteration per
@@ -811,6 +821,31 @@ mod tests {
         );
         let zero = errors(with(json!({"requestRates": [0]})));
         assert!(!zero.is_empty(), "a zero rate is refused");
+    }
+
+    #[test]
+    fn dataset_credentials_go_with_object_storage_urls_only() {
+        let source = |source: Value| {
+            errors(with(json!({
+                "dataset": {"format": "prompts", "source": source},
+            })))
+        };
+        assert_eq!(
+            source(json!({"url": "s3://datasets/prompts.txt", "secretName": "s3-creds"})),
+            Vec::<String>::new()
+        );
+        for refused in [
+            json!({"url": "https://example.com/prompts.txt", "secretName": "s3-creds"}),
+            json!({"file": "/data/prompts.txt", "secretName": "s3-creds"}),
+        ] {
+            let found = source(refused.clone());
+            assert!(
+                found
+                    .iter()
+                    .any(|e| e.contains("secretName holds object storage credentials")),
+                "{refused}: {found:?}"
+            );
+        }
     }
 
     #[test]

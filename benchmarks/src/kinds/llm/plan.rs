@@ -209,6 +209,32 @@ fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
     (args, volumes)
 }
 
+/// The object storage credentials of an `s3://`, `gs://` or `az://` dataset, from its
+/// Secret into the loadgen's environment under the names the store client reads.
+fn dataset_credentials(spec: &LLMInferenceSpec) -> Vec<SecretEnv> {
+    let Some(source) = spec.dataset.as_ref().map(|d| &d.source) else {
+        return Vec::new();
+    };
+    let (Some(secret), Some(url)) = (&source.secret_name, &source.url) else {
+        return Vec::new();
+    };
+    let scheme = url.split("://").next().unwrap_or_default();
+    let Some((required, optional)) = crate::output::credential_names(scheme) else {
+        return Vec::new();
+    };
+    let entry = |name: &&str, optional: bool| SecretEnv {
+        name: (*name).into(),
+        secret: secret.clone(),
+        key: (*name).into(),
+        optional,
+    };
+    required
+        .iter()
+        .map(|name| entry(name, false))
+        .chain(optional.iter().map(|name| entry(name, true)))
+        .collect()
+}
+
 pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     let model = model_name(spec)?;
     let mut args: Vec<String> = vec![
@@ -292,7 +318,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     if let Some(seconds) = spec.warmup_seconds {
         args.extend(["--warmup-s".into(), seconds.to_string()]);
     }
-    let secret_env: Vec<SecretEnv> = spec
+    let mut secret_env: Vec<SecretEnv> = spec
         .endpoint
         .api_key_secret_ref
         .iter()
@@ -300,8 +326,10 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             name: API_KEY_ENV.into(),
             secret: secret.name.clone(),
             key: secret.key.clone(),
+            optional: false,
         })
         .collect();
+    secret_env.extend(dataset_credentials(spec));
     // Only the variable's name is an argument; its value never is.
     args.extend(["--api-key-env".into(), API_KEY_ENV.into()]);
     if let Some(minutes) = spec.max_time_per_iteration {
@@ -620,6 +648,56 @@ mod tests {
     }
 
     #[test]
+    fn an_object_storage_datasets_credentials_reach_the_loadgen_from_its_secret() {
+        let keyed = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "m"},
+            "dataset": {"format": "sharegpt",
+                        "source": {"url": "s3://datasets/sharegpt.json", "secretName": "s3-creds",
+                                   "parameters": {"endpoint": "http://minio:9000"}}},
+        })))
+        .expect("plan");
+        let loadgen = keyed.role("loadgen").expect("loadgen");
+        let credentials: Vec<(&str, &str, &str, bool)> = loadgen
+            .secret_env
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.secret.as_str(),
+                    s.key.as_str(),
+                    s.optional,
+                )
+            })
+            .collect();
+        assert_eq!(
+            credentials,
+            [
+                ("AWS_ACCESS_KEY_ID", "s3-creds", "AWS_ACCESS_KEY_ID", false),
+                (
+                    "AWS_SECRET_ACCESS_KEY",
+                    "s3-creds",
+                    "AWS_SECRET_ACCESS_KEY",
+                    false
+                ),
+                ("AWS_SESSION_TOKEN", "s3-creds", "AWS_SESSION_TOKEN", true),
+            ]
+        );
+        // Without a Secret, nothing is taken from one.
+        let plain = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "http://vllm:8000", "modelName": "m"},
+            "dataset": {"format": "sharegpt", "source": {"url": "s3://datasets/sharegpt.json"}},
+        })))
+        .expect("plan");
+        assert!(
+            plain
+                .role("loadgen")
+                .expect("loadgen")
+                .secret_env
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn tokenizers_and_datasets_from_configmaps_and_pvcs_are_loadgen_volumes() {
         let plan = plan(&spec(serde_json::json!({
             "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
@@ -792,7 +870,8 @@ mod tests {
             [SecretEnv {
                 name: API_KEY_ENV.into(),
                 secret: "llm-key".into(),
-                key: "token".into()
+                key: "token".into(),
+                optional: false,
             }]
         );
         assert_eq!(

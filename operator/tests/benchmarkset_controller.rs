@@ -325,11 +325,11 @@ async fn restart_mid_sweep_neither_loses_nor_duplicates_children() {
     assert_eq!(expected.len(), 8);
     wait_for_children_string(&double, "restart", "PPP-----").await;
 
-    // Raise maxParallel to 8 with the next create failing: the reconcile stops after the
-    // three earlier creates, with an error. Stop the operator right then, long before its
-    // 1 s retry.
+    // Raise maxParallel to 8 with every create failing: each reconcile stops at its
+    // first create, with an error, however often a slow machine lets it retry before the
+    // operator is stopped.
     double.fail_next(
-        RequestMatcher::new("create", "iperfs"),
+        RequestMatcher::new("create", "iperfs").times(usize::MAX),
         500,
         "InternalError",
     );
@@ -351,6 +351,7 @@ async fn restart_mid_sweep_neither_loses_nor_duplicates_children() {
     )
     .await;
     first.stop().await;
+    double.clear_failures();
     assert_eq!(
         child_names(&double, "restart"),
         sorted(&expected[..3]),
@@ -379,7 +380,7 @@ async fn restart_mid_sweep_neither_loses_nor_duplicates_children() {
         0,
         "the restarted operator found the existing children"
     );
-    assert_eq!(iperf_creates(&double, 500), 1);
+    assert!(iperf_creates(&double, 500) >= 1);
 
     let status = succeed_all_until_done(&double, "restart").await;
     assert_eq!(status["phase"], "Succeeded", "{status}");

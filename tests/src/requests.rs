@@ -125,6 +125,11 @@ impl RequestLog {
         }
     }
 
+    /// Disarms every injected failure.
+    pub fn clear_faults(&self) {
+        lock(&self.faults).clear();
+    }
+
     /// The injected error for this request, if one is armed; consumes one use.
     pub fn take_fault(&self, request: &RecordedRequest) -> Option<ApiError> {
         let mut faults = lock(&self.faults);

@@ -173,6 +173,11 @@ preferences: {{}}
         self.shared.log.add_fault(matcher, error);
     }
 
+    /// Disarms every failure armed with [`Self::fail_next`] and not used up yet.
+    pub fn clear_failures(&self) {
+        self.shared.log.clear_faults();
+    }
+
     /// The current (global) resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.shared.store.resource_version()

@@ -48,72 +48,90 @@ fn get(address: &str, path: &str) -> Vec<u8> {
     response[split + 4..].to_vec()
 }
 
-#[test]
-fn more_streams_than_the_open_file_limit_run_from_one_process() {
+/// A simulator under the lowered limit, ready for `connections`, answering after
+/// `ttft_ms`.
+fn simulator(connections: u32, ttft_ms: u32) -> Sim {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
     let address = format!("127.0.0.1:{port}");
-    let connections = (STREAMS + 100).to_string();
-    // Every stream waits 300 ms for its first token, so all of them are in flight at
-    // once (the simulator counts that), far more than one table's descriptors.
     let child = limited(&[
         "sim",
         "--listen",
         &address,
         "--ttft-ms",
-        "300",
+        &ttft_ms.to_string(),
         "--itl-ms",
         "20",
         "--max-connections",
-        &connections,
+        &connections.to_string(),
     ])
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()
     .expect("start the simulator");
     let sim = Sim(child, address.clone());
-    let mut up = false;
     for _ in 0..250 {
         if TcpStream::connect(&sim.1).is_ok() {
-            up = true;
-            break;
+            return sim;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(up, "the simulator did not listen on {address}");
+    panic!("the simulator did not listen on {address}");
+}
 
-    let output = std::env::temp_dir().join(format!("past-limit-{}.json", std::process::id()));
-    let streams = STREAMS.to_string();
-    let status = limited(&[
+/// `perfsweep loadgen ARGS` against `sim` under the lowered limit; its result.
+fn loadgen(sim: &Sim, args: &[&str]) -> LLMInferenceResult {
+    let output = std::env::temp_dir().join(format!(
+        "past-limit-{}-{}.json",
+        std::process::id(),
+        sim.1.replace([':', '.'], "-")
+    ));
+    let url = format!("http://{}", sim.1);
+    let mut all = vec![
         "loadgen",
         "--url",
-        &format!("http://{address}"),
+        &url,
         "--model",
         "perfsweep-sim",
-        "--scenario",
-        "D(16,4)",
-        "--concurrency",
-        &streams,
-        "--max-requests",
-        &streams,
-        // One warmup request per stream opens its connection (the measured ones then
-        // do not count connecting).
-        "--warmup-requests",
-        &streams,
         "--progress",
         "false",
         "--output",
         output.to_str().expect("a UTF-8 temporary path"),
-    ])
-    .status()
-    .expect("run the load generator");
+    ];
+    all.extend_from_slice(args);
+    let status = limited(&all).status().expect("run the load generator");
     assert!(status.success(), "the load generator failed: {status}");
     let result: LLMInferenceResult =
         serde_json::from_slice(&std::fs::read(&output).expect("the result file"))
             .expect("a result document");
     let _ = std::fs::remove_file(&output);
+    result
+}
+
+#[test]
+fn more_streams_than_the_open_file_limit_run_from_one_process() {
+    // Every stream waits 300 ms for its first token, so all of them are in flight at
+    // once (the simulator counts that), far more than one table's descriptors.
+    let sim = simulator(STREAMS + 100, 300);
+
+    let streams = STREAMS.to_string();
+    let result = loadgen(
+        &sim,
+        &[
+            "--scenario",
+            "D(16,4)",
+            "--concurrency",
+            &streams,
+            "--max-requests",
+            &streams,
+            // One warmup request per stream opens its connection (the measured ones
+            // then do not count connecting).
+            "--warmup-requests",
+            &streams,
+        ],
+    );
     assert_eq!(result.failure, None);
     let iteration = &result.iterations[0];
     assert_eq!(
@@ -146,5 +164,52 @@ fn more_streams_than_the_open_file_limit_run_from_one_process() {
         (0.0..5.0).contains(&delta),
         "measured TTFT mean {} ms, simulator {simulated} ms",
         iteration.ttft_millis.mean,
+    );
+}
+
+#[test]
+fn an_open_loop_keeps_more_requests_in_flight_than_the_open_file_limit() {
+    // 800 requests a second that each take over a second: ~1,000 in flight at once.
+    let sim = simulator(1400, 1000);
+    let result = loadgen(
+        &sim,
+        &[
+            "--scenario",
+            "D(16,2)",
+            "--request-rate",
+            "800",
+            "--arrivals",
+            "constant",
+            "--max-concurrency",
+            "1300",
+            "--warmup-requests",
+            "400",
+            "--max-requests",
+            "1600",
+        ],
+    );
+    assert_eq!(result.failure, None);
+    let iteration = &result.iterations[0];
+    assert_eq!(
+        iteration.errors, 0,
+        "errors: {:?}",
+        iteration.errors_by_kind
+    );
+    assert_eq!(iteration.requests, 1600);
+    assert_eq!(iteration.warmup_requests, 400);
+    // The lanes together offer the asked rate: 1,600 requests due over 2 s, the last
+    // answered about 1.1 s later (3 s at twice the rate would be 2.1 s, at a third 5.1).
+    assert_eq!(iteration.request_rate, Some(800.0));
+    assert!(
+        (2.7..=3.9).contains(&iteration.duration_seconds),
+        "measured for {} s",
+        iteration.duration_seconds
+    );
+    let stats: SimStats =
+        serde_json::from_slice(&get(&sim.1, "/sim/stats")).expect("simulator stats");
+    assert!(
+        stats.max_active > u64::from(OPEN_FILE_LIMIT),
+        "{} requests in flight at once; the limit is {OPEN_FILE_LIMIT}",
+        stats.max_active
     );
 }

@@ -224,7 +224,11 @@ pub struct OpenLoad {
 }
 
 /// Requests due on an arrival schedule at `load.rate` per second, each handed to an idle
-/// connection (a new one while under the cap), until the budget is spent.
+/// connection (a new one while under the cap), until the budget is spent. A cap above
+/// what one file table holds splits the loop into lanes on threads with a table each
+/// (see [`crate::llm::fd_tables`]): each lane offers an equal share of the rate, phase
+/// shifted so that constant arrivals interleave, with its own share of the cap and the
+/// budget and its own tickets.
 pub async fn open(
     shared: &Arc<Shared>,
     workload: &super::workload::Workload,
@@ -232,19 +236,109 @@ pub async fn open(
     budget: Budget,
     seed: u64,
     recorder: &SharedRecorder,
-) -> Outcome {
-    let mut schedule = Schedule::new(load.arrivals, load.rate, seed);
+) -> anyhow::Result<Outcome> {
+    let tables = load.max_concurrency.map_or(1, |cap| {
+        fd_tables::tables_needed(u64::from(cap), fd_tables::open_file_limit())
+    });
+    let lane = |index: usize| Lane {
+        index: index as u64,
+        count: tables as u64,
+        phase: Duration::from_secs_f64(index as f64 / load.rate.max(f64::MIN_POSITIVE)),
+    };
+    let (warmup, measured) = if tables == 1 {
+        let whole = Lane {
+            phase: Duration::ZERO,
+            ..lane(0)
+        };
+        open_lane(shared, workload, load, budget, seed, recorder, whole).await
+    } else {
+        let caps = fd_tables::split(u64::from(load.max_concurrency.unwrap_or(0)), tables);
+        let warmups = fd_tables::split(budget.warmup, tables);
+        let requests = budget.requests.map(|r| fd_tables::split(r, tables));
+        let mut threads = Vec::with_capacity(tables);
+        for index in 0..tables {
+            let lane_load = OpenLoad {
+                rate: load.rate / tables as f64,
+                max_concurrency: Some((caps[index] as u32).max(1)),
+                ..load
+            };
+            let lane_budget = Budget {
+                warmup: warmups[index],
+                requests: requests.as_ref().map(|r| r[index]),
+                ..budget
+            };
+            let (shared, workload, recorder) = (shared.clone(), workload.clone(), recorder.clone());
+            let lane = lane(index);
+            threads.push(fd_tables::spawn(
+                format!("loadgen-{index}"),
+                Duration::ZERO,
+                move || async move {
+                    Ok(open_lane(
+                        &shared,
+                        &workload,
+                        lane_load,
+                        lane_budget,
+                        seed,
+                        &recorder,
+                        lane,
+                    )
+                    .await)
+                },
+            )?);
+        }
+        let (mut warmup, mut measured) = (0, 0);
+        for thread in threads {
+            let (lane_warmup, lane_measured) = thread
+                .await
+                .context("a load generator thread ended abruptly")??;
+            warmup += lane_warmup;
+            measured += lane_measured;
+        }
+        (warmup, measured)
+    };
+    let recorder = take_recorder(recorder);
+    Ok(Outcome {
+        cooldown_requests: measured.saturating_sub(recorder.count()),
+        warmup_requests: warmup,
+        recorder,
+    })
+}
+
+/// One lane of an open loop: its tickets are `index`, `index + count`, ... and its
+/// schedule starts `phase` after it does.
+#[derive(Clone, Copy, Debug)]
+struct Lane {
+    index: u64,
+    count: u64,
+    phase: Duration,
+}
+
+/// An open loop's lane on this thread's runtime; the warmup and measured requests it
+/// sent.
+async fn open_lane(
+    shared: &Arc<Shared>,
+    workload: &super::workload::Workload,
+    load: OpenLoad,
+    budget: Budget,
+    seed: u64,
+    recorder: &SharedRecorder,
+    lane: Lane,
+) -> (u64, u64) {
+    // Lanes draw different arrival times; lane 0 (and an undivided loop) keeps the seed.
+    let schedule_seed = seed ^ lane.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut schedule = Schedule::new(load.arrivals, load.rate, schedule_seed);
     // Workers announce themselves idle here; at most one message per worker is queued.
     let (idle_tx, mut idle_rx) = mpsc::unbounded_channel::<usize>();
     let mut jobs: Vec<mpsc::Sender<Job>> = Vec::new();
     let mut workers = JoinSet::new();
     let (mut warmup, mut measured) = (0u64, 0u64);
     let mut measured_from: Option<Instant> = None;
-    let start = Instant::now();
-    for ticket in 0u64.. {
+    let start = Instant::now() + lane.phase;
+    for sent in 0u64.. {
+        let ticket = lane.index + sent * lane.count;
         let offset = schedule.next_offset();
         let due = start + offset;
-        let is_measured = ticket >= budget.warmup && offset >= budget.warmup_time;
+        let is_measured = sent >= budget.warmup && offset >= budget.warmup_time;
         if is_measured {
             if budget.requests.is_some_and(|limit| measured >= limit) {
                 break;
@@ -259,7 +353,7 @@ pub async fn open(
         }
         if due > Instant::now() {
             tokio::time::sleep_until(due).await;
-        } else if ticket % 64 == 63 {
+        } else if sent % 64 == 63 {
             // Behind schedule: catching up must not starve the workers on this thread.
             tokio::task::yield_now().await;
         }
@@ -311,10 +405,5 @@ pub async fn open(
         .time
         .and_then(|time| measured_from.map(|from| from + time));
     drain(&mut workers, || end).await;
-    let recorder = take_recorder(recorder);
-    Outcome {
-        cooldown_requests: measured.saturating_sub(recorder.count()),
-        warmup_requests: warmup,
-        recorder,
-    }
+    (warmup, measured)
 }

@@ -704,7 +704,7 @@ async fn run_iteration(
                     (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
                 }),
             };
-            loops::open(shared, workload, open, budget, seed, &recorder).await
+            loops::open(shared, workload, open, budget, seed, &recorder).await?
         }
     };
     drop(ticker);

@@ -10,6 +10,7 @@
 //! output; progress lines (`perfsweep-progress: …`) go to standard error.
 
 pub mod client_load;
+mod deadline;
 mod distributed;
 pub mod http;
 mod loops;
@@ -882,7 +883,7 @@ impl Worker {
         let input_tokens = u64::from(draw.input_tokens);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
-        let outcome = match tokio::time::timeout(timeout, self.exchange()).await {
+        let outcome = match deadline::within(timeout, self.exchange()).await {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.connection = None;

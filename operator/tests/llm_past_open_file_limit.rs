@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use perfsweep::llm::sim::SimStats;
-use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
+use perfsweep_benchmarks::kinds::llm::result::{Iteration, LLMInferenceResult};
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");
 /// Low enough that the streams below need several tables in both processes.
@@ -110,6 +110,19 @@ fn loadgen(sim: &Sim, args: &[&str]) -> LLMInferenceResult {
     result
 }
 
+/// The only iteration of `result`, which completed `requests` requests without an error.
+fn all_answered(result: &LLMInferenceResult, requests: u64) -> &Iteration {
+    assert_eq!(result.failure, None);
+    let iteration = &result.iterations[0];
+    assert_eq!(
+        iteration.errors, 0,
+        "errors: {:?}",
+        iteration.errors_by_kind
+    );
+    assert_eq!(iteration.requests, requests);
+    iteration
+}
+
 #[test]
 fn more_streams_than_the_open_file_limit_run_from_one_process() {
     // Every stream waits 300 ms for its first token, so all of them are in flight at
@@ -132,14 +145,7 @@ fn more_streams_than_the_open_file_limit_run_from_one_process() {
             &streams,
         ],
     );
-    assert_eq!(result.failure, None);
-    let iteration = &result.iterations[0];
-    assert_eq!(
-        iteration.errors, 0,
-        "errors: {:?}",
-        iteration.errors_by_kind
-    );
-    assert_eq!(iteration.requests, u64::from(STREAMS));
+    let iteration = all_answered(&result, u64::from(STREAMS));
 
     let stats: SimStats =
         serde_json::from_slice(&get(&sim.1, "/sim/stats")).expect("simulator stats");
@@ -188,14 +194,7 @@ fn an_open_loop_keeps_more_requests_in_flight_than_the_open_file_limit() {
             "1600",
         ],
     );
-    assert_eq!(result.failure, None);
-    let iteration = &result.iterations[0];
-    assert_eq!(
-        iteration.errors, 0,
-        "errors: {:?}",
-        iteration.errors_by_kind
-    );
-    assert_eq!(iteration.requests, 1600);
+    let iteration = all_answered(&result, 1600);
     assert_eq!(iteration.warmup_requests, 400);
     // The lanes together offer the asked rate: 1,600 requests due over 2 s, the last
     // answered about 1.1 s later (3 s at twice the rate would be 2.1 s, at a third 5.1).

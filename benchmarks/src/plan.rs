@@ -31,7 +31,8 @@ pub struct Plan {
 }
 
 /// Pod settings for one role's pods (OME's `podOverride`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema)]
+#[x_kube(validation = kube::core::Rule::new("!has(self.env) || self.env.all(e, !e.name.startsWith('PERFSWEEP_') && !(e.name in ['TMPDIR', 'HOME']))").message("env may not set PERFSWEEP_* variables, TMPDIR or HOME: the agent sets them").field_path(".env"))]
 #[serde(rename_all = "camelCase")]
 pub struct PodOverride {
     /// The container image, instead of the benchmark's.
@@ -48,6 +49,14 @@ pub struct PodOverride {
     /// Tolerations added to the benchmark's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    /// Environment variables added to the container's (values or `valueFrom`, e.g. a
+    /// proxy, a CA bundle path, a key from a Secret); the agent's own are reserved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<k8s_openapi::api::core::v1::EnvVar>,
+    /// Scheduling affinity, instead of the benchmark's (which spreads replicas over
+    /// nodes): with it, where these pods run is entirely its say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<k8s_openapi::api::core::v1::Affinity>,
 }
 
 /// One role of a plan, run by `replicas` identical processes (pods).

@@ -190,3 +190,66 @@ fn an_object_storage_datasets_credentials_are_secret_key_references() {
         None => eprintln!("skipped the Kubernetes schema check (see above)"),
     }
 }
+
+#[test]
+fn pod_override_env_and_affinity_reach_the_loadgen_pods_only() {
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["load"]}]}]}}});
+    let rendered = render_llm(
+        "overridden",
+        json!({
+            "endpoint": {"simulator": {"ttftMillis": 50, "itlMillis": 10}},
+            "podOverride": {
+                "env": [
+                    {"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
+                    {"name": "TEAM_TOKEN", "valueFrom": {"secretKeyRef": {"name": "team", "key": "token"}}},
+                ],
+                "affinity": affinity,
+            },
+        }),
+    );
+    let pod = |name: &str| -> serde_json::Value {
+        to_value(
+            rendered
+                .pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("pod {name}")),
+        )
+    };
+    let loadgen = pod("overridden-loadgen-0");
+    let env = loadgen["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .clone();
+    let find = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(
+        find("HTTPS_PROXY").map(|e| e["value"].clone()),
+        Some(json!("http://proxy:3128"))
+    );
+    assert_eq!(
+        find("TEAM_TOKEN").map(|e| e["valueFrom"]["secretKeyRef"]["name"].clone()),
+        Some(json!("team"))
+    );
+    assert!(
+        find("PERFSWEEP_PLAN").is_some(),
+        "the agent's own env stays"
+    );
+    assert_eq!(loadgen["spec"]["affinity"], affinity);
+    // The simulator keeps the benchmark-wide settings.
+    let simulator = pod("overridden-simulator-0");
+    assert_ne!(simulator["spec"]["affinity"], affinity);
+    assert!(
+        !simulator["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "HTTPS_PROXY")
+    );
+    let objects: Vec<_> = rendered.pods.iter().map(to_value).collect();
+    match kubernetes_validate("pod-override", &objects) {
+        Some(result) => result.unwrap_or_else(|e| panic!("{e}")),
+        None => eprintln!("skipped the Kubernetes schema check (see above)"),
+    }
+}

@@ -53,6 +53,9 @@ pub(crate) fn render(context: &Context, role: &Role, index: u32) -> Result<Pod, 
                 .get_or_insert_with(Vec::new)
                 .extend(changes.tolerations.iter().cloned());
         }
+        if let Some(affinity) = &changes.affinity {
+            placement.affinity = Some(affinity.clone());
+        }
     }
 
     let mut metadata = context.metadata(format!("{benchmark}-{hostname}"));
@@ -224,6 +227,9 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
         value("TMPDIR", TMPDIR.to_owned()),
         value("HOME", TMPDIR.to_owned()),
     ]);
+    if let Some(changes) = context.plan.pod_overrides.get(&role.name) {
+        env.extend(changes.env.iter().cloned());
+    }
     Ok(env)
 }
 

@@ -849,6 +849,23 @@ mod tests {
     }
 
     #[test]
+    fn pod_override_env_leaves_the_agents_variables_alone() {
+        let env = |name: &str| {
+            errors(with(json!({
+                "podOverride": {"env": [{"name": name, "value": "x"}]},
+            })))
+        };
+        assert_eq!(env("HTTPS_PROXY"), Vec::<String>::new());
+        for reserved in ["PERFSWEEP_PLAN", "HOME", "TMPDIR"] {
+            let found = env(reserved);
+            assert!(
+                found.iter().any(|e| e.contains("the agent sets them")),
+                "{reserved}: {found:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_saturation_search_runs_with_one_worker() {
         let split = errors(with(
             json!({"saturation": {}, "slo": {"ttftMillis": 200}, "workers": 2}),

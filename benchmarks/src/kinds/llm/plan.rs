@@ -415,7 +415,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         volumes: ca_volume.into_iter().chain(volumes).collect(),
     }];
     if let Some(sim) = simulator {
-        roles.insert(0, simulator_role(sim, &model));
+        roles.insert(0, simulator_role(sim, &model, connections_at_most(spec)));
     }
     Ok(Plan {
         kind: "LLMInference".into(),
@@ -430,7 +430,23 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     })
 }
 
-fn simulator_role(sim: &SimulatorSpec, model: &str) -> Role {
+/// The most connections the load generators open at once, where the spec bounds it
+/// (every concurrency level, the open-loop cap, a concurrency search's ceiling), plus
+/// room for the readiness probe and model check; `None` for an uncapped open loop.
+fn connections_at_most(spec: &LLMInferenceSpec) -> Option<u64> {
+    let levels = spec.num_concurrency.iter().map(|c| u64::from(c.0));
+    let cap = spec.max_concurrency.map(u64::from);
+    let search = spec.saturation.as_ref().and_then(|s| match s.load {
+        SaturationLoad::Concurrency => Some(s.max.unwrap_or(1024.0).ceil() as u64),
+        SaturationLoad::RequestRate => None,
+    });
+    if !spec.request_rates.is_empty() && cap.is_none() {
+        return None;
+    }
+    levels.chain(cap).chain(search).max().map(|most| most + 64)
+}
+
+fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) -> Role {
     let mut args: Vec<String> = vec![
         "sim".into(),
         "--listen".into(),
@@ -450,6 +466,10 @@ fn simulator_role(sim: &SimulatorSpec, model: &str) -> Role {
     ];
     if let Some(capacity) = sim.capacity {
         args.extend(["--capacity".into(), capacity.to_string()]);
+    }
+    // Past the open-file limit the simulator spreads connections over file tables.
+    if let Some(connections) = connections {
+        args.extend(["--max-connections".into(), connections.to_string()]);
     }
     Role {
         name: "simulator".into(),
@@ -571,6 +591,8 @@ mod tests {
             .join(" ");
         assert!(sim_args.contains("--ttft-ms 20 --itl-ms 5"), "{sim_args}");
         assert!(sim_args.contains("--capacity 4"), "{sim_args}");
+        // Ready for the highest level's streams (and a little more).
+        assert!(sim_args.ends_with("--max-connections 68"), "{sim_args}");
     }
 
     #[test]

@@ -112,10 +112,11 @@ mod tests {
         let ome: OutputLocation = serde_json::from_value(json!({
             "storageUri": "s3://b/p", "parameters": {"secretName": "creds", "region": "eu"}
         }))
-        .unwrap();
+        .expect("a valid location");
         assert_eq!(ome.secret(), Some("creds"));
         let typed: OutputLocation =
-            serde_json::from_value(json!({"storageUri": "s3://b/p", "secretName": "c2"})).unwrap();
+            serde_json::from_value(json!({"storageUri": "s3://b/p", "secretName": "c2"}))
+                .expect("a valid location");
         assert_eq!(typed.sink_parameters()["secretName"], "c2");
         let spec = json!({"streams": 2, "outputLocation": {"storageUri": "s3://b"}});
         assert_eq!(strip(&spec), json!({"streams": 2}));
@@ -123,7 +124,7 @@ mod tests {
 
     #[test]
     fn claims_directories_and_unknown_parameters_are_refused_with_what_to_use_instead() {
-        let iperf = crate::registry::lookup("IPerf").unwrap();
+        let iperf = crate::registry::lookup("IPerf").expect("IPerf is registered");
         let errors = |location: Value| -> String {
             let object = json!({
                 "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
@@ -159,14 +160,14 @@ mod tests {
     #[test]
     fn a_child_inherits_the_sets_location_unless_it_has_its_own() {
         let set: OutputLocation =
-            serde_json::from_value(json!({"storageUri": "s3://set/x"})).unwrap();
+            serde_json::from_value(json!({"storageUri": "s3://set/x"})).expect("a valid location");
         let mut plain = serde_json::Map::new();
         inherit(&mut plain, Some(&set));
         assert_eq!(plain[FIELD]["storageUri"], "s3://set/x");
         let mut own = json!({FIELD: {"storageUri": "gs://own"}})
             .as_object()
             .cloned()
-            .unwrap();
+            .expect("an object");
         inherit(&mut own, Some(&set));
         assert_eq!(own[FIELD]["storageUri"], "gs://own");
     }

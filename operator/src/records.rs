@@ -206,7 +206,7 @@ mod tests {
             "spec": {"nodeName": node, "containers": [{"name": "agent"}]},
             "status": {"containerStatuses": statuses},
         }))
-        .unwrap()
+        .expect("a valid pod")
     }
 
     #[test]
@@ -226,7 +226,8 @@ mod tests {
             ),
         ];
         let node = |name: &str, labels: Value| -> Node {
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                .expect("a valid node")
         };
         let nodes = [
             node(

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use perfsweep::export::{self, Credentials, Destination, Retry, Store};
+use perfsweep::export::Store;
 use perfsweep_benchmarks::report::sha256_hex;
 
 const SECRET: &str = "s3cr3t-never-printed-0123456789";
@@ -26,18 +26,7 @@ fn create_bucket(port: u16, bucket: &str) {
 
 /// The bucket through perfsweep's own object_store client, with the test's credentials.
 fn store(port: u16, bucket: &str, prefix: &str) -> Store {
-    let parameters = [("endpoint".to_owned(), format!("http://127.0.0.1:{port}"))].into();
-    let Destination::Bucket(location) =
-        export::parse(&format!("s3://{bucket}/{prefix}"), &parameters).expect("a location")
-    else {
-        panic!("not a bucket")
-    };
-    let credentials = Credentials::Aws {
-        access_key_id: "testing".into(),
-        secret_access_key: SECRET.into(),
-        session_token: None,
-    };
-    Store::bucket(&location, &credentials, &Retry::default()).expect("a store")
+    support::s3::store(port, bucket, prefix, SECRET)
 }
 
 /// A results directory as `perfsweep run --output` writes it: one record, one evidence file.

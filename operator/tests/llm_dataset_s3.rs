@@ -6,81 +6,23 @@
 //! One test in this binary: it sets the credentials in the process environment before
 //! any thread starts.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-use perfsweep::export::{self, Credentials, Destination, Retry, Store};
+use std::process::Command;
+
 use perfsweep::llm::dataset::Format;
 use perfsweep::llm::loadgen::{self, LoadgenArgs};
 use perfsweep::llm::sim::{SimArgs, Simulator};
 
 const SECRET: &str = "dataset-s3cr3t-0123456789";
 
-struct Moto(Child);
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts moto on a free port, or skips (prints why) when it is not installed outside CI.
-fn moto() -> Option<(Moto, u16)> {
-    let installed = Command::new("moto_server")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !installed {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "moto_server is missing under CI: .ci/run installs moto[server] from PyPI"
-        );
-        eprintln!(
-            "SKIPPED: moto_server is not installed (python3 -m pip install 'moto[server]'); .ci/run installs it"
-        );
-        return None;
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
-    let moto = Moto(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "moto_server did not listen within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(
-        stream,
-        "PUT /datasets HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("receive");
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    Some((moto, port))
-}
-
 #[test]
 fn a_prompt_dataset_is_read_from_s3_compatible_storage() {
-    let Some((_moto, port)) = moto() else {
+    let Some(moto) = support::s3::moto() else {
         return;
     };
+    moto.create_bucket("datasets");
+    let port = moto.port;
     // SAFETY: the only test of this binary, before any other thread exists.
     unsafe {
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
@@ -93,18 +35,7 @@ fn a_prompt_dataset_is_read_from_s3_compatible_storage() {
         .expect("runtime");
     runtime.block_on(async {
         let endpoint = format!("http://127.0.0.1:{port}");
-        let parameters = [("endpoint".to_owned(), endpoint.clone())].into();
-        let Destination::Bucket(location) =
-            export::parse("s3://datasets/prompts", &parameters).expect("a location")
-        else {
-            panic!("not a bucket")
-        };
-        let credentials = Credentials::Aws {
-            access_key_id: "testing".into(),
-            secret_access_key: SECRET.into(),
-            session_token: None,
-        };
-        let store = Store::bucket(&location, &credentials, &Retry::default()).expect("store");
+        let store = support::s3::store(port, "datasets", "prompts", SECRET);
         store
             .put(
                 "questions.txt",

@@ -19,9 +19,10 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
-use support::{NS, Operator, WAIT, double_with_crds, wait_until};
+use support::{
+    LLMS, NS, Operator, WAIT, double_with_crds, object_status, wait_for_object_status, wait_until,
+};
 
-const LLMS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "llminferences");
 const AGENT: &str = "agent";
 const NAME: &str = "dist";
 const WORKERS: u32 = 3;
@@ -29,25 +30,6 @@ const LEVELS: [u32; 2] = [4, 9];
 
 fn pod(index: u32) -> String {
     format!("{NAME}-loadgen-{index}")
-}
-
-fn status_of(double: &ApiDouble) -> Value {
-    double
-        .get(&LLMS, Some(NS), NAME)
-        .and_then(|object| object.get("status").cloned())
-        .unwrap_or(Value::Null)
-}
-
-async fn wait_for(double: &ApiDouble, what: &str, accept: impl Fn(&Value) -> bool) -> Value {
-    wait_until(WAIT, format_args!("LLMInference {NAME}: {what}"), || {
-        let status = status_of(double);
-        if accept(&status) {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
-    .await
 }
 
 fn now() -> String {
@@ -301,12 +283,15 @@ async fn three_workers_are_one_gang_and_their_results_merge_exactly() {
         double.set_pod_log(NS, &pod(index), AGENT, &agent_log(index));
         run_pod(&double, index);
     }
-    wait_for(&double, "phase Running", |s| s["phase"] == "Running").await;
+    wait_for_object_status(&double, &LLMS, NAME, "phase Running", |s| {
+        s["phase"] == "Running"
+    })
+    .await;
 
     // Replica 0 ends first; the others are still sending: no result yet.
     finish_pod(&double, 0);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let status = status_of(&double);
+    let status = object_status(&double, &LLMS, NAME);
     assert_eq!(
         status["phase"], "Running",
         "read before all workers ended: {status}"
@@ -314,7 +299,10 @@ async fn three_workers_are_one_gang_and_their_results_merge_exactly() {
 
     finish_pod(&double, 1);
     finish_pod(&double, 2);
-    let status = wait_for(&double, "phase Succeeded", |s| s["phase"] == "Succeeded").await;
+    let status = wait_for_object_status(&double, &LLMS, NAME, "phase Succeeded", |s| {
+        s["phase"] == "Succeeded"
+    })
+    .await;
     let result = &status["result"];
     assert_eq!(result["workers"], WORKERS);
     assert!(result.get("worker").is_none(), "{result}");

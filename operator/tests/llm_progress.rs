@@ -8,31 +8,11 @@ use kube::Api;
 use kube::api::PostParams;
 use perfsweep_benchmarks::kinds::llm::LLMInference;
 use perfsweep_testkit::{ApiDouble, Gvr};
-use serde_json::{Value, json};
-use support::{NS, Operator, WAIT, double_with_crds, wait_until};
+use serde_json::json;
+use support::{LLMS, NS, Operator, WAIT, double_with_crds, wait_for_object_status, wait_until};
 
-const LLMS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "llminferences");
 const AGENT: &str = "agent";
 const POD: &str = "chat-loadgen-0";
-
-fn status_of(double: &ApiDouble) -> Value {
-    double
-        .get(&LLMS, Some(NS), "chat")
-        .and_then(|object| object.get("status").cloned())
-        .unwrap_or(Value::Null)
-}
-
-async fn wait_for(double: &ApiDouble, what: &str, accept: impl Fn(&Value) -> bool) -> Value {
-    wait_until(WAIT, format_args!("LLMInference chat: {what}"), || {
-        let status = status_of(double);
-        if accept(&status) {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
-    .await
-}
 
 fn now() -> String {
     jiff::Timestamp::now().to_string()
@@ -89,7 +69,7 @@ async fn the_latest_progress_line_of_the_loadgen_log_is_the_status_progress() {
          perfsweep-progress: iteration 2/3: D(100,100) concurrency 8\n",
     );
     run_pod(&double, "first");
-    let status = wait_for(&double, "progress of iteration 2", |s| {
+    let status = wait_for_object_status(&double, &LLMS, "chat", "progress of iteration 2", |s| {
         s["progress"] == "iteration 2/3: D(100,100) concurrency 8"
     })
     .await;
@@ -105,7 +85,7 @@ async fn the_latest_progress_line_of_the_loadgen_log_is_the_status_progress() {
          a line that is not progress\n",
     );
     run_pod(&double, "second");
-    wait_for(&double, "progress of iteration 3", |s| {
+    wait_for_object_status(&double, &LLMS, "chat", "progress of iteration 3", |s| {
         s["progress"]
             == "iteration 3/3: D(100,100) concurrency 64: 120 requests done in 5 s (24.0/s)"
     })
@@ -136,6 +116,9 @@ async fn the_latest_progress_line_of_the_loadgen_log_is_the_status_progress() {
             }}),
         )
         .expect("pod patched");
-    let status = wait_for(&double, "phase Failed", |s| s["phase"] == "Failed").await;
+    let status = wait_for_object_status(&double, &LLMS, "chat", "phase Failed", |s| {
+        s["phase"] == "Failed"
+    })
+    .await;
     assert!(status.get("progress").is_none(), "{status}");
 }

@@ -3,7 +3,7 @@
 
 mod local_support;
 
-use local_support::self_signed;
+use local_support::self_signed_or_skip;
 use perfsweep::llm::loadgen::{self, Api, LoadgenArgs};
 use perfsweep::llm::sim::{SimArgs, Simulator};
 
@@ -434,16 +434,8 @@ async fn an_open_loop_honours_the_time_budget_from_the_first_measured_arrival() 
 async fn https_endpoints_are_verified_against_the_ca_file_or_explicitly_not() {
     let dir = std::env::temp_dir().join(format!("perfsweep-llm-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (cert, key) = match self_signed(&dir) {
-        Ok(files) => files,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI installs openssl: {why}"
-            );
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((cert, key)) = self_signed_or_skip(&dir) else {
+        return;
     };
     let sim = simulator(|a| {
         a.ttft_ms = 2.0;

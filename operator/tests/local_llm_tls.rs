@@ -9,7 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use local_support::{perfsweep, records, run_local_sweep, scratch, self_signed};
+use local_support::{perfsweep, records, run_local, run_local_sweep, scratch, self_signed_or_skip};
 
 /// The simulator process, killed when the test ends however it ends.
 struct Sim(Child);
@@ -44,16 +44,8 @@ spec:
 #[test]
 fn a_local_run_trusts_a_self_signed_simulator_through_ca_file() {
     let dir = scratch("llm-tls");
-    let (cert, key) = match self_signed(&dir) {
-        Ok(files) => files,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI installs openssl: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            return;
-        }
+    let Some((cert, key)) = self_signed_or_skip(&dir) else {
+        return;
     };
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -89,15 +81,7 @@ fn a_local_run_trusts_a_self_signed_simulator_through_ca_file() {
     assert_eq!(iteration["outputTokensMean"], 4.0, "{iteration}");
 
     // The same endpoint without the CA: not in the system store, so refused.
-    let file = dir.join("untrusted.yaml");
-    std::fs::write(&file, sweep("untrusted", port, "")).expect("sweep written");
-    let out = dir.join("untrusted");
-    let output = perfsweep()
-        .args(["run", "--local", "--output"])
-        .arg(&out)
-        .arg(&file)
-        .output()
-        .expect("perfsweep runs");
+    let (out, output) = run_local(&dir, "untrusted", &sweep("untrusted", port, ""));
     assert!(
         !output.status.success(),
         "an untrusted certificate was accepted"

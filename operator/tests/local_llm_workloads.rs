@@ -4,7 +4,7 @@
 
 mod local_support;
 
-use local_support::{perfsweep, records, run_local_sweep, scratch};
+use local_support::{records, run_local, run_local_sweep, scratch};
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/llm/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -112,15 +112,7 @@ spec:
   numConcurrency: [1]
   maxRequestsPerIteration: 4
 "#;
-    let file = dir.join("sweep.yaml");
-    std::fs::write(&file, sweep).expect("sweep written");
-    let out = dir.join("out");
-    let output = perfsweep()
-        .args(["run", "--local", "--output"])
-        .arg(&out)
-        .arg(&file)
-        .output()
-        .expect("perfsweep runs");
+    let (out, output) = run_local(&dir, "out", sweep);
     let records = records(&out);
     assert_eq!(
         records.len(),

@@ -65,8 +65,9 @@ where
 {
     create_process_wide_descriptors()?;
     let (sender, receiver) = oneshot::channel();
+    let thread_name = name.clone();
     std::thread::Builder::new()
-        .name(name.clone())
+        .name(thread_name.clone())
         .spawn(move || {
             let result = own_file_table()
                 .with_context(|| format!("{name}: cannot get a file table of its own"))
@@ -80,8 +81,35 @@ where
                 .and_then(|runtime| runtime.block_on(work()));
             let _ = sender.send(result);
         })
-        .context("cannot start a thread")?;
+        .with_context(|| format!("cannot start thread {thread_name}"))?;
     Ok(receiver)
+}
+
+/// Runs `work(index)` for every index below `tables`, each on a thread of its own
+/// ([`spawn`], named `{name}-{index}`), and returns their results in index order.
+pub async fn run_on_tables<T, W, Fut>(
+    name: &str,
+    tables: usize,
+    window: Duration,
+    work: impl Fn(usize) -> W,
+) -> anyhow::Result<Vec<T>>
+where
+    T: Send + 'static,
+    W: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let threads = (0..tables)
+        .map(|index| spawn(format!("{name}-{index}"), window, work(index)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut results = Vec::with_capacity(tables);
+    for (index, thread) in threads.into_iter().enumerate() {
+        results.push(
+            thread
+                .await
+                .with_context(|| format!("thread {name}-{index} ended abruptly"))??,
+        );
+    }
+    Ok(results)
 }
 
 /// Every tokio runtime with I/O clones one process-wide socket (its signal pipe), which

@@ -779,6 +779,27 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
+/// A request's body, and when it arrived: the kernel's time of the read that completed
+/// it (the last read of the request).
+async fn read_body(
+    request: Request<Incoming>,
+    arrival: &SharedArrival,
+) -> Result<(Bytes, Instant), Response<SimBody>> {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map_err(|error| {
+            error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {error}"),
+            )
+        })?
+        .to_bytes();
+    let arrival = arrival.lock().map_or_else(|_| Instant::now(), |at| *at);
+    Ok((body, arrival))
+}
+
 async fn generate(
     state: Arc<State>,
     emitter: &Emitter,
@@ -786,17 +807,10 @@ async fn generate(
     chat: bool,
     arrival: SharedArrival,
 ) -> Response<SimBody> {
-    let body = match request.into_body().collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("reading the body: {error}"),
-            );
-        }
+    let (body, arrival) = match read_body(request, &arrival).await {
+        Ok(read) => read,
+        Err(response) => return response,
     };
-    // The last read of the request is the one that completed its body.
-    let arrival = arrival.lock().map_or_else(|_| Instant::now(), |at| *at);
     let ask = match read_ask(&body, chat, state.args.default_max_tokens) {
         Ok(ask) => ask,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
@@ -1162,17 +1176,10 @@ async fn embeddings(
     request: Request<Incoming>,
     arrival: SharedArrival,
 ) -> Response<SimBody> {
-    let body = match request.into_body().collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("reading the body: {error}"),
-            );
-        }
+    let (body, arrival) = match read_body(request, &arrival).await {
+        Ok(read) => read,
+        Err(response) => return response,
     };
-    // The last read of the request is the one that completed its body (as `generate`).
-    let arrival = arrival.lock().map_or_else(|_| Instant::now(), |at| *at);
     let value: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(error) => {

@@ -63,10 +63,9 @@ pub fn records(dir: &Path) -> Vec<Value> {
     records
 }
 
-/// Writes `sweep` into `dir`, runs it with `perfsweep run --local --output <dir>/<name>`,
-/// fails the test with both output streams unless it succeeded, and returns the output
-/// directory and the printed results table.
-pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String) {
+/// Writes `sweep` into `dir` and runs it with `perfsweep run --local --output
+/// <dir>/<name>`, whatever the outcome; the output directory and the process output.
+pub fn run_local(dir: &Path, name: &str, sweep: &str) -> (PathBuf, std::process::Output) {
     let file = dir.join(format!("{name}.yaml"));
     std::fs::write(&file, sweep).expect("sweep written");
     let out = dir.join(name);
@@ -76,6 +75,13 @@ pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String)
         .arg(&file)
         .output()
         .expect("perfsweep runs");
+    (out, output)
+}
+
+/// [`run_local`], failing the test with both output streams unless the run succeeded;
+/// the output directory and the printed results table.
+pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String) {
+    let (out, output) = run_local(dir, name, sweep);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -83,6 +89,22 @@ pub fn run_local_sweep(dir: &Path, name: &str, sweep: &str) -> (PathBuf, String)
         String::from_utf8_lossy(&output.stderr)
     );
     (out, stdout)
+}
+
+/// [`self_signed`], or `None` after saying why the test is skipped (openssl missing);
+/// under CI, which installs openssl, a failure fails the test instead.
+pub fn self_signed_or_skip(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    match self_signed(dir) {
+        Ok(files) => Some(files),
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI installs openssl: {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
 }
 
 /// A self-signed certificate for 127.0.0.1 from the openssl command line, or why not.

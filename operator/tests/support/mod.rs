@@ -28,6 +28,7 @@ const POLL: Duration = Duration::from_millis(10);
 pub const NS: &str = "default";
 pub const SETS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "benchmarksets");
 pub const IPERFS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "iperfs");
+pub const LLMS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "llminferences");
 
 /// An API double serving every perfsweep CRD.
 pub async fn double_with_crds() -> ApiDouble {
@@ -179,10 +180,7 @@ pub fn expected_names(set: &BenchmarkSet) -> Vec<String> {
 
 /// The set's status as stored (`null` when it has none or the set is gone).
 pub fn set_status(double: &ApiDouble, name: &str) -> Value {
-    double
-        .get(&SETS, Some(NS), name)
-        .and_then(|set| set.get("status").cloned())
-        .unwrap_or(Value::Null)
+    object_status(double, &SETS, name)
 }
 
 /// Waits until the set's status satisfies `accept`.
@@ -192,14 +190,37 @@ pub async fn wait_for_status(
     what: impl Display,
     accept: impl Fn(&Value) -> bool,
 ) -> Value {
-    wait_until(WAIT, format_args!("BenchmarkSet {set}: {what}"), || {
-        let status = set_status(double, set);
-        if accept(&status) {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
+    wait_for_object_status(double, &SETS, set, what, accept).await
+}
+
+/// The status of object `name` of `resource` in [`NS`] (null when there is none).
+pub fn object_status(double: &ApiDouble, resource: &Gvr, name: &str) -> Value {
+    double
+        .get(resource, Some(NS), name)
+        .and_then(|object| object.get("status").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until the status of object `name` of `resource` satisfies `accept`; returns it.
+pub async fn wait_for_object_status(
+    double: &ApiDouble,
+    resource: &Gvr,
+    name: &str,
+    what: impl Display,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_until(
+        WAIT,
+        format_args!("{} {name}: {what}", resource.resource),
+        || {
+            let status = object_status(double, resource, name);
+            if accept(&status) {
+                Ok(status)
+            } else {
+                Err(format!("status {status}"))
+            }
+        },
+    )
     .await
 }
 

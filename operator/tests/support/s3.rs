@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use perfsweep::export::{self, Credentials, Destination, Retry, Store};
+
 /// A moto server, killed on drop.
 pub struct Moto {
     child: Child,
@@ -81,6 +83,23 @@ pub fn moto() -> Option<Moto> {
         std::thread::sleep(Duration::from_millis(100));
     }
     Some(moto)
+}
+
+/// `s3://{bucket}/{prefix}` on the moto listening on `port`, through perfsweep's own
+/// object_store client, with access key `testing` and `secret`.
+pub fn store(port: u16, bucket: &str, prefix: &str, secret: &str) -> Store {
+    let parameters = [("endpoint".to_owned(), format!("http://127.0.0.1:{port}"))].into();
+    let Destination::Bucket(location) =
+        export::parse(&format!("s3://{bucket}/{prefix}"), &parameters).expect("a location")
+    else {
+        panic!("not a bucket")
+    };
+    let credentials = Credentials::Aws {
+        access_key_id: "testing".into(),
+        secret_access_key: secret.into(),
+        session_token: None,
+    };
+    Store::bucket(&location, &credentials, &Retry::default()).expect("a store")
 }
 
 pub fn free_port() -> u16 {

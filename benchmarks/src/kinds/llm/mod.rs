@@ -168,7 +168,7 @@ pub struct Endpoint {
     /// variable (never in arguments, logs or status); `perfsweep run --local` reads it
     /// from the environment variable `PERFSWEEP_SECRET_<NAME>_<KEY>` instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key_secret_ref: Option<SecretKeyRef>,
+    pub api_key_secret_ref: Option<KeyRef>,
     /// How the load generator verifies the endpoint's certificate. A `service` is
     /// reached over `https://` when it is set; an `https://` url without it is verified
     /// against the system's roots.
@@ -176,17 +176,17 @@ pub struct Endpoint {
     pub tls: Option<tls::EndpointTls>,
 }
 
-/// One key of a Secret in the benchmark's namespace.
+/// One key of a ConfigMap or Secret in the benchmark's namespace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SecretKeyRef {
-    /// Name of the Secret.
+pub struct KeyRef {
+    /// Name of the ConfigMap or Secret.
     #[schemars(
         length(min = 1, max = 253),
         regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     )]
     pub name: String,
-    /// The key within the Secret.
+    /// The key.
     #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
     pub key: String,
 }
@@ -306,18 +306,6 @@ fn default_max_error_rate() -> f64 {
     5.0
 }
 
-/// A key of an existing ConfigMap (mounted read-only into the load generator's pods).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigMapKey {
-    /// Name of the ConfigMap, in the benchmark's namespace.
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    /// The key holding the file.
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
-    pub key: String,
-}
-
 /// A file on an existing PersistentVolumeClaim (mounted into the load generator's pods).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[x_kube(validation = Rule::new("!self.path.matches('(^|/)[.][.](/|$)')").message("path must stay inside the claim (no ..)").field_path(".path"))]
@@ -356,7 +344,7 @@ pub struct TokenizerSpec {
     /// A tokenizer.json in a ConfigMap (ConfigMaps hold at most 1 MiB: larger
     /// tokenizers belong on a PVC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map: Option<ConfigMapKey>,
+    pub config_map: Option<KeyRef>,
     /// A tokenizer.json on a PersistentVolumeClaim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvc: Option<PvcFile>,
@@ -385,7 +373,7 @@ pub enum DatasetFormat {
 pub struct DatasetSource {
     /// A key of a ConfigMap (at most 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map: Option<ConfigMapKey>,
+    pub config_map: Option<KeyRef>,
     /// A file on a PersistentVolumeClaim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvc: Option<PvcFile>,

@@ -26,7 +26,7 @@
 
 use super::result::{FORMAT, LLMInferenceResult};
 use super::{
-    Api, Arrivals, BuiltinTokenizer, ConfigMapKey, DatasetFormat, InferenceServiceGroup,
+    Api, Arrivals, BuiltinTokenizer, DatasetFormat, InferenceServiceGroup, KeyRef,
     LLMInferenceSpec, PvcFile, SaturationLoad, SimulatorSpec, Task,
 };
 use crate::parse_error::ParseError;
@@ -116,7 +116,7 @@ pub fn model_name(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
 /// A file the load generator reads: the argument naming it, and the volume it is on.
 fn input_file(
     volume: &str,
-    config_map: Option<&ConfigMapKey>,
+    config_map: Option<&KeyRef>,
     pvc: Option<&PvcFile>,
     direct: Option<&str>,
 ) -> Option<(String, Option<RoleVolume>)> {

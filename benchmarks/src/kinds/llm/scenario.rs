@@ -210,14 +210,14 @@ mod tests {
     #[test]
     fn parses_genai_bench_forms() {
         assert_eq!(
-            TrafficScenario::parse("D(100,100)").unwrap(),
+            TrafficScenario::parse("D(100,100)").expect("a valid scenario"),
             TrafficScenario::Deterministic {
                 input: 100,
                 output: 100
             }
         );
         assert_eq!(
-            TrafficScenario::parse("N(480,240)/(300,150)").unwrap(),
+            TrafficScenario::parse("N(480,240)/(300,150)").expect("a valid scenario"),
             TrafficScenario::Normal {
                 input_mean: 480,
                 input_stddev: 240,
@@ -226,7 +226,7 @@ mod tests {
             }
         );
         assert_eq!(
-            TrafficScenario::parse("U(50,100)/(200,300)").unwrap(),
+            TrafficScenario::parse("U(50,100)/(200,300)").expect("a valid scenario"),
             TrafficScenario::Uniform {
                 input_min: 50,
                 input_max: 100,
@@ -235,7 +235,7 @@ mod tests {
             }
         );
         assert_eq!(
-            TrafficScenario::parse("U(512,128)").unwrap(),
+            TrafficScenario::parse("U(512,128)").expect("a valid scenario"),
             TrafficScenario::Uniform {
                 input_min: 1,
                 input_max: 512,
@@ -244,7 +244,7 @@ mod tests {
             }
         );
         assert_eq!(
-            TrafficScenario::parse("E(64)").unwrap(),
+            TrafficScenario::parse("E(64)").expect("a valid scenario"),
             TrafficScenario::Embedding { input: 64 }
         );
     }
@@ -257,7 +257,12 @@ mod tests {
             "U(50,100)/(200,300)",
             "E(64)",
         ] {
-            assert_eq!(TrafficScenario::parse(text).unwrap().to_string(), text);
+            assert_eq!(
+                TrafficScenario::parse(text)
+                    .expect("a valid scenario")
+                    .to_string(),
+                text
+            );
         }
     }
 
@@ -301,7 +306,7 @@ mod tests {
     }
 
     fn samples(text: &str, n: usize) -> Vec<(u32, u32)> {
-        let scenario = TrafficScenario::parse(text).unwrap();
+        let scenario = TrafficScenario::parse(text).expect("a valid scenario");
         let mut rng = TestRng(42);
         (0..n).map(|_| scenario.sample(&mut rng)).collect()
     }
@@ -359,15 +364,18 @@ mod tests {
 
     #[test]
     fn the_short_uniform_form_starts_at_one() {
-        let short = TrafficScenario::parse("U(512,128)").unwrap();
+        let short = TrafficScenario::parse("U(512,128)").expect("a valid scenario");
         assert_eq!(
             short,
-            TrafficScenario::parse("U(1,512)/(1,128)").unwrap(),
+            TrafficScenario::parse("U(1,512)/(1,128)").expect("a valid scenario"),
             "U(x,y) is U(1,x)/(1,y)"
         );
         assert_eq!(short.to_string(), "U(512,128)");
         // A lower bound of 0 is 1, as genai-bench's `min or 1`.
-        assert_eq!(TrafficScenario::parse("U(0,512)/(0,128)").unwrap(), short);
+        assert_eq!(
+            TrafficScenario::parse("U(0,512)/(0,128)").expect("a valid scenario"),
+            short
+        );
         let draws = samples("U(512,128)", 40_000);
         assert!(
             draws

@@ -5,9 +5,9 @@
 //! where the file already is on the machine (the local backend), a path.
 
 use kube::KubeSchema;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::KeyRef;
 use crate::plan::{RoleVolume, VolumeSource};
 
 /// TLS settings of the endpoint: at most one CA source, and no CA with
@@ -24,31 +24,16 @@ pub struct EndpointTls {
     /// A PEM CA bundle in a ConfigMap of the benchmark's namespace, trusted in addition
     /// to the system's roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_config_map_ref: Option<CaKeyRef>,
+    pub ca_config_map_ref: Option<KeyRef>,
     /// A PEM CA bundle in a Secret of the benchmark's namespace, trusted in addition to
     /// the system's roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_secret_ref: Option<CaKeyRef>,
+    pub ca_secret_ref: Option<KeyRef>,
     /// A PEM CA bundle at this path where the load generator runs: for
     /// `perfsweep run --local` (on Kubernetes it is a path inside the agent's image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]
     pub ca_file: Option<String>,
-}
-
-/// One key of a ConfigMap or Secret in the benchmark's namespace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CaKeyRef {
-    /// Name of the ConfigMap or Secret.
-    #[schemars(
-        length(min = 1, max = 253),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    )]
-    pub name: String,
-    /// The key holding the PEM bundle.
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
-    pub key: String,
 }
 
 /// The volume a CA bundle from a ConfigMap or Secret is mounted as.
@@ -62,7 +47,7 @@ impl EndpointTls {
         if self.insecure_skip_verify {
             args.push("--insecure-skip-verify".into());
         }
-        let volume = |key: &CaKeyRef, source: VolumeSource| {
+        let volume = |key: &KeyRef, source: VolumeSource| {
             (
                 format!("{{volume:{CA_VOLUME}}}/{}", key.key),
                 Some(RoleVolume {

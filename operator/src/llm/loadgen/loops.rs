@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -117,26 +116,15 @@ pub async fn closed(
     if tables == 1 {
         streams.run(concurrency).await;
     } else {
-        let mut threads = Vec::with_capacity(tables);
-        for (index, count) in fd_tables::split(u64::from(concurrency), tables)
-            .into_iter()
-            .enumerate()
-        {
-            let streams = streams.clone();
-            threads.push(fd_tables::spawn(
-                format!("loadgen-{index}"),
-                shared.wakeup_window,
-                move || async move {
-                    streams.run(count as u32).await;
-                    Ok(())
-                },
-            )?);
-        }
-        for thread in threads {
-            thread
-                .await
-                .context("a load generator thread ended abruptly")??;
-        }
+        let counts = fd_tables::split(u64::from(concurrency), tables);
+        fd_tables::run_on_tables("loadgen", tables, shared.wakeup_window, |index| {
+            let (streams, count) = (streams.clone(), counts[index] as u32);
+            move || async move {
+                streams.run(count).await;
+                Ok(())
+            }
+        })
+        .await?;
     }
     let recorder = take_recorder(recorder);
     let sent = tickets.measured_sent();
@@ -255,8 +243,7 @@ pub async fn open(
         let caps = fd_tables::split(u64::from(load.max_concurrency.unwrap_or(0)), tables);
         let warmups = fd_tables::split(budget.warmup, tables);
         let requests = budget.requests.map(|r| fd_tables::split(r, tables));
-        let mut threads = Vec::with_capacity(tables);
-        for index in 0..tables {
+        let lanes = fd_tables::run_on_tables("loadgen", tables, Duration::ZERO, |index| {
             let lane_load = OpenLoad {
                 rate: load.rate / tables as f64,
                 max_concurrency: Some((caps[index] as u32).max(1)),
@@ -269,32 +256,26 @@ pub async fn open(
             };
             let (shared, workload, recorder) = (shared.clone(), workload.clone(), recorder.clone());
             let lane = lane(index);
-            threads.push(fd_tables::spawn(
-                format!("loadgen-{index}"),
-                Duration::ZERO,
-                move || async move {
-                    Ok(open_lane(
-                        &shared,
-                        &workload,
-                        lane_load,
-                        lane_budget,
-                        seed,
-                        &recorder,
-                        lane,
-                    )
-                    .await)
-                },
-            )?);
-        }
-        let (mut warmup, mut measured) = (0, 0);
-        for thread in threads {
-            let (lane_warmup, lane_measured) = thread
-                .await
-                .context("a load generator thread ended abruptly")??;
-            warmup += lane_warmup;
-            measured += lane_measured;
-        }
-        (warmup, measured)
+            move || async move {
+                let sent = open_lane(
+                    &shared,
+                    &workload,
+                    lane_load,
+                    lane_budget,
+                    seed,
+                    &recorder,
+                    lane,
+                )
+                .await;
+                Ok(sent)
+            }
+        })
+        .await?;
+        lanes
+            .into_iter()
+            .fold((0, 0), |(warmup, measured), (w, m)| {
+                (warmup + w, measured + m)
+            })
     };
     let recorder = take_recorder(recorder);
     Ok(Outcome {

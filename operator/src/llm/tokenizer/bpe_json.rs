@@ -508,7 +508,8 @@ mod tests {
 
     #[test]
     fn the_lookahead_rewrite_splits_whitespace_like_the_original() {
-        let regex = SplitRegex::new(r"[^\r\n\p{L}\p{N}]?\p{L}+|\s+(?!\S)|\s+", "test").unwrap();
+        let regex = SplitRegex::new(r"[^\r\n\p{L}\p{N}]?\p{L}+|\s+(?!\S)|\s+", "test")
+            .expect("a valid split regex");
         let mut pieces = Vec::new();
         regex.split("a   b c  ", &mut pieces);
         // "   b": the run gives up its last space to the word; the trailing run is whole.

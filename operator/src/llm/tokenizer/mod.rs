@@ -203,10 +203,10 @@ mod tests {
 
     #[test]
     fn builtin_tokenizers_count_like_tiktoken() {
-        let cl100k = Tokenizer::load("builtin:cl100k_base").unwrap();
+        let cl100k = Tokenizer::load("builtin:cl100k_base").expect("a bundled tokenizer");
         // tiktoken: "hello world" is [15339, 1917] in cl100k_base.
         assert_eq!(cl100k.encode("hello world"), [15339, 1917]);
-        let o200k = Tokenizer::load("builtin:o200k_base").unwrap();
+        let o200k = Tokenizer::load("builtin:o200k_base").expect("a bundled tokenizer");
         assert_eq!(o200k.count("hello world"), 2);
         let error = Tokenizer::load("builtin:gpt5").unwrap_err();
         assert!(error.to_string().contains("not bundled"), "{error}");
@@ -224,8 +224,8 @@ mod tests {
     #[test]
     fn builtin_vocabularies_have_most_candidate_words() {
         for name in ["builtin:cl100k_base", "builtin:o200k_base"] {
-            let tokenizer = Tokenizer::load(name).unwrap();
-            let words = PromptWords::for_tokenizer(&tokenizer).unwrap();
+            let tokenizer = Tokenizer::load(name).expect("a bundled tokenizer");
+            let words = PromptWords::for_tokenizer(&tokenizer).expect("prompt words");
             assert!(words.len() > 150, "{name}: {}", words.len());
         }
     }

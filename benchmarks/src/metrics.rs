@@ -29,8 +29,39 @@ impl Better {
     }
 }
 
+/// The values a metric can physically take: a parse whose metric falls outside is
+/// refused, so an impossible number (a negative latency, 1e23 samples/s) never becomes a
+/// result. Both bounds are inclusive and finite.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricRange {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl MetricRange {
+    /// Every finite non-negative value: what a metric allows until its kind states an
+    /// upper bound with [`MetricDef::up_to`].
+    pub const NON_NEGATIVE: MetricRange = MetricRange {
+        min: 0.0,
+        max: f64::MAX,
+    };
+
+    /// Why `value` is outside this range, or `None` when it is inside.
+    pub fn violation(&self, value: f64) -> Option<String> {
+        if !value.is_finite() {
+            Some(format!("{value} is not a finite number"))
+        } else if value < self.min {
+            Some(format!("{value} is below the smallest possible value {}", self.min))
+        } else if value > self.max {
+            Some(format!("{value} is above the largest plausible value {:e}", self.max))
+        } else {
+            None
+        }
+    }
+}
+
 /// The declaration of a metric a kind can report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricDef {
     /// snake_case with the unit last, e.g. `read_clat_p99_microseconds`.
     pub name: &'static str,
@@ -38,6 +69,8 @@ pub struct MetricDef {
     pub unit: &'static str,
     pub better: Better,
     pub description: &'static str,
+    /// The values the metric can take; see [`MetricRange`].
+    pub valid: MetricRange,
 }
 
 impl MetricDef {
@@ -47,6 +80,7 @@ impl MetricDef {
             unit,
             better: Better::Higher,
             description,
+            valid: MetricRange::NON_NEGATIVE,
         }
     }
 
@@ -56,7 +90,21 @@ impl MetricDef {
             unit,
             better: Better::Lower,
             description,
+            valid: MetricRange::NON_NEGATIVE,
         }
+    }
+
+    /// This metric with the largest value it can plausibly take (every kind states one
+    /// per metric; a value above it is a corrupt or misread output).
+    pub const fn up_to(mut self, max: f64) -> Self {
+        self.valid.max = max;
+        self
+    }
+
+    /// This metric with both bounds stated (e.g. a percentage, 0 to 100).
+    pub const fn within(mut self, min: f64, max: f64) -> Self {
+        self.valid = MetricRange { min, max };
+        self
     }
 
     /// This metric with a measured value.
@@ -92,6 +140,20 @@ pub fn clean(metrics: Vec<Metric>) -> Vec<Metric> {
         .collect()
 }
 
+/// The first metric of `metrics` outside the range its declaration in `defs` states, with
+/// the reason. Metrics without a declaration must still be finite.
+pub fn out_of_range(metrics: &[Metric], defs: &[MetricDef]) -> Option<(String, f64, String)> {
+    metrics.iter().find_map(|m| {
+        let range = defs
+            .iter()
+            .find(|d| d.name == m.name)
+            .map_or(MetricRange::NON_NEGATIVE, |d| d.valid);
+        range
+            .violation(m.value)
+            .map(|why| (m.name.clone(), m.value, why))
+    })
+}
+
 /// The metric named `name`, when present.
 pub fn find<'a>(metrics: &'a [Metric], name: &str) -> Option<&'a Metric> {
     metrics.iter().find(|m| m.name == name)
@@ -108,5 +170,20 @@ mod tests {
         assert_eq!(metrics, vec![A.of(1.0)]);
         assert_eq!(find(&metrics, "a_per_second").map(|m| m.value), Some(1.0));
         assert!(find(&metrics, "b").is_none());
+    }
+
+    #[test]
+    fn ranges_refuse_impossible_values() {
+        const LAT: MetricDef = MetricDef::lower("latency_microseconds", "µs", "l").up_to(1e9);
+        const PCT: MetricDef = MetricDef::lower("lost_percent", "%", "p").within(0.0, 100.0);
+        let defs = [LAT, PCT];
+        assert_eq!(out_of_range(&[LAT.of(0.36), PCT.of(100.0)], &defs), None);
+        for bad in [-1.0, 1e21, f64::NAN, f64::INFINITY] {
+            let (name, _, why) = out_of_range(&[PCT.of(1.0), LAT.of(bad)], &defs)
+                .unwrap_or_else(|| panic!("{bad} accepted"));
+            assert_eq!(name, "latency_microseconds");
+            assert!(!why.is_empty());
+        }
+        assert!(out_of_range(&[PCT.of(100.5)], &defs).is_some());
     }
 }

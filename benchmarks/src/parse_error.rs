@@ -60,6 +60,18 @@ pub enum ParseError {
         message: String,
     },
 
+    /// The output parses, but what it says cannot be a real measurement: a metric
+    /// outside its physical range (a negative latency, 1e23 samples/s), or a run far
+    /// shorter than the one asked for. `line` is where the value was printed, when it
+    /// can be found.
+    #[error("{}implausible result: {reason}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Implausible {
+        /// 1-based line number in the raw output.
+        line: Option<usize>,
+        /// What is wrong, with the value and the range it should be in.
+        reason: String,
+    },
+
     /// The JSON is valid but a value is missing or has the wrong type.
     #[error("JSON value at {path}: {message}")]
     Json {
@@ -89,6 +101,53 @@ pub(crate) fn parse_finite(token: &str) -> Option<f64> {
 /// cannot represent them).
 pub(crate) fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
+}
+
+/// The 1-based number of the first line of `raw` that prints `value` (a token that
+/// reads as the same number), so a range error can point at it. `None` when the value
+/// was computed rather than printed.
+pub(crate) fn line_of_value(raw: &str, value: f64) -> Option<usize> {
+    let is_separator = |c: char| c.is_whitespace() || ",:;=()[]{}\"'|".contains(c);
+    raw.lines().position(|line| {
+        line.split(is_separator)
+            .filter_map(|token| token.parse::<f64>().ok())
+            .any(|v| v == value || (v - value).abs() <= value.abs() * 1e-12)
+    })
+    .map(|i| i + 1)
+}
+
+/// The 1-based number of the first line of `raw` containing `marker`, with that line.
+pub(crate) fn find_marker<'a>(raw: &'a str, markers: &[&str]) -> Option<(usize, &'a str)> {
+    raw.lines()
+        .enumerate()
+        .find(|(_, line)| markers.iter().any(|m| line.contains(m)))
+        .map(|(i, line)| (i + 1, line.trim()))
+}
+
+/// The shortest run, as a share of the run asked for, that counts as complete. Tools end
+/// a little early or late (fio's 2 s jobs ran 2000–2002 ms); a run stopped by a signal or
+/// a killed peer ends far earlier.
+pub(crate) const MIN_RUNTIME_SHARE: f64 = 0.9;
+
+/// Refuses a time-based run that ended well before the time asked for: its figures
+/// describe a different (shorter, often warm-up dominated) run than the one configured.
+pub(crate) fn ensure_ran_as_asked(
+    what: &str,
+    ran_seconds: f64,
+    asked_seconds: f64,
+    line: Option<usize>,
+) -> Result<(), ParseError> {
+    if asked_seconds > 0.0 && ran_seconds < asked_seconds * MIN_RUNTIME_SHARE {
+        return Err(ParseError::Implausible {
+            line,
+            reason: format!(
+                "{what} ran {ran_seconds:.3} s of the {asked_seconds} s asked for \
+                 (less than {:.0}%): the run was cut short",
+                MIN_RUNTIME_SHARE * 100.0
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Finds the first JSON document in `raw`, skipping junk lines before it
@@ -153,6 +212,11 @@ impl<'a> JsonAt<'a> {
             value,
             path: String::new(),
         }
+    }
+
+    /// The value itself.
+    pub(crate) fn value(&self) -> &'a Value {
+        self.value
     }
 
     /// JSON pointer of this value (`/` for the root).
@@ -397,6 +461,23 @@ mod tests {
                 message: "required value is missing".into()
             }
         );
+    }
+
+    #[test]
+    fn values_and_markers_are_located() {
+        let raw = "header\n  1024   100   -1.00   5.5\nend 1e21\n";
+        assert_eq!(line_of_value(raw, -1.0), Some(2));
+        assert_eq!(line_of_value(raw, 1e21), Some(3));
+        assert_eq!(line_of_value(raw, 7.0), None);
+        assert_eq!(
+            find_marker(raw, &["end", "nothing"]),
+            Some((3, "end 1e21"))
+        );
+        let err = ParseError::Implausible {
+            line: Some(2),
+            reason: "x".into(),
+        };
+        assert_eq!(err.to_string(), "line 2: implausible result: x");
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub trait BenchmarkKind:
     /// has is its headline metric. See [`crate::metrics`].
     const METRICS: &'static [MetricDef] = &[];
 
+    /// Result members (camelCase names, at any depth) that may hold negative numbers;
+    /// every other number in a result must be non-negative (see `check_plausible`).
+    const SIGNED_FIELDS: &'static [&'static str] = &[];
+
     /// Whether the kind's tool prints progress lines ([`crate::progress`]) worth reading
     /// into `status.progress` while it runs.
     const REPORTS_PROGRESS: bool = false;
@@ -264,6 +268,56 @@ where
     }
 }
 
+/// Refuses a result that cannot be a real measurement: a metric outside the range its
+/// kind declares, or a negative number anywhere in the result (every quantity the kinds
+/// report — times, rates, counts, sizes, percentages — is non-negative, except the
+/// fields a kind lists in [`BenchmarkKind::SIGNED_FIELDS`]). `raw` is searched for the
+/// line that printed the offending value.
+fn check_plausible<K: BenchmarkKind>(
+    output: &K::Output,
+    result: &Value,
+    raw: Option<&str>,
+) -> Result<(), ParseError> {
+    let line = |value: f64| raw.and_then(|raw| crate::parse_error::line_of_value(raw, value));
+    if let Some((name, value, why)) = crate::metrics::out_of_range(&K::metrics(output), K::METRICS)
+    {
+        return Err(ParseError::Implausible {
+            line: line(value),
+            reason: format!("{} metric {name}: {why}", K::kind(&())),
+        });
+    }
+    if let Some((path, value)) = first_negative(result, "", K::SIGNED_FIELDS) {
+        return Err(ParseError::Implausible {
+            line: line(value),
+            reason: format!(
+                "{} result value {path} is {value}, but it measures a quantity that cannot be negative",
+                K::kind(&())
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The JSON pointer and value of the first negative number in `value`, skipping members
+/// named in `signed`.
+fn first_negative(value: &Value, path: &str, signed: &[&str]) -> Option<(String, f64)> {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|v| *v < 0.0)
+            .map(|v| (path.to_owned(), v)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| first_negative(item, &format!("{path}/{i}"), signed)),
+        Value::Object(members) => members
+            .iter()
+            .filter(|(key, _)| !signed.contains(&key.as_str()))
+            .find_map(|(key, item)| first_negative(item, &format!("{path}/{key}"), signed)),
+        _ => None,
+    }
+}
+
 fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
     let output = K::parse(raw)?;
     let summary = K::headline(&output);
@@ -271,6 +325,7 @@ fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
         path: String::new(),
         message: format!("the parsed result cannot be represented as JSON: {e}"),
     })?;
+    check_plausible::<K>(&output, &result, Some(raw))?;
     Ok(ParsedOutput { result, summary })
 }
 
@@ -294,6 +349,7 @@ where
         path: String::new(),
         message: format!("the merged result cannot be represented as JSON: {e}"),
     })?;
+    check_plausible::<K>(&merged, &result, None)?;
     Ok(ParsedOutput { result, summary })
 }
 

@@ -28,7 +28,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{JsonAt, ParseError, extract_json_document, finite, fmt};
+use crate::parse_error::{
+    JsonAt, ParseError, ensure_ran_as_asked, extract_json_document, find_marker, finite, fmt,
+    line_of_value,
+};
+
+/// What fio prints when a signal stops it (`fio: terminating on signal 2`): the JSON
+/// that follows covers only the part of the run before the signal.
+const INTERRUPTED_MARKERS: &[&str] = &["terminating on signal"];
 
 /// Statistics for one I/O direction (read or write).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -140,6 +147,10 @@ struct Weighted {
 
 struct ParsedEntry {
     worker: FioWorker,
+    /// fio's `job_runtime`, in milliseconds.
+    runtime_millis: Option<u64>,
+    /// The entry's own `job options` (they override the global ones).
+    options: Option<serde_json::Value>,
     read: Option<Weighted>,
     write: Option<Weighted>,
     is_all_clients: bool,
@@ -147,9 +158,15 @@ struct ParsedEntry {
 
 /// Parses fio JSON / JSON+ output. Leading non-JSON lines (e.g. `fio: ...`
 /// warnings) are skipped; if there is no JSON at all, `fio: ...` lines are
-/// reported as `ToolReportedError`. A job with a non-zero `error` is also a
-/// `ToolReportedError`.
+/// reported as `ToolReportedError`. A job with a non-zero `error`, and fio's
+/// "terminating on signal" line, are also `ToolReportedError`; a time-based job that ran
+/// well short of its `runtime` is `Implausible`.
 pub fn parse(raw: &str) -> Result<FioResult, ParseError> {
+    if let Some((line, text)) = find_marker(raw, INTERRUPTED_MARKERS) {
+        return Err(ParseError::ToolReportedError(format!(
+            "line {line}: {text} (fio was interrupted; its figures cover only part of the run)"
+        )));
+    }
     let doc = match extract_json_document(raw, "fio") {
         Ok(doc) => doc,
         Err(e @ ParseError::NotFound { .. }) => {
@@ -184,6 +201,10 @@ pub fn parse(raw: &str) -> Result<FioResult, ParseError> {
     }
     let (all_clients, workers): (Vec<ParsedEntry>, Vec<ParsedEntry>) =
         parsed.into_iter().partition(|p| p.is_all_clients);
+    let global_options = root.get("global options").map(|o| o.value().clone());
+    for worker in &workers {
+        check_runtime(raw, worker, global_options.as_ref())?;
+    }
     if workers.is_empty() {
         return Err(ParseError::NotFound {
             what: format!(
@@ -236,6 +257,8 @@ fn entry(e: &JsonAt<'_>) -> Result<ParsedEntry, ParseError> {
     let read = e.get("read").map(|d| direction(&d)).transpose()?.flatten();
     let write = e.get("write").map(|d| direction(&d)).transpose()?.flatten();
     Ok(ParsedEntry {
+        runtime_millis: e.opt_u64("job_runtime")?,
+        options: e.get("job options").map(|o| o.value().clone()),
         is_all_clients: name == "All clients",
         worker: FioWorker {
             name,
@@ -246,6 +269,55 @@ fn entry(e: &JsonAt<'_>) -> Result<ParsedEntry, ParseError> {
         read,
         write,
     })
+}
+
+/// A time-based job (`time_based=1`) must have run about its `runtime`; the job's own
+/// options override the global ones, as in fio.
+fn check_runtime(
+    raw: &str,
+    worker: &ParsedEntry,
+    global: Option<&serde_json::Value>,
+) -> Result<(), ParseError> {
+    let option = |name: &str| {
+        worker
+            .options
+            .as_ref()
+            .and_then(|o| o.get(name))
+            .or_else(|| global.and_then(|g| g.get(name)))
+            .and_then(|v| v.as_str())
+    };
+    let time_based = option("time_based").is_some_and(|v| v != "0");
+    let (Some(asked), Some(ran)) = (option("runtime").and_then(fio_seconds), worker.runtime_millis)
+    else {
+        return Ok(());
+    };
+    if !time_based {
+        return Ok(());
+    }
+    ensure_ran_as_asked(
+        &format!("fio job {:?}", worker.worker.name),
+        ran as f64 / 1000.0,
+        asked,
+        line_of_value(raw, ran as f64),
+    )
+}
+
+/// A fio time option (`runtime=30`, `10s`, `5m`, `250ms`) in seconds; fio reads a bare
+/// number as seconds.
+fn fio_seconds(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let number: f64 = text.get(..digits)?.parse().ok()?;
+    let scale = match text.get(digits..)?.to_ascii_lowercase().as_str() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return None,
+    };
+    Some(number * scale)
 }
 
 /// `None` when the direction did no I/O.
@@ -682,6 +754,53 @@ mod tests {
             parse(&SINGLE[..SINGLE.len() - 20]),
             Err(ParseError::Truncated { .. })
         ));
+    }
+
+    /// Finding 4 of issue 18: fio stopped by Ctrl-C prints its (partial) JSON after
+    /// `fio: terminating on signal 2`; that was recorded as a success.
+    #[test]
+    fn an_interrupted_run_is_a_tool_failure() {
+        let interrupted = format!("fio: terminating on signal 2\n{SINGLE}");
+        match parse(&interrupted).unwrap_err() {
+            ParseError::ToolReportedError(message) => {
+                assert!(message.starts_with("line 1: fio: terminating on signal 2"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Through the registry, as `perfsweep parse` and the agent call it.
+        let fio = crate::registry::lookup("Fio").expect("registered");
+        assert!(matches!(
+            fio.parse(&interrupted),
+            Err(ParseError::ToolReportedError(_))
+        ));
+    }
+
+    /// Finding 4: 2,488 ms of a 5,000 ms time-based run, even without the marker.
+    #[test]
+    fn a_time_based_run_far_shorter_than_asked_is_refused() {
+        let short = SINGLE
+            .replacen("\"runtime\" : \"2\"", "\"runtime\" : \"5\"", 1)
+            .replacen("\"job_runtime\" : 2000", "\"job_runtime\" : 2488", 1);
+        assert_ne!(short, SINGLE);
+        match parse(&short).unwrap_err() {
+            ParseError::Implausible { line, reason } => {
+                assert!(reason.contains("2.488 s of the 5 s"), "{reason}");
+                let line = line.expect("the job_runtime line");
+                assert!(
+                    short.lines().nth(line - 1).unwrap().contains("job_runtime"),
+                    "line {line}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Runs that end about on time pass, as do size-bound (not time-based) runs.
+        let on_time = SINGLE.replacen("\"job_runtime\" : 2000", "\"job_runtime\" : 1950", 1);
+        assert!(parse(&on_time).is_ok());
+        let size_bound = short.replacen("\"time_based\" : \"1\"", "\"time_based\" : \"0\"", 1);
+        assert!(parse(&size_bound).is_ok());
+        assert_eq!(fio_seconds("5m"), Some(300.0));
+        assert_eq!(fio_seconds("250ms"), Some(0.25));
+        assert_eq!(fio_seconds("x"), None);
     }
 
     #[test]

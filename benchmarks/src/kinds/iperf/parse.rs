@@ -9,7 +9,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{JsonAt, ParseError, extract_json_document, fmt};
+use crate::parse_error::{
+    JsonAt, ParseError, ensure_ran_as_asked, extract_json_document, fmt, line_of_value,
+};
 
 /// Transport protocol of an iperf3 test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -209,6 +211,7 @@ pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
             ),
         });
     };
+    check_duration(raw, test_start.as_ref(), duration_seconds)?;
     let bidir_reverse = direction(&end, "_bidir_reverse", protocol)?.map(|(d, _)| d);
     let bidirectional = bidir_reverse.is_some()
         || match test_start.as_ref().and_then(|t| t.get("bidir")) {
@@ -248,6 +251,28 @@ pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
         remote_cpu_utilization_percent: remote_cpu,
         streams,
     })
+}
+
+/// A time-bound test (`-t`, not `-n`/`-k`) must have run about the seconds asked for.
+fn check_duration(
+    raw: &str,
+    test_start: Option<&JsonAt<'_>>,
+    ran_seconds: f64,
+) -> Result<(), ParseError> {
+    let Some(test_start) = test_start else {
+        return Ok(());
+    };
+    let bytes = test_start.opt_u64("bytes")?.unwrap_or(0);
+    let blocks = test_start.opt_u64("blocks")?.unwrap_or(0);
+    match test_start.opt_f64("duration")? {
+        Some(asked) if bytes == 0 && blocks == 0 => ensure_ran_as_asked(
+            "iperf3",
+            ran_seconds,
+            asked,
+            line_of_value(raw, ran_seconds),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Totals of one direction. `suffix` is "" or "_bidir_reverse". UDP output

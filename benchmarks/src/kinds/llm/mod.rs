@@ -757,8 +757,8 @@ const METRICS: &[crate::metrics::MetricDef] = &[
         "output_tokens_per_second",
         "tokens/s",
         "output tokens per second across all streams",
-    ),
-    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token"),
+    ).up_to(1e9),
+    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token").up_to(3.6e6),
 ];
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, parse_finite};
+use crate::parse_error::{ParseError, ensure_not_empty, find_marker, parse_finite};
 
 /// One row of the PingPong table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -74,9 +74,11 @@ impl MPIPingPongResult {
     }
 }
 
-/// Lines that show the MPI job failed; reported when no PingPong table was
-/// found.
+/// Lines that show the MPI job failed or was interrupted, wherever they appear: a table
+/// printed before them does not describe a finished run.
 const ERROR_MARKERS: &[&str] = &[
+    "abort is already in progress",
+    "exited on signal",
     "MPI_ABORT",
     "mpirun noticed",
     "mpirun was unable",
@@ -97,6 +99,9 @@ fn strip_comment(line: &str) -> Option<&str> {
 /// Parses IMB-MPI1 output containing a PingPong section.
 pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
     ensure_not_empty(raw)?;
+    if let Some((line, text)) = find_marker(raw, ERROR_MARKERS) {
+        return Err(ParseError::ToolReportedError(format!("line {line}: {text}")));
+    }
     let lines: Vec<&str> = raw.lines().collect();
     let ends_with_newline = raw.ends_with('\n');
 
@@ -123,12 +128,6 @@ pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
         }
     }
     let Some(section_line) = section_line else {
-        if let Some(err) = lines
-            .iter()
-            .find(|l| ERROR_MARKERS.iter().any(|m| l.contains(m)))
-        {
-            return Err(ParseError::ToolReportedError(err.trim().to_string()));
-        }
         return Err(ParseError::NotFound {
             what: "IMB PingPong section (a '# Benchmarking PingPong' line)".into(),
         });
@@ -369,9 +368,18 @@ mod tests {
         assert_eq!(
             parse(err).unwrap_err(),
             ParseError::ToolReportedError(
-                "There are not enough slots available in the system to satisfy the 2".into()
+                "line 2: There are not enough slots available in the system to satisfy the 2"
+                    .into()
             )
         );
+        // A complete table followed by mpirun's report of a killed rank is no result.
+        let killed = format!(
+            "{REAL}mpirun noticed that process rank 1 with PID 0 on node a exited on signal 9 (Killed).\n"
+        );
+        assert!(matches!(
+            parse(&killed),
+            Err(ParseError::ToolReportedError(m)) if m.contains("exited on signal 9")
+        ));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, finite, parse_finite};
+use crate::parse_error::{ParseError, ensure_not_empty, find_marker, finite, parse_finite};
 
 /// Process timing printed by `time` / `/usr/bin/time -v` after the solver.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -114,9 +114,25 @@ struct TimingParts {
     max_rss_kib: Option<u64>,
 }
 
+/// What the shell, `time` or mpirun print when the solver is stopped by a signal or
+/// crashes: the steps before it do not describe a finished run.
+const INTERRUPTED_MARKERS: &[&str] = &[
+    "Command terminated by signal",
+    "Command exited with non-zero status",
+    "mpirun noticed",
+    "Segmentation fault",
+    "Killed",
+    "Terminated",
+];
+
 /// Parses an OpenFOAM solver log.
 pub fn parse(raw: &str) -> Result<OpenFOAMResult, ParseError> {
     ensure_not_empty(raw)?;
+    if let Some((line, text)) = find_marker(raw, INTERRUPTED_MARKERS) {
+        return Err(ParseError::ToolReportedError(format!(
+            "line {line}: {text} (the solver did not finish)"
+        )));
+    }
     let mut solver = None;
     let mut build = None;
     let mut processes = None;

@@ -16,7 +16,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty};
+use crate::parse_error::{ParseError, ensure_not_empty, find_marker};
 
 /// The prefix marking the result line.
 pub const RESULT_PREFIX: &str = "PERFSWEEP_RESULT ";
@@ -90,6 +90,13 @@ impl PyTorchResult {
 /// Parses the benchmark script's output.
 pub fn parse(raw: &str) -> Result<PyTorchResult, ParseError> {
     ensure_not_empty(raw)?;
+    // Interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt) even if a result line
+    // was printed first.
+    if let Some((line, text)) = find_marker(raw, &["KeyboardInterrupt"]) {
+        return Err(ParseError::ToolReportedError(format!(
+            "line {line}: {text} (the PyTorch benchmark was interrupted)"
+        )));
+    }
     let found = raw
         .lines()
         .enumerate()

@@ -291,10 +291,10 @@ fn find_table<'a>(raw: &'a str, want_latency: Option<bool>) -> Result<Table<'a>,
             continue;
         }
         if !t.starts_with(|c: char| c.is_ascii_digit()) {
-            // Warnings interleaved with rows (perftest prints some), or an
-            // error that ended the run: stop, table is incomplete.
+            // Warnings interleaved with rows (perftest prints some) are skipped; an
+            // error ended the run, and the rows before it do not describe it.
             if ERROR_MARKERS.iter().any(|m| t.contains(m)) && !t.contains("Conflicting CPU") {
-                break;
+                return Err(ParseError::ToolReportedError(format!("line {}: {t}", i + 1)));
             }
             continue;
         }

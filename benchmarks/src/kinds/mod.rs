@@ -10,3 +10,6 @@ pub mod mpi_pingpong;
 pub mod openfoam;
 pub mod pytorch;
 pub mod rdma;
+
+#[cfg(test)]
+mod mutated_outputs;

@@ -140,6 +140,11 @@ pub fn si(value: f64) -> String {
         (1e-9, "n"),
     ];
     let magnitude = value.abs();
+    // Past the largest prefix a fixed-point form would print hundreds of digits
+    // (1e200 / 1e12); scientific notation keeps every cell short.
+    if magnitude >= 1e15 {
+        return format!("{value:.3e}");
+    }
     for (scale, prefix) in PREFIXES {
         if magnitude >= scale {
             let digits = format!("{:.4}", value / scale);
@@ -250,5 +255,17 @@ mod tests {
         assert_eq!(si(0.000_12), "120µ");
         assert_eq!(si(1.0), "1");
         assert_eq!(si(-2500.0), "-2.5k");
+    }
+
+    /// Finding 8 of issue 18: `results show` printed 300-digit numbers.
+    #[test]
+    fn extreme_numbers_stay_short() {
+        assert_eq!(si(1e200), "1.000e200");
+        assert_eq!(si(-1e300), "-1.000e300");
+        assert_eq!(si(2.5e-15), "2.500e-15");
+        assert_eq!(si(999e12), "999T");
+        for value in [f64::MAX, f64::MIN_POSITIVE, 1e15, 1e-12] {
+            assert!(si(value).len() <= 12, "{value} → {}", si(value));
+        }
     }
 }

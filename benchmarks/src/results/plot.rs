@@ -26,8 +26,21 @@ pub struct PlotSpec {
     pub title: Option<String>,
 }
 
+/// The largest magnitude a chart plots. A value beyond it (1e200 from a corrupt record)
+/// would flatten every other point onto the axis and overflow the scale arithmetic.
+pub const MAX_PLOTTABLE: f64 = 1e100;
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlotError {
+    #[error(
+        "case {case} has {metric} = {value:e}, which cannot be plotted (not finite, or \
+         beyond ±{MAX_PLOTTABLE:e}); check that record with `perfsweep results list`"
+    )]
+    Unplottable {
+        case: String,
+        metric: String,
+        value: f64,
+    },
     #[error("no case has both metric {y:?} and {x}; metrics present: {present}")]
     Empty {
         x: String,
@@ -464,11 +477,29 @@ fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotErro
                 )
             }
         };
+        let plottable = |value: f64| value.is_finite() && value.abs() <= MAX_PLOTTABLE;
+        let unplottable = |metric: &str, value: f64| PlotError::Unplottable {
+            case: describe_permutation(&case.permutation),
+            metric: metric.to_owned(),
+            value,
+        };
+        if !plottable(y.summary.mean) {
+            return Err(unplottable(&spec.y, y.summary.mean));
+        }
+        if let XValue::Number(x) = x
+            && !plottable(x)
+        {
+            return Err(unplottable(&x_label, x));
+        }
+        // An interval that overflowed (the variance of huge values) is left out.
+        let bar = |interval: Option<(f64, f64)>| {
+            interval.filter(|(low, high)| plottable(*low) && plottable(*high))
+        };
         let point = Point {
             x,
-            x_err,
+            x_err: bar(x_err),
             y: y.summary.mean,
-            y_err: y.summary.ci95,
+            y_err: bar(y.summary.ci95),
         };
         match series.iter_mut().find(|(n, _)| *n == name) {
             Some((_, points)) => points.push(point),

@@ -86,8 +86,8 @@ impl Canvas {
                 stroke,
             } => {
                 if let Some(color) = fill.and_then(parse_color) {
-                    let (x0, y0) = (x.round() as i64, y.round() as i64);
-                    let (x1, y1) = ((x + w).round() as i64, (y + h).round() as i64);
+                    let (x0, x1) = self.columns(x.round(), (x + w).round());
+                    let (y0, y1) = self.rows(y.round(), (y + h).round());
                     for py in y0..y1 {
                         for px in x0..x1 {
                             self.blend(px, py, color, 1.0);
@@ -147,6 +147,18 @@ impl Canvas {
         }
     }
 
+    /// The pixel columns from `from` up to (not including) `to`, cut to the canvas: a
+    /// shape reaching far outside it (a huge or infinite coordinate) costs no more than
+    /// one spanning it, instead of looping over billions of invisible pixels.
+    fn columns(&self, from: f64, to: f64) -> (i64, i64) {
+        clip(from, to, self.width)
+    }
+
+    /// The pixel rows from `from` up to `to`, cut to the canvas; see [`Canvas::columns`].
+    fn rows(&self, from: f64, to: f64) -> (i64, i64) {
+        clip(from, to, self.height)
+    }
+
     /// Mixes `color` into a pixel with opacity `alpha`; outside the canvas, nothing.
     fn blend(&mut self, x: i64, y: i64, color: [u8; 3], alpha: f64) {
         if x < 0 || y < 0 || x as usize >= self.width || y as usize >= self.height {
@@ -168,8 +180,10 @@ impl Canvas {
         let (y0, y1) = (a.1.min(b.1) - reach, a.1.max(b.1) + reach);
         let (dx, dy) = (b.0 - a.0, b.1 - a.1);
         let length2 = dx * dx + dy * dy;
-        for py in (y0.floor() as i64)..=(y1.ceil() as i64) {
-            for px in (x0.floor() as i64)..=(x1.ceil() as i64) {
+        let (x0, x1) = self.columns(x0.floor(), x1.ceil() + 1.0);
+        let (y0, y1) = self.rows(y0.floor(), y1.ceil() + 1.0);
+        for py in y0..y1 {
+            for px in x0..x1 {
                 let (cx, cy) = (px as f64 + 0.5, py as f64 + 0.5);
                 let t = if length2 > 0.0 {
                     (((cx - a.0) * dx + (cy - a.1) * dy) / length2).clamp(0.0, 1.0)
@@ -186,8 +200,10 @@ impl Canvas {
     }
 
     fn circle(&mut self, center: (f64, f64), r: f64, color: [u8; 3]) {
-        for py in ((center.1 - r - 1.0).floor() as i64)..=((center.1 + r + 1.0).ceil() as i64) {
-            for px in ((center.0 - r - 1.0).floor() as i64)..=((center.0 + r + 1.0).ceil() as i64) {
+        let (x0, x1) = self.columns((center.0 - r - 1.0).floor(), (center.0 + r + 1.0).ceil() + 1.0);
+        let (y0, y1) = self.rows((center.1 - r - 1.0).floor(), (center.1 + r + 1.0).ceil() + 1.0);
+        for py in y0..y1 {
+            for px in x0..x1 {
                 let distance = (px as f64 + 0.5 - center.0).hypot(py as f64 + 0.5 - center.1);
                 let coverage = r + 0.5 - distance;
                 if coverage > 0.0 {
@@ -245,6 +261,15 @@ impl Canvas {
 
 /// (advance, left, top, width, height, first nibble) of a character's glyph; characters
 /// the font does not have are drawn as `?`.
+/// `from..to` within `0..side`; empty for NaN bounds (`as` saturates infinities).
+fn clip(from: f64, to: f64, side: usize) -> (i64, i64) {
+    let side = side as f64;
+    if from.is_nan() || to.is_nan() {
+        return (0, 0);
+    }
+    (from.clamp(0.0, side) as i64, to.clamp(0.0, side) as i64)
+}
+
 fn glyph(c: char) -> (i64, i64, i64, usize, usize, usize) {
     let index = match c {
         ' '..='~' => c as usize - ' ' as usize,
@@ -299,6 +324,48 @@ fn parse_color(color: &str) -> Option<[u8; 3]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finding 8 of issue 18: a PNG of a metric of 1e200 ran for minutes, looping over
+    /// the pixels of shapes far outside the canvas.
+    #[test]
+    fn shapes_far_outside_the_canvas_cost_nothing() {
+        let scene = Scene {
+            width: 100.0,
+            height: 50.0,
+            shapes: vec![
+                Shape::Line {
+                    from: (-1e9, 10.0),
+                    to: (1e9, 10.0),
+                    color: "#000",
+                },
+                Shape::ErrorBar {
+                    segments: vec![
+                        ((50.0, -1e12), (50.0, 1e12)),
+                        ((60.0, f64::NEG_INFINITY), (60.0, f64::INFINITY)),
+                    ],
+                    color: "#000",
+                },
+                Shape::Circle {
+                    center: (f64::NAN, 1e200),
+                    r: 3.5,
+                    color: "#000",
+                },
+                Shape::Rect {
+                    x: -1e200,
+                    y: -1e200,
+                    w: 1e300,
+                    h: 1e300,
+                    fill: None,
+                    stroke: Some("#000"),
+                },
+            ],
+        };
+        let canvas = rasterize(&scene).expect("drawn");
+        // The visible parts are still drawn: the horizontal line and the vertical bar.
+        assert_ne!(canvas.pixel(20, 10), Some([255, 255, 255]));
+        assert_ne!(canvas.pixel(50, 40), Some([255, 255, 255]));
+        assert_eq!(canvas.pixel(80, 40), Some([255, 255, 255]));
+    }
 
     #[test]
     fn colors_and_text_metrics() {

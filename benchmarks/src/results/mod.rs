@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod intake;
 pub mod plot;
 pub mod raster;
 pub mod report;

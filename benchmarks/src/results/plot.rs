@@ -26,6 +26,11 @@ pub struct PlotSpec {
     pub title: Option<String>,
 }
 
+/// The y metric that stands for "each case's headline metric": cases whose headlines
+/// differ (fio's read and write bandwidth) are then plotted together, one series per
+/// metric, instead of dropping every case without the first case's headline.
+pub const HEADLINE: &str = "headline";
+
 /// The largest magnitude a chart plots. A value beyond it (1e200 from a corrupt record)
 /// would flatten every other point onto the axis and overflow the scale arithmetic.
 pub const MAX_PLOTTABLE: f64 = 1e100;
@@ -152,6 +157,7 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
                 seen.push(c.clone());
             }
         }
+        seen.sort_by(|a, b| category_order(a, b));
         seen
     };
     let x_of = |x: &XValue| match x {
@@ -443,8 +449,22 @@ fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotErro
         Axis::Parameter(p) => p.clone(),
         Axis::Metric(m) => m.clone(),
     };
+    let by_headline = spec.y == HEADLINE;
+    let headlines: Vec<&str> = {
+        let mut names: Vec<&str> = cases
+            .iter()
+            .filter_map(|c| c.headline().map(|m| m.name.as_str()))
+            .collect();
+        names.dedup();
+        names
+    };
     for case in cases {
-        let Some(y) = case.metric(&spec.y) else {
+        let y = if by_headline {
+            case.headline()
+        } else {
+            case.metric(&spec.y)
+        };
+        let Some(y) = y else {
             continue;
         };
         let (x, x_err, name) = match &spec.x {
@@ -459,11 +479,19 @@ fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotErro
                 };
                 let mut rest = case.permutation.clone();
                 rest.remove(parameter);
-                let name = if rest.is_empty() {
+                let mut name = if rest.is_empty() {
                     String::new()
                 } else {
                     describe_permutation(&rest)
                 };
+                // Several headline metrics on one axis: each names its series.
+                if by_headline && headlines.len() > 1 {
+                    name = if name.is_empty() {
+                        y.name.clone()
+                    } else {
+                        format!("{name} ({})", y.name)
+                    };
+                }
                 (x, None, name)
             }
             Axis::Metric(metric) => {
@@ -523,6 +551,55 @@ fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotErro
         });
     }
     Ok((x_label, series))
+}
+
+/// Category order on the x axis: sizes by size (`4k` before `64k` before `1M`), other
+/// labels naturally (`job2` before `job10`), so a swept `bs` reads left to right.
+pub fn category_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (size_bytes(a), size_bytes(b)) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        _ => natural_key(a).cmp(&natural_key(b)),
+    }
+}
+
+/// `4k`, `1M`, `512`, `2GiB`, `64KB` in bytes (binary prefixes, as fio reads `bs`).
+fn size_bytes(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let number: f64 = text.get(..digits)?.parse().ok()?;
+    let suffix = text.get(digits..)?.to_ascii_lowercase();
+    let suffix = suffix.trim_end_matches('b').trim_end_matches('i');
+    let scale = match suffix {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024f64.powi(2),
+        "g" => 1024f64.powi(3),
+        "t" => 1024f64.powi(4),
+        "p" => 1024f64.powi(5),
+        _ => return None,
+    };
+    Some(number * scale)
+}
+
+/// Text split into runs of digits (compared as numbers) and the rest.
+fn natural_key(text: &str) -> Vec<(String, u128)> {
+    let mut key = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (word, tail) = rest.split_at(split);
+        let digits = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (number, tail) = tail.split_at(digits);
+        key.push((word.to_owned(), number.parse().unwrap_or(u128::MAX)));
+        rest = tail;
+    }
+    key
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -688,6 +765,108 @@ mod tests {
         let dark = |y: f64| (0..800).filter(|x| at(f64::from(*x), y)[0] < 128).count();
         assert!(dark(20.0) > 20, "title pixels");
         assert_eq!(dark(2.0), 0);
+    }
+
+    /// Records of a fio sweep over `bs` and `rw`, one repetition each.
+    fn fio_cases() -> Vec<Case> {
+        let mut records = Vec::new();
+        for (i, bs) in ["64k", "4k", "1M", "16k"].iter().enumerate() {
+            for rw in ["randread", "randwrite"] {
+                let mut record = iperf("r", &format!("{bs}-{rw}"), 1, 0, 1.0);
+                let direction = if rw == "randread" { "read" } else { "write" };
+                let stats = serde_json::json!({"bandwidthBytesPerSecond": 1000 * (i + 1),
+                    "iops": 10.0, "ioBytes": 1, "totalIos": 1, "clatMeanMicros": 1.0,
+                    "clatStddevMicros": 0.0, "clatMinMicros": 1.0, "clatMaxMicros": 1.0});
+                let result = serde_json::json!({"clientServer": false,
+                    "percentilesExact": true, direction: stats});
+                let kind = crate::registry::lookup("Fio").expect("registered");
+                record.benchmark.kind = "Fio".into();
+                record.benchmark.permutation = serde_json::from_value(
+                    serde_json::json!({"bs": bs, "rw": rw}),
+                )
+                .expect("a map");
+                record.outcome = crate::record::RecordOutcome::Succeeded {
+                    summary: String::new(),
+                    metrics: kind.metrics(&result),
+                    result,
+                };
+                records.push(record);
+            }
+        }
+        group(&records, Stability::default())
+    }
+
+    /// Finding 10 of issue 18: by `bs`, the randwrite cases were dropped (their headline
+    /// is write bandwidth, the first case's read bandwidth) and 64k came before 4k.
+    #[test]
+    fn headline_plots_keep_every_direction_in_size_order() {
+        let scene = scene(
+            &fio_cases(),
+            &PlotSpec {
+                x: Axis::Parameter("bs".into()),
+                y: HEADLINE.into(),
+                title: None,
+            },
+        )
+        .expect("plotted");
+        let series: Vec<&str> = scene
+            .shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::SeriesStart(name) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            series,
+            [
+                "rw=randread (read_bandwidth_bytes_per_second)",
+                "rw=randwrite (write_bandwidth_bytes_per_second)"
+            ]
+        );
+        let circles = scene
+            .shapes
+            .iter()
+            .filter(|s| matches!(s, Shape::Circle { .. }))
+            .count();
+        assert_eq!(circles, 8, "every case is drawn");
+        let labels: Vec<&str> = scene
+            .shapes
+            .iter()
+            .filter_map(|s| match s {
+                // x-axis labels are centred; the y ticks (here also "4k") are not.
+                Shape::Text {
+                    text,
+                    anchor: Anchor::Middle,
+                    ..
+                } if ["4k", "16k", "64k", "1M"].contains(&text.as_str()) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(labels, ["4k", "16k", "64k", "1M"]);
+        let mut names = vec!["job10", "job2", "b", "a"];
+        names.sort_by(|a, b| category_order(a, b));
+        assert_eq!(names, ["a", "b", "job2", "job10"]);
+    }
+
+    /// Finding 8 of issue 18: a metric of 1e200 is refused with a message naming the
+    /// case instead of hanging the PNG or writing `inf` into the SVG.
+    #[test]
+    fn extreme_values_are_refused_by_name() {
+        let mut records = vec![iperf("r", "a", 1, 0, 9e9), iperf("r", "b", 2, 0, 1e200)];
+        records.push(iperf("r", "b", 2, 1, 1.1e200));
+        let cases = group(&records, Stability::default());
+        let spec = PlotSpec {
+            x: Axis::Parameter("streams".into()),
+            y: "received_bits_per_second".into(),
+            title: None,
+        };
+        let error = scene(&cases, &spec).unwrap_err();
+        assert!(
+            matches!(&error, PlotError::Unplottable { case, .. } if case == "streams=2"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("1.05e200"), "{error}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::Context;
 use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::results::compare::{self, Criteria, Verdict};
 use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
-use perfsweep_benchmarks::results::raster;
+use perfsweep_benchmarks::results::{intake, raster};
 use perfsweep_benchmarks::results::{self, describe_permutation, si};
 use perfsweep_benchmarks::stats::Stability;
 
@@ -34,12 +34,19 @@ pub struct ResultsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ResultsCommand {
-    /// One line per run: name, repetition, outcome, headline metric.
-    List { dir: PathBuf },
+    /// One line per run: name, repetition, outcome, headline metric. Runs whose
+    /// evidence is missing or altered are flagged.
+    List {
+        /// Results directories, record files or export locations (one or more).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
     /// Per case (permutation) and metric: count, mean, stddev, CV, min/median/max and
     /// the 95% confidence interval of the mean, flagged when unstable.
     Show {
-        dir: PathBuf,
+        /// Results directories, record files or export locations (one or more).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
         /// Only the headline metric of each case.
         #[arg(long)]
         headline: bool,
@@ -64,7 +71,9 @@ pub enum ResultsCommand {
     },
     /// Every run and metric as CSV (one row per run and metric).
     Export {
-        dir: PathBuf,
+        /// Results directories, record files or export locations (one or more).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
         /// Output file (default: stdout).
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
@@ -72,7 +81,9 @@ pub enum ResultsCommand {
     /// A metric against a swept parameter (or another metric) as SVG or PNG, with 95%
     /// confidence intervals as error bars.
     Plot {
-        dir: PathBuf,
+        /// Results directories, record files or export locations (one or more).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
         /// The metric on the vertical axis (default: the headline metric).
         #[arg(long)]
         metric: Option<String>,
@@ -120,13 +131,18 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
         let params = params.clone();
         async move { load_location_or_dir(&path, &params).await }
     };
+    let load_many = |paths: Vec<PathBuf>| {
+        let params = params.clone();
+        async move { load_locations_or_dirs(&paths, &params).await }
+    };
     match args.command {
-        ResultsCommand::List { dir } => {
-            print!("{}", list(&load_any(dir).await?));
+        ResultsCommand::List { dirs } => {
+            let loaded = load_many(dirs).await?;
+            print!("{}", list(&loaded.records, &loaded.flags));
             Ok(ExitCode::SUCCESS)
         }
-        ResultsCommand::Show { dir, headline } => {
-            let records = load_any(dir).await?;
+        ResultsCommand::Show { dirs, headline } => {
+            let records = load_many(dirs).await?.records;
             print!("{}", show(&results::group(&records, stability), headline));
             Ok(ExitCode::SUCCESS)
         }
@@ -160,8 +176,8 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        ResultsCommand::Export { dir, output } => {
-            let csv = results::csv::export(&load_any(dir).await?);
+        ResultsCommand::Export { dirs, output } => {
+            let csv = results::csv::export(&load_many(dirs).await?.records);
             match output {
                 Some(path) => std::fs::write(&path, csv)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -172,22 +188,21 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
         ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
         ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
         ResultsCommand::Plot {
-            dir,
+            dirs,
             metric,
             parameter,
             x_metric,
             output,
             format,
         } => {
-            let cases = results::group(&load_any(dir).await?, stability);
-            let metric = match metric {
-                Some(metric) => metric,
-                None => cases
-                    .iter()
-                    .find_map(|c| c.headline())
-                    .map(|m| m.name.clone())
-                    .context("no succeeded run has a metric to plot")?,
-            };
+            // Refuse a file name that does not say what it holds before any work.
+            let targets = plot_targets(&output, format)?;
+            let cases = results::group(&load_many(dirs).await?.records, stability);
+            if cases.iter().all(|c| c.headline().is_none()) {
+                anyhow::bail!("no succeeded run has a metric to plot");
+            }
+            // Without --metric, each case's own headline (fio's read or write bandwidth).
+            let metric = metric.unwrap_or_else(|| plot::HEADLINE.to_owned());
             let x = match (parameter, x_metric) {
                 (_, Some(m)) => Axis::Metric(m),
                 (Some(p), None) => Axis::Parameter(p),
@@ -208,31 +223,13 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                     title: None,
                 },
             )?;
-            let format = format.unwrap_or(
-                if output
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-                {
-                    PlotFormat::Png
-                } else {
-                    PlotFormat::Svg
-                },
-            );
             let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-            let (svg, png) = match format {
-                PlotFormat::Svg => (Some(output.clone()), None),
-                PlotFormat::Png => (None, Some(output.clone())),
-                PlotFormat::Both => (
-                    Some(output.with_extension("svg")),
-                    Some(output.with_extension("png")),
-                ),
-            };
-            if let Some(path) = svg {
-                files.push((path, plot::to_svg(&scene).into_bytes()));
-            }
-            if let Some(path) = png {
-                let bytes =
-                    raster::png(&scene).with_context(|| format!("drawing {}", path.display()))?;
+            for (path, format) in targets {
+                let bytes = match format {
+                    PlotFormat::Png => raster::png(&scene)
+                        .with_context(|| format!("drawing {}", path.display()))?,
+                    _ => plot::to_svg(&scene).into_bytes(),
+                };
                 files.push((path, bytes));
             }
             for (path, bytes) in files {
@@ -252,6 +249,48 @@ pub enum PlotFormat {
     Png,
     /// An `.svg` and a `.png` file.
     Both,
+}
+
+/// The files `results plot` writes and their formats. Without `--format` the extension
+/// decides (`.svg` or `.png`); a name that says another format (`x.jpg`) is refused
+/// rather than filled with SVG.
+fn plot_targets(
+    output: &Path,
+    format: Option<PlotFormat>,
+) -> anyhow::Result<Vec<(PathBuf, PlotFormat)>> {
+    let extension = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let by_extension = match extension.as_deref() {
+        Some("svg") => Some(PlotFormat::Svg),
+        Some("png") => Some(PlotFormat::Png),
+        _ => None,
+    };
+    match (format, by_extension, extension.as_deref()) {
+        (Some(PlotFormat::Both), ..) => Ok(vec![
+            (output.with_extension("svg"), PlotFormat::Svg),
+            (output.with_extension("png"), PlotFormat::Png),
+        ]),
+        (Some(format), Some(named), _) if format != named => anyhow::bail!(
+            "{} is named as {named:?} but --format asks for {format:?}: name the file .{}",
+            output.display(),
+            format!("{format:?}").to_ascii_lowercase()
+        ),
+        (Some(format), _, None) | (Some(format), Some(_), _) => {
+            Ok(vec![(output.to_owned(), format)])
+        }
+        (None, Some(format), _) => Ok(vec![(output.to_owned(), format)]),
+        (_, None, Some(other)) => anyhow::bail!(
+            "cannot write a .{other} chart to {}: `results plot` writes SVG or PNG; \
+             name the file .svg or .png",
+            output.display()
+        ),
+        (None, None, None) => anyhow::bail!(
+            "{} has no extension: name it .svg or .png, or give --format",
+            output.display()
+        ),
+    }
 }
 
 fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Result<ExitCode> {
@@ -291,33 +330,109 @@ pub async fn load_location_or_dir(
     path: &Path,
     params: &std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<ResultRecord>> {
-    match path.to_str() {
-        Some(uri) if crate::export::read::is_location(uri) => {
-            let mut records = crate::export::read::load(uri, params).await?;
-            sort(&mut records);
-            Ok(records)
+    Ok(load_locations_or_dirs(std::slice::from_ref(&path.to_owned()), params)
+        .await?
+        .records)
+}
+
+/// The records of several locations or directories together, duplicates counted once.
+pub async fn load_locations_or_dirs(
+    paths: &[PathBuf],
+    params: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<Loaded> {
+    let mut loaded = Loaded::default();
+    let mut read = Vec::new();
+    for path in paths {
+        match path.to_str() {
+            Some(uri) if crate::export::read::is_location(uri) => {
+                let records = crate::export::read::load(uri, params).await?;
+                read.extend(records.into_iter().map(|r| (uri.to_owned(), r)));
+            }
+            _ => read.extend(read_dir_records(path, &mut loaded)?),
         }
-        _ => load(path),
     }
+    finish(read, &mut loaded);
+    Ok(loaded)
+}
+
+/// Records read, with what reading them noticed.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub records: Vec<ResultRecord>,
+    /// Files skipped, copies counted once, evidence problems: printed on standard error
+    /// by every `results` command.
+    pub notes: Vec<String>,
+    /// Per record (run id, benchmark name): what is wrong with its evidence.
+    pub flags: std::collections::BTreeMap<(String, String), String>,
 }
 
 /// Every record under `path` (a record file, or a directory searched recursively,
-/// skipping `evidence/`), sorted by set, case and repetition.
+/// skipping `evidence/`), sorted by set, case and repetition. What reading noticed is
+/// printed on standard error.
 pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
+    let mut loaded = Loaded::default();
+    let read = read_dir_records(path, &mut loaded)?;
+    finish(read, &mut loaded);
+    Ok(loaded.records)
+}
+
+/// Dedupes and sorts what was read, and prints the notes.
+fn finish(read: Vec<(String, ResultRecord)>, loaded: &mut Loaded) {
+    let (kept, copies) = intake::dedupe(read);
+    loaded.notes.extend(copies.into_iter().map(|c| format!("warning: {c}")));
+    loaded.records = kept.into_iter().map(|(_, record)| record).collect();
+    sort(&mut loaded.records);
+    for note in &loaded.notes {
+        eprintln!("{note}");
+    }
+}
+
+/// The records under `path` with the file each came from. Files that are not records are
+/// skipped with a note; records of an unknown schema version, or broken ones, stop the
+/// command; records whose evidence is missing or altered are flagged in a note.
+fn read_dir_records(
+    path: &Path,
+    loaded: &mut Loaded,
+) -> anyhow::Result<Vec<(String, ResultRecord)>> {
     let mut files = Vec::new();
     collect(path, &mut files)?;
-    if files.is_empty() {
-        anyhow::bail!("no result records (*.json) under {}", path.display());
-    }
     let mut records = Vec::with_capacity(files.len());
     for file in files {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        let record: ResultRecord = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a result record", file.display()))?;
-        records.push(record);
+        match intake::read(&text).with_context(|| format!("{}", file.display()))? {
+            intake::Intake::NotARecord(why) => {
+                loaded
+                    .notes
+                    .push(format!("note: skipped {}: {why}", file.display()));
+            }
+            intake::Intake::Record(record) => {
+                if let Some(evidence) = &record.evidence {
+                    let candidates = [file.parent().map(|d| d.join(&evidence.path)), path.is_dir().then(|| path.join(&evidence.path))];
+                    let bytes = candidates
+                        .into_iter()
+                        .flatten()
+                        .find_map(|p| std::fs::read(p).ok());
+                    if let Some(problem) = intake::evidence_problem(evidence, bytes.as_deref()) {
+                        loaded.notes.push(format!(
+                            "warning: {} (run {} benchmark {}): {problem}",
+                            file.display(),
+                            record.run_id,
+                            record.benchmark.name
+                        ));
+                        loaded.flags.insert(
+                            (record.run_id.clone(), record.benchmark.name.clone()),
+                            problem,
+                        );
+                    }
+                }
+                records.push((file.display().to_string(), *record));
+            }
+        }
     }
-    sort(&mut records);
+    if records.is_empty() {
+        anyhow::bail!("no result records (*.json) under {}", path.display());
+    }
     Ok(records)
 }
 
@@ -360,7 +475,10 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn list(records: &[ResultRecord]) -> String {
+fn list(
+    records: &[ResultRecord],
+    flags: &std::collections::BTreeMap<(String, String), String>,
+) -> String {
     let mut rows = vec![vec![
         "RUN".to_owned(),
         "NAME".into(),
@@ -384,9 +502,15 @@ fn list(records: &[ResultRecord]) -> String {
             r.benchmark
                 .repetition
                 .map_or_else(|| "-".into(), |n| n.to_string()),
-            match &r.outcome {
-                RecordOutcome::Succeeded { summary, .. } => summary.clone(),
-                RecordOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
+            {
+                let outcome = match &r.outcome {
+                    RecordOutcome::Succeeded { summary, .. } => summary.clone(),
+                    RecordOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
+                };
+                match flags.get(&(r.run_id.clone(), r.benchmark.name.clone())) {
+                    Some(_) => format!("{outcome} [EVIDENCE NOT VERIFIED]"),
+                    None => outcome,
+                }
             },
             headline,
         ]);

@@ -748,8 +748,82 @@ impl crate::registry::BenchmarkKind for LLMInference {
                 }
             }
         }
+        errors.extend(check_offered_load(spec));
         errors
     }
+}
+
+/// Requests per second one load generator process offers at most. It spends about
+/// 0.7 ms of CPU per streamed request (docs/measurements/llm-bench-2026-11-22.txt: 5,400
+/// req/s on 2 cores), so 20,000 is a machine with many cores at full tilt; beyond it the
+/// arrival schedule runs ahead of what the process can send, and the backlog grows
+/// without end (1e6 req/s reached 2.1 GB and never finished).
+pub const MAX_REQUEST_RATE_PER_LOADGEN: f64 = 20_000.0;
+
+/// Streams (connections in flight) one load generator process holds at most: 50,000
+/// were measured on one process (the same measurements); each costs a socket and buffers.
+pub const MAX_CONCURRENCY_PER_LOADGEN: u32 = 50_000;
+
+/// The largest offered load `workers` load generators can carry, per field: each worker
+/// takes an equal share, which must stay within one process's limits.
+fn check_offered_load(spec: &LLMInferenceSpec) -> Vec<FieldError> {
+    let workers = spec.workers.max(1);
+    let max_rate = MAX_REQUEST_RATE_PER_LOADGEN * f64::from(workers);
+    let max_streams = u64::from(MAX_CONCURRENCY_PER_LOADGEN) * u64::from(workers);
+    let too_fast = |path: String, rate: f64| {
+        FieldError::new(
+            path,
+            format!(
+                "{rate} requests/s is more than {workers} load generator(s) can offer: at most \
+                 {MAX_REQUEST_RATE_PER_LOADGEN} per worker ({max_rate} in all); lower it or \
+                 raise spec.workers to {}",
+                (rate / MAX_REQUEST_RATE_PER_LOADGEN).ceil()
+            ),
+        )
+    };
+    let too_many = |path: String, streams: u64| {
+        FieldError::new(
+            path,
+            format!(
+                "{streams} concurrent streams are more than {workers} load generator(s) can \
+                 hold: at most {MAX_CONCURRENCY_PER_LOADGEN} per worker ({max_streams} in \
+                 all); lower it or raise spec.workers to {}",
+                streams.div_ceil(u64::from(MAX_CONCURRENCY_PER_LOADGEN))
+            ),
+        )
+    };
+    let mut errors = Vec::new();
+    for (index, RequestRate(rate)) in spec.request_rates.iter().enumerate() {
+        if *rate > max_rate {
+            errors.push(too_fast(format!("spec.requestRates[{index}]"), *rate));
+        }
+    }
+    for (index, Concurrency(streams)) in spec.num_concurrency.iter().enumerate() {
+        if u64::from(*streams) > max_streams {
+            errors.push(too_many(
+                format!("spec.numConcurrency[{index}]"),
+                u64::from(*streams),
+            ));
+        }
+    }
+    if let Some(cap) = spec.max_concurrency
+        && u64::from(cap) > max_streams
+    {
+        errors.push(too_many("spec.maxConcurrency".into(), u64::from(cap)));
+    }
+    if let Some(saturation) = &spec.saturation
+        && let Some(max) = saturation.max
+    {
+        let path = "spec.saturation.max".to_owned();
+        match saturation.load {
+            SaturationLoad::RequestRate if max > max_rate => errors.push(too_fast(path, max)),
+            SaturationLoad::Concurrency if max > max_streams as f64 => {
+                errors.push(too_many(path, max.ceil() as u64))
+            }
+            _ => {}
+        }
+    }
+    errors
 }
 
 const METRICS: &[crate::metrics::MetricDef] = &[
@@ -914,6 +988,37 @@ mod tests {
             .into_iter()
             .map(|e| e.path)
             .collect()
+    }
+
+    /// Finding 7 of issue 18: `requestRates: [1000000]` passed validation, and the load
+    /// generator grew to 2.1 GB trying to offer it.
+    #[test]
+    fn offered_load_is_bounded_by_what_the_workers_can_carry() {
+        let endpoint = serde_json::json!({"url": "http://vllm:8000", "modelName": "m"});
+        let too_fast = spec(serde_json::json!({
+            "endpoint": endpoint, "requestRates": [10, 1000000], "maxConcurrency": 60000,
+        }));
+        assert_eq!(
+            paths(&too_fast),
+            ["spec.requestRates[1]", "spec.maxConcurrency"]
+        );
+        let message = LLMInference::check(&too_fast)
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(message.contains("at most 20000 per worker"), "{message}");
+        assert!(message.contains("raise spec.workers to 50"), "{message}");
+        // Fifty workers carry it.
+        let shared = spec(serde_json::json!({
+            "endpoint": endpoint, "requestRates": [1000000], "workers": 50,
+        }));
+        assert!(paths(&shared).is_empty(), "{:?}", LLMInference::check(&shared));
+        let search = spec(serde_json::json!({
+            "endpoint": endpoint, "slo": {"ttftMillis": 100.0},
+            "saturation": {"load": "requestRate", "max": 100000},
+        }));
+        assert_eq!(paths(&search), ["spec.saturation.max"]);
     }
 
     #[test]

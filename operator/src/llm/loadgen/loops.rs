@@ -22,6 +22,7 @@ use super::schedule::{Arrivals, Schedule};
 use super::stats::Recorder;
 use super::{Shared, Worker};
 use crate::llm::fd_tables;
+use perfsweep_benchmarks::kinds::llm::MAX_CONCURRENCY_PER_LOADGEN;
 
 /// How much one iteration sends.
 #[derive(Clone, Copy, Debug)]
@@ -225,6 +226,13 @@ pub async fn open(
     seed: u64,
     recorder: &SharedRecorder,
 ) -> anyhow::Result<Outcome> {
+    // Without a cap, at most one file table of streams: past it connections fail
+    // (EMFILE) anyway, and a loop that falls behind its schedule would otherwise start
+    // one worker per overdue arrival, without end.
+    let load = OpenLoad {
+        max_concurrency: Some(load.max_concurrency.unwrap_or_else(uncapped_ceiling)),
+        ..load
+    };
     let tables = load.max_concurrency.map_or(1, |cap| {
         fd_tables::tables_needed(u64::from(cap), fd_tables::open_file_limit())
     });
@@ -283,6 +291,15 @@ pub async fn open(
         warmup_requests: warmup,
         recorder,
     })
+}
+
+/// The open loop's cap when none is given: the streams one file table holds, and never
+/// more than one load generator holds.
+pub fn uncapped_ceiling() -> u32 {
+    let per_table = fd_tables::open_file_limit()
+        .saturating_sub(fd_tables::RESERVED)
+        .max(1);
+    per_table.min(u64::from(MAX_CONCURRENCY_PER_LOADGEN)) as u32
 }
 
 /// One lane of an open loop: its tickets are `index`, `index + count`, ... and its
@@ -387,4 +404,21 @@ async fn open_lane(
         .and_then(|time| measured_from.map(|from| from + time));
     drain(&mut workers, || end).await;
     (warmup, measured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An open loop without `--max-concurrency` still has a ceiling: the streams one
+    /// file table holds, never more than one load generator holds.
+    #[test]
+    fn an_uncapped_open_loop_has_a_ceiling() {
+        let ceiling = uncapped_ceiling();
+        assert!((1..=MAX_CONCURRENCY_PER_LOADGEN).contains(&ceiling));
+        let limit = fd_tables::open_file_limit();
+        assert!(u64::from(ceiling) <= limit.saturating_sub(fd_tables::RESERVED).max(1));
+        // It fits one table: the loop is not split into lanes for it.
+        assert_eq!(fd_tables::tables_needed(u64::from(ceiling), limit), 1);
+    }
 }

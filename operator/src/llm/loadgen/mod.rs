@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use perfsweep_benchmarks::kinds::llm::distribute;
+use perfsweep_benchmarks::kinds::llm::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 use perfsweep_benchmarks::kinds::llm::result::{
     self, Iteration, LLMInferenceResult, Saturation, SloReport,
 };
@@ -322,6 +323,48 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// Refuses a load one process cannot offer (this worker's share of it, when several
+/// share it): past [`MAX_REQUEST_RATE_PER_LOADGEN`] the arrival schedule outruns the
+/// process and the backlog grows without end.
+fn check_offered_load(args: &LoadgenArgs, workers: u32) -> anyhow::Result<()> {
+    let share = |total: f64| total / f64::from(workers);
+    let rate_flag = match args.saturate {
+        Some(SaturationLoad::Rate) => Some(("--saturation-max", args.saturation_max)),
+        _ => None,
+    };
+    let rates = args
+        .request_rates
+        .iter()
+        .map(|r| ("--request-rate", *r))
+        .chain(rate_flag);
+    for (flag, rate) in rates {
+        if share(rate) > MAX_REQUEST_RATE_PER_LOADGEN {
+            bail!(
+                "{flag} {rate}: one load generator offers at most {MAX_REQUEST_RATE_PER_LOADGEN} \
+                 requests/s (this one would take {} of them); lower the rate or share it with \
+                 --workers {}",
+                share(rate),
+                (rate / MAX_REQUEST_RATE_PER_LOADGEN).ceil()
+            );
+        }
+    }
+    let streams = args
+        .concurrency
+        .iter()
+        .map(|c| ("--concurrency", *c))
+        .chain(args.max_concurrency.map(|c| ("--max-concurrency", c)));
+    for (flag, count) in streams {
+        if share(f64::from(count)) > f64::from(MAX_CONCURRENCY_PER_LOADGEN) {
+            bail!(
+                "{flag} {count}: one load generator holds at most {MAX_CONCURRENCY_PER_LOADGEN} \
+                 streams; lower it or share it with --workers {}",
+                count.div_ceil(MAX_CONCURRENCY_PER_LOADGEN)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Closed loops coalesce wakeups; an open loop sends on a schedule, so it never waits
 /// longer than it must.
 fn wakeup_window(args: &LoadgenArgs) -> Duration {
@@ -407,6 +450,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     {
         bail!("--request-rate {rate}: rates must be positive");
     }
+    check_offered_load(args, workers)?;
     if !(args.burstiness.is_finite() && args.burstiness > 0.0) {
         bail!("--burstiness {}: must be positive", args.burstiness);
     }

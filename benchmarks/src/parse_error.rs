@@ -82,6 +82,50 @@ pub enum ParseError {
     },
 }
 
+/// `text` without terminal escape sequences (colours `\x1b[31m`, cursor moves, window
+/// titles) and other control characters except newlines and tabs: tools colour their
+/// errors, and a failure message quoting them must read as plain text in a status, a
+/// record or a table.
+pub fn strip_terminal_codes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte in @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC: up to BEL or ESC \ (string terminator).
+                Some(']') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            chars.next_if_eq(&'\\');
+                            break;
+                        }
+                    }
+                }
+                // Two-character sequences (ESC ( B, ESC =, ...).
+                Some('(' | ')') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Returns `Err(ParseError::Empty)` when `raw` is empty or only whitespace.
 pub(crate) fn ensure_not_empty(raw: &str) -> Result<(), ParseError> {
     if raw.trim().is_empty() {
@@ -461,6 +505,18 @@ mod tests {
                 message: "required value is missing".into()
             }
         );
+    }
+
+    /// Finding 10 of issue 18: failure messages kept raw colour codes.
+    #[test]
+    fn terminal_codes_are_stripped() {
+        assert_eq!(
+            strip_terminal_codes("\x1b[1;31mERROR:\x1b[0m device \x1b]0;title\x07not found\r\n\tnext"),
+            "ERROR: device not found\n\tnext"
+        );
+        assert_eq!(strip_terminal_codes("\x1b(Bplain\x1b[K"), "plain");
+        assert_eq!(strip_terminal_codes("µs ok"), "µs ok");
+        assert_eq!(strip_terminal_codes("cut \x1b["), "cut ");
     }
 
     #[test]

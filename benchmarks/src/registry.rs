@@ -319,6 +319,14 @@ fn first_negative(value: &Value, path: &str, signed: &[&str]) -> Option<(String,
 }
 
 fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
+    // Coloured output (a tool run with a terminal-like environment) parses as plain text.
+    let plain;
+    let raw = if raw.contains('\u{1b}') {
+        plain = crate::parse_error::strip_terminal_codes(raw);
+        plain.as_str()
+    } else {
+        raw
+    };
     let output = K::parse(raw)?;
     let summary = K::headline(&output);
     let result = serde_json::to_value(&output).map_err(|e| ParseError::Json {

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::parse_error::ParseError;
+use perfsweep_benchmarks::parse_error::{ParseError, strip_terminal_codes};
 use perfsweep_benchmarks::plan::{self, Lifetime, PeerAddresses, Readiness};
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
@@ -46,10 +46,11 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// A failure; the message (which often quotes the tool) is kept as plain text.
     pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             reason,
-            message: message.into(),
+            message: strip_terminal_codes(&message.into()),
         }
     }
 }
@@ -456,7 +457,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
             },
             Some(Err(error)) => Outcome::Failed {
                 reason: failure_reason(&error).into(),
-                message: error.to_string(),
+                message: strip_terminal_codes(&error.to_string()),
             },
             None => Outcome::Failed {
                 reason: "PlanInvalid".into(),
@@ -526,5 +527,53 @@ fn write_termination_log(config: &AgentConfig, report: &AgentReport) {
     let text: String = text.chars().take(1024).collect();
     if let Err(error) = std::fs::write(path, text) {
         tracing::warn!(path = %path.display(), %error, "cannot write the termination message");
+    }
+}
+
+#[cfg(test)]
+mod plain_text_tests {
+    use super::*;
+
+    /// Finding 10 of issue 18: a tool's coloured error reached `outcome.message` with its
+    /// escape codes.
+    #[test]
+    fn failure_messages_carry_no_terminal_codes() {
+        let iperf = registry::lookup("IPerf").expect("registered");
+        let plan = iperf
+            .plan(&serde_json::json!({"duration": 1}))
+            .expect("plan");
+        let config = AgentConfig {
+            role: plan.result_role.clone(),
+            plan,
+            index: 0,
+            peers: Default::default(),
+            control_port: 0,
+            address: perfsweep_benchmarks::agent_env::AddressSource::Literal("127.0.0.1".into()),
+            workdir: std::env::temp_dir(),
+            mtu: None,
+            host: None,
+            termination_log: None,
+            volumes_dir: None,
+        };
+        let played = Played {
+            command: vec!["iperf3".into()],
+            started_at: Timestamp::now(),
+            finished_at: Timestamp::now(),
+            stdout: b"\x1b[1;31miperf3: error - unable to connect to server\x1b[0m\n".to_vec(),
+        };
+        match finish(&config, played).outcome {
+            Outcome::Failed { reason, message } => {
+                assert_eq!(reason, "ToolFailed");
+                assert_eq!(
+                    message,
+                    "the benchmark tool reported an error: unable to connect to server"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            Failure::new("SetupFailed", "\x1b[33mwarning\x1b[0m").message,
+            "warning"
+        );
     }
 }

@@ -572,6 +572,34 @@ mod tests {
         }
     }
 
+    /// Finding 10 of issue 18: a schema error, a CEL error and an unknown metric came
+    /// back in three rounds of `validate`; all three come at once.
+    #[test]
+    fn every_mistake_is_reported_in_one_round() {
+        let kind = crate::registry::lookup("IPerf").unwrap();
+        let criteria = json!([
+            {"metric": "received_bits_per_second", "min": "fast"},
+            {"metric": "received_bits_per_second", "min": 10, "max": 5.5},
+            {"metric": "latency_p99_microseconds", "max": 5},
+        ]);
+        let errors = kind.validate(&iperf(criteria));
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        for path in [
+            "spec.acceptance[0].min",
+            "spec.acceptance[1].min",
+            "spec.acceptance[2].metric",
+        ] {
+            assert!(paths.contains(&path), "no error at {path}: {errors:?}");
+        }
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        // A CEL error and an unknown metric, without schema errors, also together.
+        let errors = kind.validate(&iperf(json!([
+            {"metric": "received_bits_per_second", "min": 10, "max": 5.5},
+            {"metric": "latency_p99_microseconds", "max": 5},
+        ])));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+
     #[test]
     fn set_criteria_reach_every_child_without_renaming_it() {
         let set = |acceptance: Value| -> crate::set::BenchmarkSetSpec {

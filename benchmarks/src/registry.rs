@@ -204,22 +204,61 @@ impl KindInfo {
     /// Validates a whole object (`apiVersion`, `kind`, `metadata`, `spec`) the way
     /// admission would, then with the checks only perfsweep can make. Paths start at the
     /// object's root (`spec.streams`).
+    ///
+    /// Every check runs, so that one round of fixes is enough: the schema's, the CEL
+    /// rules (except on fields the schema already refused), and perfsweep's own — all
+    /// of them when the spec reads, or else those of the acceptance criteria that read.
     pub fn validate(&self, object: &Value) -> Vec<FieldError> {
         let mut errors = self.schema.check_object_root(object);
-        if !errors.is_empty() {
-            return errors;
-        }
+        let schema_failed = !errors.is_empty();
         if let Err(failures) = kube::core::cel::validate_compiled(&self.cel, object, None) {
-            errors.extend(
-                failures
-                    .iter()
-                    .map(|f| FieldError::new(f.field_path.clone(), f.message.clone())),
-            );
-            return errors;
+            let refused = |path: &str| {
+                errors.iter().any(|e| {
+                    path.starts_with(&e.path) || e.path.starts_with(path.trim_end_matches('.'))
+                })
+            };
+            let cel: Vec<FieldError> = failures
+                .iter()
+                .filter(|f| !(schema_failed && refused(&f.field_path)))
+                .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+                .collect();
+            errors.extend(cel);
         }
         let spec = object.get("spec").cloned().unwrap_or(Value::Null);
-        (self.check_typed)(&spec)
+        let typed = if schema_failed {
+            acceptance_metrics(&spec, self.metric_defs)
+        } else {
+            (self.check_typed)(&spec)
+        };
+        // One error per field: perfsweep's own checks repeat some CEL rules in words
+        // of their own.
+        for error in typed {
+            if !errors.iter().any(|e| e.path == error.path) {
+                errors.push(error);
+            }
+        }
+        errors
     }
+}
+
+/// The unknown-metric errors of the acceptance criteria that read on their own (the rest
+/// of the spec having failed its schema).
+fn acceptance_metrics(spec: &Value, metrics: &[MetricDef]) -> Vec<FieldError> {
+    let Some(items) = spec.get("acceptance").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let Ok(criterion) = crate::acceptance::Criterion::deserialize(item) else {
+            continue;
+        };
+        let at = format!("spec.acceptance[{index}]");
+        for mut error in crate::acceptance::check(&[criterion], metrics, "spec.acceptance") {
+            error.path = error.path.replacen("spec.acceptance[0]", &at, 1);
+            errors.push(error);
+        }
+    }
+    errors
 }
 
 fn kind_name<K: BenchmarkKind>() -> &'static str {

@@ -327,15 +327,20 @@ fn set_schema() -> &'static SetSchema {
 pub fn parse_object(object: &Value) -> Result<BenchmarkSet, Vec<crate::validation::FieldError>> {
     use crate::validation::FieldError;
     let compiled = set_schema();
-    let errors = compiled.schema.check_object_root(object);
+    // The schema's errors and the CEL rules' together (except rules on fields the
+    // schema already refused), so that one round of fixes is enough.
+    let mut errors = compiled.schema.check_object_root(object);
+    if let Err(failures) = kube::core::cel::validate_compiled(&compiled.cel, object, None) {
+        let refused = |path: &str| errors.iter().any(|e| path.starts_with(&e.path));
+        let cel: Vec<FieldError> = failures
+            .iter()
+            .filter(|f| !refused(&f.field_path))
+            .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+            .collect();
+        errors.extend(cel);
+    }
     if !errors.is_empty() {
         return Err(errors);
-    }
-    if let Err(failures) = kube::core::cel::validate_compiled(&compiled.cel, object, None) {
-        return Err(failures
-            .iter()
-            .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
-            .collect());
     }
     serde_path_to_error::deserialize(object).map_err(|error| {
         vec![FieldError::new(

@@ -128,7 +128,7 @@ impl Node {
                 if value.is_string() {
                     self.check_string(value, path, errors);
                 } else {
-                    errors.push(type_error(path, "a string", value));
+                    errors.push(self.string_type_error(path, value));
                 }
             }
             Some("integer") => {
@@ -398,6 +398,33 @@ fn type_error(path: &str, expected: &str, value: &Value) -> FieldError {
 }
 
 impl Node {
+    /// A number where a patterned string belongs (`timeout: 60`): the message shows the
+    /// quoted form the pattern accepts (`"60s"`, or `"4096"` for a size), when one does.
+    fn string_type_error(&self, path: &str, value: &Value) -> FieldError {
+        let suggestion = match (value, &self.pattern) {
+            (Value::Number(n), Some(pattern)) => [format!("{n}s"), n.to_string()]
+                .into_iter()
+                .find(|candidate| pattern.is_match(candidate)),
+            (Value::Number(n), None) => Some(n.to_string()),
+            _ => None,
+        };
+        match suggestion {
+            Some(example) => FieldError::new(
+                path,
+                format!(
+                    "must be a string, got {} ({value}): expected a {} like {example:?}",
+                    describe(value),
+                    if example.ends_with('s') && value.is_number() {
+                        "duration"
+                    } else {
+                        "quoted value"
+                    }
+                ),
+            ),
+            None => type_error(path, "a string", value),
+        }
+    }
+
     /// Whether this node allows null (kept for completeness of the compiled form).
     pub fn is_nullable(&self) -> bool {
         self.nullable
@@ -468,6 +495,34 @@ mod tests {
         assert!(
             text.iter()
                 .any(|t| t.starts_with("count: must be an integer"))
+        );
+    }
+
+    /// Finding 10 of issue 18: `timeout: 60` said "must be a string" without the form.
+    #[test]
+    fn numbers_for_patterned_strings_show_the_expected_form() {
+        let iperf = crate::registry::lookup("IPerf").expect("registered");
+        let object = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+            "metadata": {"name": "a"}, "spec": {"timeout": 60}});
+        let errors = iperf.validate(&object);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "spec.timeout");
+        assert!(
+            errors[0]
+                .message
+                .ends_with("expected a duration like \"60s\""),
+            "{}",
+            errors[0].message
+        );
+        let fio = crate::registry::lookup("Fio").expect("registered");
+        let object = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "Fio",
+            "metadata": {"name": "a"}, "spec": {"bs": 4096}});
+        let errors = fio.validate(&object);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.path == "spec.bs" && e.message.contains("like \"4096\"")),
+            "{errors:?}"
         );
     }
 

@@ -12,16 +12,31 @@ pub enum YamlError {
     Write(String),
 }
 
+/// The parser's error in the user's terms. A duplicate key is said plainly, with its
+/// place (the parser's own text suggests a library option the user cannot set).
+fn describe(error: &serde_saphyr::Error) -> String {
+    match error.without_snippet() {
+        serde_saphyr::Error::DuplicateMappingKey { key, location } => format!(
+            "duplicate key {} at line {}, column {}: a key may appear only once in a mapping",
+            key.as_deref()
+                .map_or_else(|| "in a mapping".to_owned(), |k| format!("`{k}`")),
+            location.line(),
+            location.column()
+        ),
+        _ => error.to_string(),
+    }
+}
+
 /// Every document in `text`, skipping empty ones (a leading or trailing `---`).
 pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
     let docs: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| YamlError::Parse(e.to_string()))?;
+        serde_saphyr::from_multiple(text).map_err(|e| YamlError::Parse(describe(&e)))?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
 /// One document of type `T`.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
-    serde_saphyr::from_str(text).map_err(|e| YamlError::Parse(e.to_string()))
+    serde_saphyr::from_str(text).map_err(|e| YamlError::Parse(describe(&e)))
 }
 
 pub fn to_string<T: Serialize>(value: &T) -> Result<String, YamlError> {
@@ -39,4 +54,24 @@ pub fn to_multi_document<T: Serialize>(values: &[T]) -> Result<String, YamlError
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Finding 10 of issue 18: a duplicate key said "set DuplicateKeyPolicy in Options
+    /// if acceptable".
+    #[test]
+    fn duplicate_keys_are_named_with_their_line() {
+        let text = "kind: IPerf\nspec:\n  duration: 5\n  duration: 6\n";
+        let error = documents(text).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "invalid YAML: duplicate key `duration` at line 4, column 3: a key may appear only once in a mapping"
+        );
+        let error = from_str::<Value>(text).unwrap_err().to_string();
+        assert!(error.contains("duplicate key `duration` at line 4"), "{error}");
+        assert!(!error.contains("DuplicateKeyPolicy"), "{error}");
+    }
 }

@@ -51,9 +51,15 @@ impl MetricRange {
         if !value.is_finite() {
             Some(format!("{value} is not a finite number"))
         } else if value < self.min {
-            Some(format!("{value} is below the smallest possible value {}", self.min))
+            Some(format!(
+                "{value} is below the smallest possible value {}",
+                self.min
+            ))
         } else if value > self.max {
-            Some(format!("{value} is above the largest plausible value {:e}", self.max))
+            Some(format!(
+                "{value} is above the largest plausible value {:e}",
+                self.max
+            ))
         } else {
             None
         }

@@ -152,12 +152,13 @@ pub(crate) fn finite(v: f64) -> Option<f64> {
 /// was computed rather than printed.
 pub(crate) fn line_of_value(raw: &str, value: f64) -> Option<usize> {
     let is_separator = |c: char| c.is_whitespace() || ",:;=()[]{}\"'|".contains(c);
-    raw.lines().position(|line| {
-        line.split(is_separator)
-            .filter_map(|token| token.parse::<f64>().ok())
-            .any(|v| v == value || (v - value).abs() <= value.abs() * 1e-12)
-    })
-    .map(|i| i + 1)
+    raw.lines()
+        .position(|line| {
+            line.split(is_separator)
+                .filter_map(|token| token.parse::<f64>().ok())
+                .any(|v| v == value || (v - value).abs() <= value.abs() * 1e-12)
+        })
+        .map(|i| i + 1)
 }
 
 /// The 1-based number of the first line of `raw` containing `marker`, with that line.
@@ -511,7 +512,9 @@ mod tests {
     #[test]
     fn terminal_codes_are_stripped() {
         assert_eq!(
-            strip_terminal_codes("\x1b[1;31mERROR:\x1b[0m device \x1b]0;title\x07not found\r\n\tnext"),
+            strip_terminal_codes(
+                "\x1b[1;31mERROR:\x1b[0m device \x1b]0;title\x07not found\r\n\tnext"
+            ),
             "ERROR: device not found\n\tnext"
         );
         assert_eq!(strip_terminal_codes("\x1b(Bplain\x1b[K"), "plain");
@@ -525,10 +528,7 @@ mod tests {
         assert_eq!(line_of_value(raw, -1.0), Some(2));
         assert_eq!(line_of_value(raw, 1e21), Some(3));
         assert_eq!(line_of_value(raw, 7.0), None);
-        assert_eq!(
-            find_marker(raw, &["end", "nothing"]),
-            Some((3, "end 1e21"))
-        );
+        assert_eq!(find_marker(raw, &["end", "nothing"]), Some((3, "end 1e21")));
         let err = ParseError::Implausible {
             line: Some(2),
             reason: "x".into(),

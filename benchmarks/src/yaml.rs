@@ -71,7 +71,10 @@ mod tests {
             "invalid YAML: duplicate key `duration` at line 4, column 3: a key may appear only once in a mapping"
         );
         let error = from_str::<Value>(text).unwrap_err().to_string();
-        assert!(error.contains("duplicate key `duration` at line 4"), "{error}");
+        assert!(
+            error.contains("duplicate key `duration` at line 4"),
+            "{error}"
+        );
         assert!(!error.contains("DuplicateKeyPolicy"), "{error}");
     }
 }

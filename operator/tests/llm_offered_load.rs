@@ -28,5 +28,4 @@ async fn a_rate_beyond_one_process_is_refused_at_once() {
     assert!(error.contains("at most 20000 requests/s"), "{error}");
     assert!(error.contains("--workers 50"), "{error}");
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
-
 }

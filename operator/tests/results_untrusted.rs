@@ -67,7 +67,13 @@ fn write_record(dir: &Path, run: &str, streams: u32, repetition: u32, bits: f64)
 fn sweep(name: &str) -> PathBuf {
     let dir = scratch(name);
     for repetition in 0..3 {
-        write_record(&dir, "run-1", 1, repetition, 9.0e9 + f64::from(repetition) * 1e8);
+        write_record(
+            &dir,
+            "run-1",
+            1,
+            repetition,
+            9.0e9 + f64::from(repetition) * 1e8,
+        );
     }
     dir
 }
@@ -176,7 +182,10 @@ fn missing_or_altered_evidence_is_flagged() {
     std::fs::write(&evidence[1], "edited afterwards\n").expect("edited");
     let output = results(&["list", p(&dir)]);
     assert!(output.status.success());
-    assert_eq!(stdout(&output).matches("[EVIDENCE NOT VERIFIED]").count(), 2);
+    assert_eq!(
+        stdout(&output).matches("[EVIDENCE NOT VERIFIED]").count(),
+        2
+    );
     let chart = dir.join("chart.svg");
     for args in [
         vec!["show", p(&dir)],
@@ -187,7 +196,10 @@ fn missing_or_altered_evidence_is_flagged() {
         assert!(output.status.success(), "{args:?}");
         let message = stderr(&output);
         assert!(message.contains("is missing"), "{args:?}: {message}");
-        assert!(message.contains("does not match its digest"), "{args:?}: {message}");
+        assert!(
+            message.contains("does not match its digest"),
+            "{args:?}: {message}"
+        );
     }
 }
 
@@ -223,7 +235,14 @@ fn chart_formats_follow_the_file_name() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("name the file .svg or .png"));
     assert!(!jpg.exists());
-    let output = results(&["plot", p(&dir), "-o", p(&dir.join("c.svg")), "--format", "png"]);
+    let output = results(&[
+        "plot",
+        p(&dir),
+        "-o",
+        p(&dir.join("c.svg")),
+        "--format",
+        "png",
+    ]);
     assert!(!output.status.success());
     let png = dir.join("chart.png");
     let output = results(&["plot", p(&dir), "-o", p(&png)]);
@@ -232,5 +251,9 @@ fn chart_formats_follow_the_file_name() {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     let svg = dir.join("chart.svg");
     assert!(results(&["plot", p(&dir), "-o", p(&svg)]).status.success());
-    assert!(std::fs::read_to_string(&svg).expect("written").starts_with("<svg"));
+    assert!(
+        std::fs::read_to_string(&svg)
+            .expect("written")
+            .starts_with("<svg")
+    );
 }

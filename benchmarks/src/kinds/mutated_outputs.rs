@@ -16,8 +16,21 @@ const CASES: u32 = 2000;
 
 /// Numbers no real output holds, or holds where they are impossible.
 const IMPOSSIBLE: &[&str] = &[
-    "NaN", "nan", "inf", "-inf", "Infinity", "-1", "-1.00", "-0.5", "1e309", "-1e309",
-    "1e21", "1e23", "1e200", "0", "99999999999999999999",
+    "NaN",
+    "nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "-1",
+    "-1.00",
+    "-0.5",
+    "1e309",
+    "-1e309",
+    "1e21",
+    "1e23",
+    "1e200",
+    "0",
+    "99999999999999999999",
 ];
 
 #[derive(Clone, Debug)]
@@ -62,15 +75,25 @@ fn numbers(raw: &str) -> Vec<(usize, usize)> {
             i += 1;
             continue;
         }
-        let start = if i > 0 && bytes[i - 1] == b'-' { i - 1 } else { i };
+        let start = if i > 0 && bytes[i - 1] == b'-' {
+            i - 1
+        } else {
+            i
+        };
         let mut end = i;
         while end < bytes.len()
             && (bytes[end].is_ascii_digit()
                 || bytes[end] == b'.'
                 || ((bytes[end] == b'e' || bytes[end] == b'E')
-                    && bytes.get(end + 1).is_some_and(|b| b.is_ascii_digit() || *b == b'-')))
+                    && bytes
+                        .get(end + 1)
+                        .is_some_and(|b| b.is_ascii_digit() || *b == b'-')))
         {
-            end += if bytes[end] == b'e' || bytes[end] == b'E' { 2 } else { 1 };
+            end += if bytes[end] == b'e' || bytes[end] == b'E' {
+                2
+            } else {
+                1
+            };
         }
         found.push((start, end.min(bytes.len())));
         i = end.max(i + 1);
@@ -156,8 +179,8 @@ where
         match info.parse(&raw) {
             Ok(parsed) => {
                 tally.borrow_mut().parsed += 1;
-                let output: K::Output = serde_json::from_value(parsed.result.clone())
-                    .map_err(|e| {
+                let output: K::Output =
+                    serde_json::from_value(parsed.result.clone()).map_err(|e| {
                         TestCaseError::fail(format!("the result does not round-trip: {e}"))
                     })?;
                 for metric in K::metrics(&output) {
@@ -280,7 +303,10 @@ fn mutations_reach_numbers_lines_and_bytes() {
         apply(raw, &Mutation::ReplaceNumber(0.3, "NaN")),
         "a 1.5 NaN 3e-4\nb 7\n"
     );
-    assert_eq!(apply(raw, &Mutation::DuplicateLine(0.9)), "a 1.5 -2 3e-4\nb 7\nb 7\n");
+    assert_eq!(
+        apply(raw, &Mutation::DuplicateLine(0.9)),
+        "a 1.5 -2 3e-4\nb 7\nb 7\n"
+    );
     assert_eq!(apply(raw, &Mutation::DeleteLine(0.0)), "b 7\n");
     assert_eq!(apply(raw, &Mutation::Truncate(0.5)), "a 1.5 -2 ");
 }

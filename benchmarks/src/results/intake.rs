@@ -135,11 +135,13 @@ mod tests {
     /// Finding 9: a stray `notes.json` aborted every `results` command.
     #[test]
     fn other_files_are_not_records() {
-        for other in ["{\"notes\": \"baseline on node-a\"}", "[1, 2]", "not json", "{\"schemaVersion\": 3}"] {
-            assert!(
-                matches!(read(other), Ok(Intake::NotARecord(_))),
-                "{other}"
-            );
+        for other in [
+            "{\"notes\": \"baseline on node-a\"}",
+            "[1, 2]",
+            "not json",
+            "{\"schemaVersion\": 3}",
+        ] {
+            assert!(matches!(read(other), Ok(Intake::NotARecord(_))), "{other}");
         }
         let mut broken: Value = serde_json::to_value(iperf("r", "a", 1, 0, 1.0)).unwrap();
         broken["benchmark"]["name"] = Value::from(7);
@@ -163,7 +165,11 @@ mod tests {
         let kept: Vec<&str> = kept.iter().map(|(origin, _)| *origin).collect();
         assert_eq!(kept, ["a/1.json", "a/2.json", "other-run/1.json"]);
         assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].starts_with("copy/1.json: a copy of run r"), "{}", warnings[0]);
+        assert!(
+            warnings[0].starts_with("copy/1.json: a copy of run r"),
+            "{}",
+            warnings[0]
+        );
     }
 
     /// Finding 9: missing or altered evidence went unnoticed.

@@ -781,10 +781,8 @@ mod tests {
                     "percentilesExact": true, direction: stats});
                 let kind = crate::registry::lookup("Fio").expect("registered");
                 record.benchmark.kind = "Fio".into();
-                record.benchmark.permutation = serde_json::from_value(
-                    serde_json::json!({"bs": bs, "rw": rw}),
-                )
-                .expect("a map");
+                record.benchmark.permutation =
+                    serde_json::from_value(serde_json::json!({"bs": bs, "rw": rw})).expect("a map");
                 record.outcome = crate::record::RecordOutcome::Succeeded {
                     summary: String::new(),
                     metrics: kind.metrics(&result),

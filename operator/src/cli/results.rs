@@ -9,8 +9,8 @@ use anyhow::Context;
 use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::results::compare::{self, Criteria, Verdict};
 use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
-use perfsweep_benchmarks::results::{intake, raster};
 use perfsweep_benchmarks::results::{self, describe_permutation, si};
+use perfsweep_benchmarks::results::{intake, raster};
 use perfsweep_benchmarks::stats::Stability;
 
 #[derive(Debug, clap::Args)]
@@ -330,9 +330,11 @@ pub async fn load_location_or_dir(
     path: &Path,
     params: &std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<ResultRecord>> {
-    Ok(load_locations_or_dirs(std::slice::from_ref(&path.to_owned()), params)
-        .await?
-        .records)
+    Ok(
+        load_locations_or_dirs(std::slice::from_ref(&path.to_owned()), params)
+            .await?
+            .records,
+    )
 }
 
 /// The records of several locations or directories together, duplicates counted once.
@@ -379,7 +381,9 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<ResultRecord>> {
 /// Dedupes and sorts what was read, and prints the notes.
 fn finish(read: Vec<(String, ResultRecord)>, loaded: &mut Loaded) {
     let (kept, copies) = intake::dedupe(read);
-    loaded.notes.extend(copies.into_iter().map(|c| format!("warning: {c}")));
+    loaded
+        .notes
+        .extend(copies.into_iter().map(|c| format!("warning: {c}")));
     loaded.records = kept.into_iter().map(|(_, record)| record).collect();
     sort(&mut loaded.records);
     for note in &loaded.notes {
@@ -408,7 +412,10 @@ fn read_dir_records(
             }
             intake::Intake::Record(record) => {
                 if let Some(evidence) = &record.evidence {
-                    let candidates = [file.parent().map(|d| d.join(&evidence.path)), path.is_dir().then(|| path.join(&evidence.path))];
+                    let candidates = [
+                        file.parent().map(|d| d.join(&evidence.path)),
+                        path.is_dir().then(|| path.join(&evidence.path)),
+                    ];
                     let bytes = candidates
                         .into_iter()
                         .flatten()

@@ -300,42 +300,50 @@ const METRICS: &[MetricDef] = &[
         "read_bandwidth_bytes_per_second",
         "B/s",
         "aggregate read bandwidth",
-    ).up_to(1e14),
+    )
+    .up_to(1e14),
     MetricDef::higher(
         "read_iops",
         "IOPS",
         "aggregate read I/O operations per second",
-    ).up_to(1e10),
+    )
+    .up_to(1e10),
     MetricDef::lower(
         "read_clat_mean_microseconds",
         "µs",
         "mean read completion latency",
-    ).up_to(3.6e9),
+    )
+    .up_to(3.6e9),
     MetricDef::lower(
         "read_clat_p99_microseconds",
         "µs",
         "99th percentile read completion latency (an upper bound unless percentilesExact)",
-    ).up_to(3.6e9),
+    )
+    .up_to(3.6e9),
     MetricDef::higher(
         "write_bandwidth_bytes_per_second",
         "B/s",
         "aggregate write bandwidth",
-    ).up_to(1e14),
+    )
+    .up_to(1e14),
     MetricDef::higher(
         "write_iops",
         "IOPS",
         "aggregate write I/O operations per second",
-    ).up_to(1e10),
+    )
+    .up_to(1e10),
     MetricDef::lower(
         "write_clat_mean_microseconds",
         "µs",
         "mean write completion latency",
-    ).up_to(3.6e9),
+    )
+    .up_to(3.6e9),
     MetricDef::lower(
         "write_clat_p99_microseconds",
         "µs",
         "99th percentile write completion latency (an upper bound unless percentilesExact)",
-    ).up_to(3.6e9),
+    )
+    .up_to(3.6e9),
 ];
 
 /// Fio's headline metrics: read figures, then write figures (so a write-only job's

@@ -287,8 +287,10 @@ fn check_runtime(
             .and_then(|v| v.as_str())
     };
     let time_based = option("time_based").is_some_and(|v| v != "0");
-    let (Some(asked), Some(ran)) = (option("runtime").and_then(fio_seconds), worker.runtime_millis)
-    else {
+    let (Some(asked), Some(ran)) = (
+        option("runtime").and_then(fio_seconds),
+        worker.runtime_millis,
+    ) else {
         return Ok(());
     };
     if !time_based {
@@ -306,7 +308,9 @@ fn check_runtime(
 /// number as seconds.
 fn fio_seconds(text: &str) -> Option<f64> {
     let text = text.trim();
-    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let number: f64 = text.get(..digits)?.parse().ok()?;
     let scale = match text.get(digits..)?.to_ascii_lowercase().as_str() {
         "" | "s" => 1.0,
@@ -763,7 +767,10 @@ mod tests {
         let interrupted = format!("fio: terminating on signal 2\n{SINGLE}");
         match parse(&interrupted).unwrap_err() {
             ParseError::ToolReportedError(message) => {
-                assert!(message.starts_with("line 1: fio: terminating on signal 2"), "{message}");
+                assert!(
+                    message.starts_with("line 1: fio: terminating on signal 2"),
+                    "{message}"
+                );
             }
             other => panic!("{other:?}"),
         }

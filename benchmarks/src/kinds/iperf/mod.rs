@@ -147,12 +147,14 @@ const METRICS: &[MetricDef] = &[
         "received_bits_per_second",
         "bit/s",
         "throughput of the main direction measured by the receiver",
-    ).up_to(1e13),
+    )
+    .up_to(1e13),
     MetricDef::higher(
         "sent_bits_per_second",
         "bit/s",
         "throughput of the main direction measured by the sender",
-    ).up_to(1e13),
+    )
+    .up_to(1e13),
     MetricDef::lower("retransmits", "count", "TCP retransmissions (TCP only)").up_to(1e12),
     MetricDef::lower("jitter_milliseconds", "ms", "UDP jitter (UDP only)").up_to(3.6e6),
     MetricDef::lower("lost_percent", "%", "UDP datagrams lost (UDP only)").within(0.0, 100.0),
@@ -160,7 +162,8 @@ const METRICS: &[MetricDef] = &[
         "reverse_received_bits_per_second",
         "bit/s",
         "server-to-client throughput of a bidirectional test",
-    ).up_to(1e13),
+    )
+    .up_to(1e13),
 ];
 
 /// IPerf's headline metrics: receiver-side throughput first.

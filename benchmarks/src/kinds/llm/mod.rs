@@ -831,8 +831,10 @@ const METRICS: &[crate::metrics::MetricDef] = &[
         "output_tokens_per_second",
         "tokens/s",
         "output tokens per second across all streams",
-    ).up_to(1e9),
-    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token").up_to(3.6e6),
+    )
+    .up_to(1e9),
+    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token")
+        .up_to(3.6e6),
 ];
 
 #[cfg(test)]
@@ -1013,7 +1015,11 @@ mod tests {
         let shared = spec(serde_json::json!({
             "endpoint": endpoint, "requestRates": [1000000], "workers": 50,
         }));
-        assert!(paths(&shared).is_empty(), "{:?}", LLMInference::check(&shared));
+        assert!(
+            paths(&shared).is_empty(),
+            "{:?}",
+            LLMInference::check(&shared)
+        );
         let search = spec(serde_json::json!({
             "endpoint": endpoint, "slo": {"ttftMillis": 100.0},
             "saturation": {"load": "requestRate", "max": 100000},

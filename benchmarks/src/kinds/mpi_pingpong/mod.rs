@@ -95,12 +95,14 @@ const METRICS: &[MetricDef] = &[
         "min_latency_microseconds",
         "µs",
         "smallest one-way latency over all message sizes",
-    ).up_to(1e9),
+    )
+    .up_to(1e9),
     MetricDef::higher(
         "peak_bandwidth_megabytes_per_second",
         "MB/s",
         "largest bandwidth over all message sizes (IMB megabytes, 10^6 bytes)",
-    ).up_to(1e7),
+    )
+    .up_to(1e7),
 ];
 
 /// How to get `IMB-MPI1`, which Debian does not package.

@@ -100,7 +100,9 @@ fn strip_comment(line: &str) -> Option<&str> {
 pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
     ensure_not_empty(raw)?;
     if let Some((line, text)) = find_marker(raw, ERROR_MARKERS) {
-        return Err(ParseError::ToolReportedError(format!("line {line}: {text}")));
+        return Err(ParseError::ToolReportedError(format!(
+            "line {line}: {text}"
+        )));
     }
     let lines: Vec<&str> = raw.lines().collect();
     let ends_with_newline = raw.ends_with('\n');

@@ -163,15 +163,18 @@ const METRICS: &[MetricDef] = &[
         "execution_time_seconds",
         "s",
         "CPU seconds the solver used (final ExecutionTime)",
-    ).up_to(1e8),
+    )
+    .up_to(1e8),
     MetricDef::lower(
         "clock_time_seconds",
         "s",
         "wall-clock seconds of the solver (final ClockTime)",
-    ).up_to(1e8),
+    )
+    .up_to(1e8),
     MetricDef::lower(
         "step_execution_mean_seconds",
         "s",
         "mean execution time per time step after the first",
-    ).up_to(1e8),
+    )
+    .up_to(1e8),
 ];

@@ -124,11 +124,13 @@ const METRICS: &[MetricDef] = &[
         "throughput_samples_per_second",
         "samples/s",
         "samples processed per second",
-    ).up_to(1e9),
+    )
+    .up_to(1e9),
     MetricDef::lower("batch_time_mean_seconds", "s", "mean time per batch").up_to(1e6),
     MetricDef::lower(
         "batch_time_p90_seconds",
         "s",
         "90th percentile time per batch",
-    ).up_to(1e6),
+    )
+    .up_to(1e6),
 ];

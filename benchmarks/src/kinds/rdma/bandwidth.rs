@@ -99,10 +99,12 @@ const METRICS: &[MetricDef] = &[
         "average_bandwidth_gigabits_per_second",
         "Gbit/s",
         "largest average bandwidth over all message sizes",
-    ).up_to(1e4),
+    )
+    .up_to(1e4),
     MetricDef::higher(
         "peak_bandwidth_gigabits_per_second",
         "Gbit/s",
         "largest peak bandwidth over all message sizes",
-    ).up_to(1e4),
+    )
+    .up_to(1e4),
 ];

@@ -89,10 +89,12 @@ const METRICS: &[MetricDef] = &[
         "typical_latency_microseconds",
         "µs",
         "smallest typical (median) latency over all message sizes",
-    ).up_to(1e7),
+    )
+    .up_to(1e7),
     MetricDef::lower(
         "p99_latency_microseconds",
         "µs",
         "99th percentile latency at the message size of the typical latency",
-    ).up_to(1e7),
+    )
+    .up_to(1e7),
 ];

@@ -294,7 +294,10 @@ fn find_table<'a>(raw: &'a str, want_latency: Option<bool>) -> Result<Table<'a>,
             // Warnings interleaved with rows (perftest prints some) are skipped; an
             // error ended the run, and the rows before it do not describe it.
             if ERROR_MARKERS.iter().any(|m| t.contains(m)) && !t.contains("Conflicting CPU") {
-                return Err(ParseError::ToolReportedError(format!("line {}: {t}", i + 1)));
+                return Err(ParseError::ToolReportedError(format!(
+                    "line {}: {t}",
+                    i + 1
+                )));
             }
             continue;
         }

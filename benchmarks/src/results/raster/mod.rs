@@ -200,8 +200,14 @@ impl Canvas {
     }
 
     fn circle(&mut self, center: (f64, f64), r: f64, color: [u8; 3]) {
-        let (x0, x1) = self.columns((center.0 - r - 1.0).floor(), (center.0 + r + 1.0).ceil() + 1.0);
-        let (y0, y1) = self.rows((center.1 - r - 1.0).floor(), (center.1 + r + 1.0).ceil() + 1.0);
+        let (x0, x1) = self.columns(
+            (center.0 - r - 1.0).floor(),
+            (center.0 + r + 1.0).ceil() + 1.0,
+        );
+        let (y0, y1) = self.rows(
+            (center.1 - r - 1.0).floor(),
+            (center.1 + r + 1.0).ceil() + 1.0,
+        );
         for py in y0..y1 {
             for px in x0..x1 {
                 let distance = (px as f64 + 0.5 - center.0).hypot(py as f64 + 0.5 - center.1);

@@ -27,11 +27,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use perfsweep_benchmarks::kinds::llm::distribute;
-use perfsweep_benchmarks::kinds::llm::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 use perfsweep_benchmarks::kinds::llm::result::{
     self, Iteration, LLMInferenceResult, Saturation, SloReport,
 };
 use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
+use perfsweep_benchmarks::kinds::llm::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 

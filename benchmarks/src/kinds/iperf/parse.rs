@@ -516,6 +516,25 @@ mod tests {
         assert_eq!(r.headline(), "12.92 Gbit/s + 7.44 Gbit/s bidir");
     }
 
+    /// Issue 18, finding 4: a test stopped early (the server killed, a signal) must not
+    /// pass for the one asked for: 2.04 s of a 10 s `-t` is refused.
+    #[test]
+    fn a_test_far_shorter_than_asked_is_refused() {
+        let asked_ten = TCP1.replacen("\"duration\":\t2,", "\"duration\":\t10,", 1);
+        assert_ne!(asked_ten, TCP1);
+        match parse(&asked_ten).unwrap_err() {
+            ParseError::Implausible { line, reason } => {
+                assert!(reason.contains("ran 2.037 s of the 10 s"), "{reason}");
+                assert!(line.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        // A byte-bound test (-n) has no duration to meet.
+        let by_bytes = asked_ten.replacen("\"bytes\":\t0,", "\"bytes\":\t1000000,", 1);
+        assert!(parse(&by_bytes).is_ok());
+        assert!(parse(TCP1).is_ok());
+    }
+
     #[test]
     fn errors() {
         assert_eq!(

@@ -148,6 +148,7 @@ pub fn svg(cases: &[Case], spec: &PlotSpec) -> Result<String, PlotError> {
 /// The chart as shapes, for [`to_svg`] or a rasterizer.
 pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
     let (x_label, series) = collect(cases, spec)?;
+    let y_label = y_label(cases, spec);
     let categories: Vec<String> = {
         let mut seen = Vec::new();
         for point in series.iter().flat_map(|(_, points)| points) {
@@ -212,7 +213,7 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
     let title = spec
         .title
         .clone()
-        .unwrap_or_else(|| format!("{} by {x_label}", spec.y));
+        .unwrap_or_else(|| format!("{y_label} by {x_label}"));
     shapes.push(styled(
         (LEFT + plot_w / 2.0, 24.0),
         title,
@@ -264,7 +265,7 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
     ));
     shapes.push(Shape::Text {
         at: (20.0, TOP + plot_h / 2.0),
-        text: spec.y.clone(),
+        text: y_label,
         anchor: Anchor::Middle,
         size: 12.0,
         color: "#000",
@@ -443,6 +444,23 @@ pub fn to_svg(scene: &Scene) -> String {
 
 type Series = Vec<(String, Vec<Point>)>;
 
+/// The y metric's name; for [`HEADLINE`], the headline metrics the cases have.
+fn y_label(cases: &[Case], spec: &PlotSpec) -> String {
+    if spec.y != HEADLINE {
+        return spec.y.clone();
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for name in cases
+        .iter()
+        .filter_map(|c| c.headline().map(|m| m.name.as_str()))
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(" / ")
+}
+
 fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotError> {
     let mut series: Series = Vec::new();
     let x_label = match &spec.x {
@@ -451,11 +469,15 @@ fn collect(cases: &[Case], spec: &PlotSpec) -> Result<(String, Series), PlotErro
     };
     let by_headline = spec.y == HEADLINE;
     let headlines: Vec<&str> = {
-        let mut names: Vec<&str> = cases
+        let mut names: Vec<&str> = Vec::new();
+        for name in cases
             .iter()
             .filter_map(|c| c.headline().map(|m| m.name.as_str()))
-            .collect();
-        names.dedup();
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         names
     };
     for case in cases {
@@ -842,6 +864,13 @@ mod tests {
             })
             .collect();
         assert_eq!(labels, ["4k", "16k", "64k", "1M"]);
+        let svg = to_svg(&scene);
+        assert!(
+            svg.contains(
+                "read_bandwidth_bytes_per_second / write_bandwidth_bytes_per_second by bs"
+            ),
+            "the title names both metrics"
+        );
         let mut names = vec!["job10", "job2", "b", "a"];
         names.sort_by(|a, b| category_order(a, b));
         assert_eq!(names, ["a", "b", "job2", "job10"]);

@@ -9,7 +9,7 @@ pub mod summary;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
+    CustomResourceDefinition, JSONSchemaProps,
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
@@ -251,6 +251,7 @@ fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The BenchmarkSet CRD, with the kind list and name rules only known at run time.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BenchmarkSet::crd();
+    crate::crds::kubernetes_formats(&mut crd);
     let Some(root) = crd
         .spec
         .versions
@@ -260,25 +261,12 @@ pub fn crd() -> CustomResourceDefinition {
     else {
         return crd;
     };
-    root.x_kubernetes_validations
-        .get_or_insert_with(Vec::new)
-        .extend([
-            ValidationRule {
-                rule: format!("size(self.metadata.name) <= {MAX_SET_NAME_LEN}"),
-                message: Some(format!(
-                    "metadata.name must be at most {MAX_SET_NAME_LEN} characters: children are named <set>-<case id>-<repetition>"
-                )),
-                ..Default::default()
-            },
-            ValidationRule {
-                rule: "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')".to_owned(),
-                message: Some(
-                    "metadata.name must be a DNS label starting with a letter (it prefixes Service names)"
-                        .to_owned(),
-                ),
-                ..Default::default()
-            },
-        ]);
+    crate::crds::name_rules(
+        root,
+        MAX_SET_NAME_LEN,
+        "children are named <set>-<case id>-<repetition>",
+        "it prefixes Service names",
+    );
     if let Some(kind) = property(root, &["spec", "template", "kind"]) {
         kind.enum_ = Some(
             crate::registry::kind_names()

@@ -85,16 +85,21 @@ fn rewrite_formats(node: &mut Value) {
                 .and_then(Value::as_str)
                 .and_then(|format| UNSIGNED_FORMATS.iter().find(|(f, ..)| *f == format));
             if let Some((_, format, maximum)) = unsigned {
-                map.insert("format".into(), json!(format));
                 let minimum = map.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);
                 map.insert("minimum".into(), json!(minimum.max(0.0)));
-                if let Some(max) = maximum {
-                    let bound = map
-                        .get("maximum")
-                        .and_then(Value::as_f64)
-                        .map_or(*max, |m| m.min(*max));
+                let bound = match (map.get("maximum").and_then(Value::as_f64), maximum) {
+                    (Some(own), Some(max)) => Some(own.min(*max)),
+                    (own, max) => own.or(*max),
+                };
+                if let Some(bound) = bound {
                     map.insert("maximum".into(), json!(bound));
                 }
+                // The narrowest format that holds every allowed value.
+                let format = match bound {
+                    Some(bound) if bound <= f64::from(i32::MAX) => "int32",
+                    _ => format,
+                };
+                map.insert("format".into(), json!(format));
             }
             for child in map.values_mut() {
                 rewrite_formats(child);
@@ -247,4 +252,102 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 /// A CRD as the YAML document checked in under `crds/`.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, crate::yaml::YamlError> {
     crate::yaml::to_string(crd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Finding 5 of issue 13: `kubectl apply` warned `unrecognized format "uint32"`.
+    #[test]
+    fn no_crd_has_a_format_kubernetes_does_not_know() {
+        for crd in all() {
+            let yaml = to_yaml(&crd).expect("a CRD serializes to YAML");
+            for line in yaml
+                .lines()
+                .filter(|l| l.trim_start().starts_with("format:"))
+            {
+                let format = line.trim_start().trim_start_matches("format:").trim();
+                assert!(!format.starts_with("uint"), "{}: {line}", file_name(&crd));
+            }
+        }
+    }
+
+    #[test]
+    fn unsigned_integers_keep_their_range() {
+        let mut schema = json!({"properties": {
+            "port": {"type": "integer", "format": "uint16", "minimum": 1.0},
+            "count": {"type": "integer", "format": "uint32", "maximum": 100.0},
+            "bytes": {"type": "array", "items": {"type": "integer", "format": "uint64"}},
+            "total": {"type": "integer", "format": "uint32"},
+            "format": {"type": "string", "format": "date-time"},
+        }});
+        rewrite_formats(&mut schema);
+        assert_eq!(
+            schema["properties"]["port"],
+            json!({"type": "integer", "format": "int32", "minimum": 1.0, "maximum": 65535.0})
+        );
+        assert_eq!(
+            schema["properties"]["count"],
+            json!({"type": "integer", "format": "int32", "minimum": 0.0, "maximum": 100.0})
+        );
+        assert_eq!(
+            schema["properties"]["bytes"]["items"],
+            json!({"type": "integer", "format": "int64", "minimum": 0.0})
+        );
+        assert_eq!(
+            schema["properties"]["total"],
+            json!({"type": "integer", "format": "int64", "minimum": 0.0, "maximum": 4294967295.0})
+        );
+        assert_eq!(schema["properties"]["format"]["format"], "date-time");
+    }
+
+    /// Finding 8 of issue 13: the admission message for a too-long name read
+    /// `<nil>: Invalid value: …`. Every CRD's name rules now name the field (which the
+    /// schema declares, as the API server requires of a fieldPath) and a reason.
+    #[test]
+    fn name_rules_report_at_metadata_name() {
+        for crd in all() {
+            let schema = open_api_schema(&crd);
+            assert_eq!(
+                schema["properties"]["metadata"]["properties"]["name"]["type"],
+                "string",
+                "{}",
+                file_name(&crd)
+            );
+            let rules = schema["x-kubernetes-validations"]
+                .as_array()
+                .expect("root rules");
+            let name_rules: Vec<&Value> = rules
+                .iter()
+                .filter(|r| {
+                    r["rule"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("self.metadata.name"))
+                })
+                .collect();
+            assert_eq!(name_rules.len(), 2, "{}", file_name(&crd));
+            for rule in name_rules {
+                assert_eq!(rule["fieldPath"], NAME_FIELD_PATH, "{rule}");
+                assert_eq!(rule["reason"], NAME_RULE_REASON, "{rule}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_too_long_set_name_is_reported_at_metadata_name() {
+        let object = json!({
+            "apiVersion": "perfsweep.io/v1alpha1",
+            "kind": "BenchmarkSet",
+            "metadata": {"name": "a".repeat(crate::set::MAX_SET_NAME_LEN + 1), "namespace": "ns"},
+            "spec": {"template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {}}},
+        });
+        let errors = crate::set::parse_object(&object).expect_err("the name is too long");
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("metadata.name") && e.contains("at most 35 characters")),
+            "{text:?}"
+        );
+    }
 }

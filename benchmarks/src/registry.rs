@@ -206,11 +206,10 @@ impl KindInfo {
             return errors;
         }
         if let Err(failures) = kube::core::cel::validate_compiled(&self.cel, object, None) {
-            errors.extend(
-                failures
-                    .iter()
-                    .map(|f| FieldError::new(f.field_path.clone(), f.message.clone())),
-            );
+            errors.extend(failures.iter().map(
+                |f| // A root rule's fieldPath comes back as written (`.metadata.name`).
+                    FieldError::new(f.field_path.trim_start_matches('.'), f.message.clone()),
+            ));
             return errors;
         }
         let spec = object.get("spec").cloned().unwrap_or(Value::Null);

@@ -313,7 +313,8 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    type Outcome = Result<(), kube::runtime::controller::Error<std::io::Error, kube::runtime::watcher::Error>>;
+    type Outcome =
+        Result<(), kube::runtime::controller::Error<std::io::Error, kube::runtime::watcher::Error>>;
 
     fn status(code: u16, reason: &str) -> Box<kube::core::Status> {
         Box::new(kube::core::Status::failure("m", reason).with_code(code))
@@ -330,16 +331,27 @@ mod tests {
         let cases: [(Outcome, Reconciled); 5] = [
             (Ok(()), Reconciled::Success),
             (
-                Err(ControllerError::ReconcilerFailed(std::io::Error::other("boom"), Box::new(gone.clone()))),
+                Err(ControllerError::ReconcilerFailed(
+                    std::io::Error::other("boom"),
+                    Box::new(gone.clone()),
+                )),
                 Reconciled::Error,
             ),
-            (Err(ControllerError::ObjectNotFound(Box::new(gone))), Reconciled::Benign),
             (
-                Err(ControllerError::QueueError(WatchError::WatchError(status(410, "Expired")))),
+                Err(ControllerError::ObjectNotFound(Box::new(gone))),
                 Reconciled::Benign,
             ),
             (
-                Err(ControllerError::QueueError(WatchError::WatchError(status(403, "Forbidden")))),
+                Err(ControllerError::QueueError(WatchError::WatchError(status(
+                    410, "Expired",
+                )))),
+                Reconciled::Benign,
+            ),
+            (
+                Err(ControllerError::QueueError(WatchError::WatchError(status(
+                    403,
+                    "Forbidden",
+                )))),
                 Reconciled::WatchFailed,
             ),
         ];
@@ -349,9 +361,18 @@ mod tests {
             metrics.reconciled("LLMInference", classify(result));
         }
         let text = metrics.render();
-        assert!(text.contains("perfsweep_reconcile_errors_total{controller=\"LLMInference\"} 1\n"), "{text}");
-        assert!(text.contains("perfsweep_reconciles_total{controller=\"LLMInference\"} 2\n"), "{text}");
-        assert!(text.contains("perfsweep_watch_errors_total{controller=\"LLMInference\"} 1\n"), "{text}");
+        assert!(
+            text.contains("perfsweep_reconcile_errors_total{controller=\"LLMInference\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("perfsweep_reconciles_total{controller=\"LLMInference\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("perfsweep_watch_errors_total{controller=\"LLMInference\"} 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -769,7 +769,9 @@ async fn a_restart_mid_creation_adopts_the_benchmarks_own_service() {
     let reads: Vec<u16> = double
         .requests()
         .into_iter()
-        .filter(|r| r.verb == "get" && r.resource == "services" && r.name.as_deref() == Some("midway"))
+        .filter(|r| {
+            r.verb == "get" && r.resource == "services" && r.name.as_deref() == Some("midway")
+        })
         .map(|r| r.status_code)
         .collect();
     assert_eq!(reads, [200], "the 409 was followed by reading the Service");
@@ -810,7 +812,10 @@ async fn a_forbidden_request_is_shown_with_its_verb_and_resource() {
         message.contains("cannot get resource \"services\""),
         "{message}"
     );
-    assert!(message.contains("reading Service default/denied"), "{message}");
+    assert!(
+        message.contains("reading Service default/denied"),
+        "{message}"
+    );
     wait_until(WAIT, "a Forbidden Warning event", || {
         let events = events(&double, "denied");
         if events
@@ -856,7 +861,9 @@ async fn someone_elses_service_of_the_same_name_is_a_name_conflict() {
     assert!(started.elapsed() < WAIT, "at once, not at the timeout");
     wait_for_cleanup(&double, "ipf-conflict").await;
     assert!(
-        double.get(&Gvr::SERVICES, Some(NS), "ipf-conflict").is_some(),
+        double
+            .get(&Gvr::SERVICES, Some(NS), "ipf-conflict")
+            .is_some(),
         "someone else's Service is left alone"
     );
 }
@@ -873,14 +880,21 @@ async fn an_unreadable_result_log_fails_the_benchmark_at_its_deadline() {
     create_iperf(&double, "nolog", json!({"timeout": "4s"})).await;
     start_benchmark(&double, "nolog").await;
     let client = pod_name("nolog", "client");
-    double.fail_pod_log(NS, &client, Some(perfsweep_testkit::LogFailure::KubeletUnreachable));
+    double.fail_pod_log(
+        NS,
+        &client,
+        Some(perfsweep_testkit::LogFailure::KubeletUnreachable),
+    );
     finish_pod(&double, &client, 0, "");
     let status = wait_for_operator_error(&double, "nolog").await;
     let message = condition(&status, "OperatorError")["message"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert!(message.starts_with("reading the result: reading the log of pod default/nolog-client-0"), "{message}");
+    assert!(
+        message.starts_with("reading the result: reading the log of pod default/nolog-client-0"),
+        "{message}"
+    );
     let status = wait_for_phase(&double, "nolog", "Failed").await;
     // creationTimestamp has whole seconds: the deadline is up to 1 s before 4 s from here.
     assert!(
@@ -892,10 +906,14 @@ async fn an_unreadable_result_log_fails_the_benchmark_at_its_deadline() {
         .as_str()
         .unwrap_or_default();
     assert!(
-        message.contains("within the timeout of 4s") && message.contains("connect: connection refused"),
+        message.contains("within the timeout of 4s")
+            && message.contains("connect: connection refused"),
         "{message}"
     );
-    assert!(condition(&status, "OperatorError").is_null(), "settled: {status}");
+    assert!(
+        condition(&status, "OperatorError").is_null(),
+        "settled: {status}"
+    );
     assert!(
         events(&double, "nolog")
             .iter()

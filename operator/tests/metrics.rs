@@ -170,8 +170,16 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         },
     ));
     wait_until(WAIT, "the operator's watches", || {
-        let watches = double.requests().iter().filter(|r| r.verb == "watch").count();
-        if watches >= 10 { Ok(()) } else { Err(format!("{watches} watches")) }
+        let watches = double
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "watch")
+            .count();
+        if watches >= 10 {
+            Ok(())
+        } else {
+            Err(format!("{watches} watches"))
+        }
     })
     .await;
     double
@@ -189,20 +197,38 @@ async fn benign_watch_events_are_no_reconcile_errors() {
             }),
         )
         .expect("creating the orphan pod");
-    let lists_before = double.requests().iter().filter(|r| r.verb == "list").count();
+    let lists_before = double
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list")
+        .count();
     double.expire_watches();
     // Every controller re-lists after its watch answered 410 Expired.
     wait_until(WAIT, "the watchers to re-list after 410", || {
-        let lists = double.requests().iter().filter(|r| r.verb == "list").count();
-        if lists >= lists_before + 9 { Ok(()) } else { Err(format!("{} new lists", lists - lists_before)) }
+        let lists = double
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "list")
+            .count();
+        if lists >= lists_before + 9 {
+            Ok(())
+        } else {
+            Err(format!("{} new lists", lists - lists_before))
+        }
     })
     .await;
     let text = scrape(port).unwrap_or_else(|e| panic!("scraping /metrics: {e}"));
     let errors: Vec<&str> = text
         .lines()
-        .filter(|l| l.starts_with("perfsweep_reconcile_errors_total") || l.starts_with("perfsweep_watch_errors_total"))
+        .filter(|l| {
+            l.starts_with("perfsweep_reconcile_errors_total")
+                || l.starts_with("perfsweep_watch_errors_total")
+        })
         .collect();
-    assert!(errors.is_empty(), "benign events counted as errors: {errors:?}\n{text}");
+    assert!(
+        errors.is_empty(),
+        "benign events counted as errors: {errors:?}\n{text}"
+    );
     let _ = stop.send(());
     let _ = tokio::time::timeout(WAIT, operator).await;
 }

@@ -309,13 +309,23 @@ mod tests {
             match pods.logs("gone-0", &LogParams::default()).await {
                 Err(kube::Error::Api(status)) => {
                     assert_eq!(status.code, 500);
-                    assert!(status.message.ends_with("connect: connection refused"), "{}", status.message);
+                    assert!(
+                        status.message.ends_with("connect: connection refused"),
+                        "{}",
+                        status.message
+                    );
                 }
                 other => panic!("expected a 500, got {other:?}"),
             }
         }
-        assert_eq!(pods.logs("here-0", &LogParams::default()).await.unwrap(), "");
+        assert_eq!(
+            pods.logs("here-0", &LogParams::default()).await.unwrap(),
+            ""
+        );
         double.fail_pod_log("default", "gone-0", None);
-        assert_eq!(pods.logs("gone-0", &LogParams::default()).await.unwrap(), "");
+        assert_eq!(
+            pods.logs("gone-0", &LogParams::default()).await.unwrap(),
+            ""
+        );
     }
 }

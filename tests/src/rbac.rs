@@ -163,7 +163,12 @@ fn forbidden(user: &str, request: &RecordedRequest) -> ApiError {
 mod tests {
     use super::*;
 
-    fn request(verb: &str, resource: &str, ns: Option<&str>, name: Option<&str>) -> RecordedRequest {
+    fn request(
+        verb: &str,
+        resource: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) -> RecordedRequest {
         let (resource, subresource) = match resource.split_once('/') {
             Some((r, s)) => (r.to_owned(), Some(s.to_owned())),
             None => (resource.to_owned(), None),
@@ -202,9 +207,18 @@ mod tests {
     #[test]
     fn allows_what_a_rule_grants_and_nothing_else() {
         let rbac = rbac();
-        assert!(rbac.authorize(&request("list", "pods", Some("a"), None)).is_ok());
-        assert!(rbac.authorize(&request("get", "pods/log", Some("a"), Some("p"))).is_ok());
-        assert!(rbac.authorize(&request("get", "configmaps", Some("sys"), Some("lock"))).is_ok());
+        assert!(
+            rbac.authorize(&request("list", "pods", Some("a"), None))
+                .is_ok()
+        );
+        assert!(
+            rbac.authorize(&request("get", "pods/log", Some("a"), Some("p")))
+                .is_ok()
+        );
+        assert!(
+            rbac.authorize(&request("get", "configmaps", Some("sys"), Some("lock")))
+                .is_ok()
+        );
         for denied in [
             request("get", "pods", Some("a"), Some("p")),
             request("get", "configmaps", Some("sys"), Some("other")),
@@ -243,12 +257,22 @@ mod tests {
         match as_operator.get_opt("p").await {
             Err(kube::Error::Api(status)) => {
                 assert_eq!(status.code, 403);
-                assert!(status.message.contains("cannot get resource \"pods\""), "{}", status.message);
+                assert!(
+                    status.message.contains("cannot get resource \"pods\""),
+                    "{}",
+                    status.message
+                );
             }
             other => panic!("expected 403 Forbidden, got {other:?}"),
         }
         let as_admin: Api<Pod> = Api::namespaced(double.client(), "a");
-        assert!(as_admin.get_opt("p").await.expect("admin may get").is_none());
+        assert!(
+            as_admin
+                .get_opt("p")
+                .await
+                .expect("admin may get")
+                .is_none()
+        );
         let denied: Vec<(String, u16)> = double
             .requests()
             .into_iter()

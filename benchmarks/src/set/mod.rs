@@ -322,7 +322,10 @@ pub fn parse_object(object: &Value) -> Result<BenchmarkSet, Vec<crate::validatio
     if let Err(failures) = kube::core::cel::validate_compiled(&compiled.cel, object, None) {
         return Err(failures
             .iter()
-            .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+            .map(
+                |f| // A root rule's fieldPath comes back as written (`.metadata.name`).
+                    FieldError::new(f.field_path.trim_start_matches('.'), f.message.clone()),
+            )
             .collect());
     }
     serde_path_to_error::deserialize(object).map_err(|error| {

@@ -462,7 +462,16 @@ async fn on_operator_error<K: Benchmark>(
         let failure = stage.failure(&error, timeout);
         tracing::warn!(benchmark = %target.describe(), %error, stage = stage.describe(), "the deadline passed; the benchmark fails");
         let status = finished(old, target, Err(failure.clone()), now);
-        return conclude(benchmark, target, old, &status, Some(&failure), None, engine).await;
+        return conclude(
+            benchmark,
+            target,
+            old,
+            &status,
+            Some(&failure),
+            None,
+            engine,
+        )
+        .await;
     }
     let reason = operator_error_reason(&error);
     let message = bounded(&format!("{}: {error}", stage.describe()));

@@ -898,6 +898,9 @@ async fn advance<K: Benchmark>(
     ) {
         set_condition(&mut status.conditions, condition);
     }
+    if verdict == Verdict::ReadResult {
+        *stage = Stage::ReadingResult;
+    }
     let (failure, evidence) = match verdict {
         Verdict::Waiting { recheck_in } | Verdict::Running { recheck_in } => {
             let mut recheck_in = recheck_in.min(RESYNC);
@@ -944,10 +947,7 @@ async fn advance<K: Benchmark>(
             }
             return Ok(Action::requeue(recheck_in));
         }
-        Verdict::ReadResult => match {
-            *stage = Stage::ReadingResult;
-            read_result::<K::Result>(engine, target, &prepared).await?
-        } {
+        Verdict::ReadResult => match read_result::<K::Result>(engine, target, &prepared).await? {
             Ok(success) => {
                 let environment = observe_environment(engine, target, &observation.pods).await;
                 keep_evidence(engine, target, Some(&success.report), &environment).await?;

@@ -914,12 +914,16 @@ async fn an_unreadable_result_log_fails_the_benchmark_at_its_deadline() {
         condition(&status, "OperatorError").is_null(),
         "settled: {status}"
     );
-    assert!(
-        events(&double, "nolog")
-            .iter()
-            .any(|e| e.starts_with("ResultUnreadable:")),
-        "a Warning event"
-    );
+    // The event follows the status write.
+    wait_until(WAIT, "a ResultUnreadable Warning event", || {
+        let events = events(&double, "nolog");
+        if events.iter().any(|e| e.starts_with("ResultUnreadable:")) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
     wait_for_cleanup(&double, "nolog").await;
 }
 

@@ -3,7 +3,9 @@
 //! Rules shared by every kind are injected here, once, rather than repeated on each
 //! kind's type: the checked-in `crds/` YAML is exactly what [`all`] returns.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
+};
 use serde_json::{Value, json};
 
 use crate::registry;
@@ -41,9 +43,78 @@ const COMMON_SPEC_RULES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Integer formats Kubernetes knows: schemars writes Rust's unsigned types as
+/// `uint16`/`uint32`/`uint64`/`uint`, which the API server warns about on every apply
+/// (`unrecognized format "uint32"`). Each becomes a format Kubernetes knows, wide enough
+/// for every value of the Rust type, with the type's range kept as minimum and maximum
+/// (a tighter bound the schema already has wins): (format, Kubernetes format, maximum).
+const UNSIGNED_FORMATS: &[(&str, &str, Option<f64>)] = &[
+    ("uint8", "int32", Some(u8::MAX as f64)),
+    ("uint16", "int32", Some(u16::MAX as f64)),
+    ("uint32", "int64", Some(u32::MAX as f64)),
+    // u64 and usize values beyond i64::MAX do not fit a Kubernetes integer anyway.
+    ("uint64", "int64", None),
+    ("uint", "int64", None),
+];
+
+/// Rewrites every unsigned integer format in a CRD's schemas (see [`UNSIGNED_FORMATS`]).
+pub fn kubernetes_formats(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::to_value(&*schema) else {
+            continue;
+        };
+        rewrite_formats(&mut value);
+        if let Ok(rewritten) = serde_json::from_value(value) {
+            *schema = rewritten;
+        }
+    }
+}
+
+fn rewrite_formats(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            let unsigned = map
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(|format| UNSIGNED_FORMATS.iter().find(|(f, ..)| *f == format));
+            if let Some((_, format, maximum)) = unsigned {
+                let minimum = map.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);
+                map.insert("minimum".into(), json!(minimum.max(0.0)));
+                let bound = match (map.get("maximum").and_then(Value::as_f64), maximum) {
+                    (Some(own), Some(max)) => Some(own.min(*max)),
+                    (own, max) => own.or(*max),
+                };
+                if let Some(bound) = bound {
+                    map.insert("maximum".into(), json!(bound));
+                }
+                // The narrowest format that holds every allowed value.
+                let format = match bound {
+                    Some(bound) if bound <= f64::from(i32::MAX) => "int32",
+                    _ => format,
+                };
+                map.insert("format".into(), json!(format));
+            }
+            for child in map.values_mut() {
+                rewrite_formats(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_formats),
+        _ => {}
+    }
+}
+
 /// Adds the rules every kind shares: the name limit at the root, the common spec rules,
-/// and that `placement` only names this kind's roles.
+/// and that `placement` only names this kind's roles; and gives integers formats
+/// Kubernetes knows.
 pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomResourceDefinition {
+    kubernetes_formats(&mut crd);
     let Some(schema) = crd
         .spec
         .versions
@@ -53,21 +124,11 @@ pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomReso
     else {
         return crd;
     };
-    let name_rule = format!("size(self.metadata.name) <= {MAX_BENCHMARK_NAME_LEN}");
-    let name_message = format!(
-        "metadata.name must be at most {MAX_BENCHMARK_NAME_LEN} characters: pods are named <name>-<role>-<index> and pod hostnames are limited to 63"
-    );
-    push_rule(
-        &mut schema.x_kubernetes_validations,
-        &name_rule,
-        None,
-        &name_message,
-    );
-    push_rule(
-        &mut schema.x_kubernetes_validations,
-        "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-        None,
-        "metadata.name must be a DNS label starting with a letter: it names the benchmark's Service",
+    name_rules(
+        schema,
+        MAX_BENCHMARK_NAME_LEN,
+        "pods are named <name>-<role>-<index> and pod hostnames are limited to 63",
+        "it names the benchmark's Service",
     );
     if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
         for (rule, field_path, message) in COMMON_SPEC_RULES {
@@ -96,6 +157,56 @@ pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomReso
     }
     crd
 }
+
+/// The rules on `metadata.name` (at most `max` characters, a DNS label starting with a
+/// letter), at the root where CEL sees `metadata`, reported at the field they are about:
+/// `metadata.name: Invalid value: …` rather than the root's `<nil>: Invalid value: …`.
+/// A `fieldPath` must name a field of the schema, so the root declares `metadata.name`
+/// (Kubernetes allows exactly `name` and `generateName` under the root's `metadata`).
+pub fn name_rules(root: &mut JSONSchemaProps, max: usize, why_short: &str, why_label: &str) {
+    let metadata = root
+        .properties
+        .get_or_insert_with(Default::default)
+        .entry("metadata".to_owned())
+        .or_insert_with(|| JSONSchemaProps {
+            type_: Some("object".to_owned()),
+            ..Default::default()
+        });
+    metadata
+        .properties
+        .get_or_insert_with(Default::default)
+        .entry("name".to_owned())
+        .or_insert_with(|| JSONSchemaProps {
+            type_: Some("string".to_owned()),
+            ..Default::default()
+        });
+    for (rule, message) in [
+        (
+            format!("size(self.metadata.name) <= {max}"),
+            format!("metadata.name must be at most {max} characters: {why_short}"),
+        ),
+        (
+            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')".to_owned(),
+            format!("metadata.name must be a DNS label starting with a letter: {why_label}"),
+        ),
+    ] {
+        root.x_kubernetes_validations
+            .get_or_insert_with(Vec::new)
+            .push(ValidationRule {
+                rule,
+                message: Some(message),
+                field_path: Some(NAME_FIELD_PATH.to_owned()),
+                reason: Some(NAME_RULE_REASON.to_owned()),
+                ..Default::default()
+            });
+    }
+}
+
+/// Where the name rules report: the field, relative to the root they sit at.
+pub const NAME_FIELD_PATH: &str = ".metadata.name";
+/// The name rules' `reason` (a `metav1.CauseType`): an invalid value, not a missing
+/// field or a duplicate.
+pub const NAME_RULE_REASON: &str = "FieldValueInvalid";
 
 fn push_rule(
     rules: &mut Option<
@@ -141,4 +252,102 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 /// A CRD as the YAML document checked in under `crds/`.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, crate::yaml::YamlError> {
     crate::yaml::to_string(crd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Finding 5 of issue 13: `kubectl apply` warned `unrecognized format "uint32"`.
+    #[test]
+    fn no_crd_has_a_format_kubernetes_does_not_know() {
+        for crd in all() {
+            let yaml = to_yaml(&crd).expect("a CRD serializes to YAML");
+            for line in yaml
+                .lines()
+                .filter(|l| l.trim_start().starts_with("format:"))
+            {
+                let format = line.trim_start().trim_start_matches("format:").trim();
+                assert!(!format.starts_with("uint"), "{}: {line}", file_name(&crd));
+            }
+        }
+    }
+
+    #[test]
+    fn unsigned_integers_keep_their_range() {
+        let mut schema = json!({"properties": {
+            "port": {"type": "integer", "format": "uint16", "minimum": 1.0},
+            "count": {"type": "integer", "format": "uint32", "maximum": 100.0},
+            "bytes": {"type": "array", "items": {"type": "integer", "format": "uint64"}},
+            "total": {"type": "integer", "format": "uint32"},
+            "format": {"type": "string", "format": "date-time"},
+        }});
+        rewrite_formats(&mut schema);
+        assert_eq!(
+            schema["properties"]["port"],
+            json!({"type": "integer", "format": "int32", "minimum": 1.0, "maximum": 65535.0})
+        );
+        assert_eq!(
+            schema["properties"]["count"],
+            json!({"type": "integer", "format": "int32", "minimum": 0.0, "maximum": 100.0})
+        );
+        assert_eq!(
+            schema["properties"]["bytes"]["items"],
+            json!({"type": "integer", "format": "int64", "minimum": 0.0})
+        );
+        assert_eq!(
+            schema["properties"]["total"],
+            json!({"type": "integer", "format": "int64", "minimum": 0.0, "maximum": 4294967295.0})
+        );
+        assert_eq!(schema["properties"]["format"]["format"], "date-time");
+    }
+
+    /// Finding 8 of issue 13: the admission message for a too-long name read
+    /// `<nil>: Invalid value: …`. Every CRD's name rules now name the field (which the
+    /// schema declares, as the API server requires of a fieldPath) and a reason.
+    #[test]
+    fn name_rules_report_at_metadata_name() {
+        for crd in all() {
+            let schema = open_api_schema(&crd);
+            assert_eq!(
+                schema["properties"]["metadata"]["properties"]["name"]["type"],
+                "string",
+                "{}",
+                file_name(&crd)
+            );
+            let rules = schema["x-kubernetes-validations"]
+                .as_array()
+                .expect("root rules");
+            let name_rules: Vec<&Value> = rules
+                .iter()
+                .filter(|r| {
+                    r["rule"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("self.metadata.name"))
+                })
+                .collect();
+            assert_eq!(name_rules.len(), 2, "{}", file_name(&crd));
+            for rule in name_rules {
+                assert_eq!(rule["fieldPath"], NAME_FIELD_PATH, "{rule}");
+                assert_eq!(rule["reason"], NAME_RULE_REASON, "{rule}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_too_long_set_name_is_reported_at_metadata_name() {
+        let object = json!({
+            "apiVersion": "perfsweep.io/v1alpha1",
+            "kind": "BenchmarkSet",
+            "metadata": {"name": "a".repeat(crate::set::MAX_SET_NAME_LEN + 1), "namespace": "ns"},
+            "spec": {"template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {}}},
+        });
+        let errors = crate::set::parse_object(&object).expect_err("the name is too long");
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("metadata.name") && e.contains("at most 35 characters")),
+            "{text:?}"
+        );
+    }
 }

@@ -219,8 +219,11 @@ impl KindInfo {
             };
             let cel: Vec<FieldError> = failures
                 .iter()
-                .filter(|f| !(schema_failed && refused(&f.field_path)))
-                .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+                .filter(|f| !(schema_failed && refused(f.field_path.trim_start_matches('.'))))
+                .map(|f| {
+                    // A root rule's fieldPath comes back as written (`.metadata.name`).
+                    FieldError::new(f.field_path.trim_start_matches('.'), f.message.clone())
+                })
                 .collect();
             errors.extend(cel);
         }

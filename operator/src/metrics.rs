@@ -84,6 +84,41 @@ fn number(value: f64) -> String {
     }
 }
 
+/// What one item of a controller's output stream was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reconciled {
+    Success,
+    /// The reconciler failed (retried with backoff).
+    Error,
+    /// Not a failed reconcile, though kube-runtime reports it as an error: a watch that
+    /// expired (410, re-listed), a request for an object already gone from the cache.
+    Benign,
+    /// The watch failed for another reason (e.g. 403 on list): no reconcile ran.
+    WatchFailed,
+}
+
+/// Sorts a controller's output: only a failed reconciler is a reconcile error.
+pub fn classify<T, E>(
+    result: &Result<T, kube::runtime::controller::Error<E, kube::runtime::watcher::Error>>,
+) -> Reconciled {
+    use kube::runtime::controller::Error as ControllerError;
+    use kube::runtime::watcher::Error as WatchError;
+    match result {
+        Ok(_) => Reconciled::Success,
+        Err(ControllerError::ReconcilerFailed(..)) => Reconciled::Error,
+        Err(ControllerError::ObjectNotFound(_)) => Reconciled::Benign,
+        Err(ControllerError::QueueError(WatchError::WatchError(status))) if status.code == 410 => {
+            Reconciled::Benign
+        }
+        Err(ControllerError::QueueError(
+            WatchError::WatchFailed(kube::Error::Api(status))
+            | WatchError::WatchStartFailed(kube::Error::Api(status))
+            | WatchError::InitialListFailed(kube::Error::Api(status)),
+        )) if status.code == 410 => Reconciled::Benign,
+        Err(_) => Reconciled::WatchFailed,
+    }
+}
+
 /// The operator's metrics.
 #[derive(Default)]
 pub struct Metrics {
@@ -93,9 +128,14 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Counts one reconcile of `controller` (a kind, or `BenchmarkSet`).
-    pub fn reconciled(&self, controller: &str, ok: bool) {
-        let outcome = if ok { "success" } else { "error" };
+    /// Counts one item of the output of `controller` (a kind, or `BenchmarkSet`).
+    pub fn reconciled(&self, controller: &str, what: Reconciled) {
+        let outcome = match what {
+            Reconciled::Success => "success",
+            Reconciled::Error => "error",
+            Reconciled::WatchFailed => "watch_error",
+            Reconciled::Benign => return,
+        };
         if let Ok(mut map) = self.reconciles.lock() {
             *map.entry((controller.to_owned(), outcome)).or_default() += 1;
         }
@@ -232,6 +272,16 @@ impl Metrics {
         if let Ok(map) = self.reconciles.lock() {
             for ((controller, outcome), count) in map.iter() {
                 let labels = vec![("controller", controller.clone())];
+                if *outcome == "watch_error" {
+                    f.add(
+                        "perfsweep_watch_errors_total",
+                        "counter",
+                        "Watch failures other than expiry (410); no reconcile ran.",
+                        labels,
+                        *count as f64,
+                    );
+                    continue;
+                }
                 if *outcome == "error" {
                     f.add(
                         "perfsweep_reconcile_errors_total",
@@ -263,11 +313,73 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    type Outcome =
+        Result<(), kube::runtime::controller::Error<std::io::Error, kube::runtime::watcher::Error>>;
+
+    fn status(code: u16, reason: &str) -> Box<kube::core::Status> {
+        Box::new(kube::core::Status::failure("m", reason).with_code(code))
+    }
+
+    #[test]
+    fn expired_watches_and_vanished_objects_are_no_reconcile_errors() {
+        use kube::runtime::controller::Error as ControllerError;
+        use kube::runtime::watcher::Error as WatchError;
+        let gone = kube::runtime::reflector::ObjectRef::<kube::api::DynamicObject>::new_with(
+            "x",
+            kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+        );
+        let cases: [(Outcome, Reconciled); 5] = [
+            (Ok(()), Reconciled::Success),
+            (
+                Err(ControllerError::ReconcilerFailed(
+                    std::io::Error::other("boom"),
+                    Box::new(gone.clone()),
+                )),
+                Reconciled::Error,
+            ),
+            (
+                Err(ControllerError::ObjectNotFound(Box::new(gone))),
+                Reconciled::Benign,
+            ),
+            (
+                Err(ControllerError::QueueError(WatchError::WatchError(status(
+                    410, "Expired",
+                )))),
+                Reconciled::Benign,
+            ),
+            (
+                Err(ControllerError::QueueError(WatchError::WatchError(status(
+                    403,
+                    "Forbidden",
+                )))),
+                Reconciled::WatchFailed,
+            ),
+        ];
+        let metrics = Metrics::default();
+        for (result, expected) in &cases {
+            assert_eq!(classify(result), *expected, "{result:?}");
+            metrics.reconciled("LLMInference", classify(result));
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains("perfsweep_reconcile_errors_total{controller=\"LLMInference\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("perfsweep_reconciles_total{controller=\"LLMInference\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("perfsweep_watch_errors_total{controller=\"LLMInference\"} 1\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn exposition_format() {
         let metrics = Metrics::default();
-        metrics.reconciled("IPerf", true);
-        metrics.reconciled("IPerf", false);
+        metrics.reconciled("IPerf", Reconciled::Success);
+        metrics.reconciled("IPerf", Reconciled::Error);
         let text = metrics.render();
         assert!(text.contains("# TYPE perfsweep_reconciles_total counter\n"));
         assert!(text.contains("perfsweep_reconciles_total{controller=\"IPerf\"} 2\n"));
@@ -354,7 +466,7 @@ mod tests {
         set_writer.apply_watcher_event(&watcher::Event::Apply(set));
 
         let metrics = Metrics::default();
-        metrics.reconciled("IPerf", false);
+        metrics.reconciled("IPerf", Reconciled::Error);
         metrics.watch_benchmarks::<IPerf>(info, benchmarks);
         metrics.watch_sets(sets);
         let served: Vec<String> = metrics

@@ -698,3 +698,258 @@ async fn a_pod_of_the_same_name_is_not_adopted() {
         "the other pod is left alone"
     );
 }
+
+// Issue 13: what a real API server exposed. The double enforces the chart's RBAC on the
+// operator (support::double_with_crds), answers 409 on creates of existing names, and
+// fails logs per pod as an unreachable kubelet does.
+
+/// The `OperatorError` condition of the benchmark, once it is there.
+async fn wait_for_operator_error(double: &ApiDouble, name: &str) -> Value {
+    wait_for_status(double, name, "an OperatorError condition", |s| {
+        condition(s, "OperatorError")["status"] == "True"
+    })
+    .await
+}
+
+/// Finding 1: the operator restarts between creating a benchmark's Service and its
+/// pods (here: the pod create fails with a 500; kube's client retries a 503 itself). The error is in the status and a
+/// Warning event at once; the next operator's Service create answers 409, and the
+/// Service, the benchmark's own, is read (get, which the chart must grant) and adopted.
+#[tokio::test]
+async fn a_restart_mid_creation_adopts_the_benchmarks_own_service() {
+    let double = double_with_crds().await;
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "pods").times(1),
+        500,
+        "InternalError",
+    );
+    let first = Operator::start(&double, "first");
+    create_iperf(
+        &double,
+        "midway",
+        json!({"scheduler": "default", "timeout": "10m"}),
+    )
+    .await;
+    let status = wait_for_operator_error(&double, "midway").await;
+    let error = condition(&status, "OperatorError");
+    assert_eq!(error["reason"], "APIUnavailable", "{status}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("creating its objects: creating Pod default/midway-"),
+        "the stage, the verb and the resource: {message}"
+    );
+    assert_ne!(status["phase"], "Failed", "{status}");
+    wait_until(WAIT, "a Warning event with the error", || {
+        let events = events(&double, "midway");
+        match events.iter().find(|e| e.starts_with("APIUnavailable:")) {
+            Some(event) => Ok(event.clone()),
+            None => Err(format!("{events:?}")),
+        }
+    })
+    .await;
+    let service = double
+        .get(&Gvr::SERVICES, Some(NS), "midway")
+        .expect("the first operator created the Service");
+    first.stop().await;
+
+    let _second = Operator::start(&double, "second");
+    wait_for_pods(&double, "midway", 2).await;
+    let status = wait_for_status(&double, "midway", "the OperatorError condition gone", |s| {
+        condition(s, "OperatorError").is_null() && s["phase"] == "Pending"
+    })
+    .await;
+    assert!(condition(&status, "Failed").is_null(), "{status}");
+    let adopted = double
+        .get(&Gvr::SERVICES, Some(NS), "midway")
+        .expect("the Service is still there");
+    assert_eq!(
+        adopted["metadata"]["uid"], service["metadata"]["uid"],
+        "adopted, not replaced"
+    );
+    let reads: Vec<u16> = double
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.verb == "get" && r.resource == "services" && r.name.as_deref() == Some("midway")
+        })
+        .map(|r| r.status_code)
+        .collect();
+    assert_eq!(reads, [200], "the 409 was followed by reading the Service");
+}
+
+/// Finding 1 on today's chart: without `get` on services (the chart before issue 13),
+/// the 409 path is Forbidden. The benchmark says so in its status (the verb and the
+/// resource, from the API server's answer) and in a Warning event, instead of looking
+/// like it waits for the scheduler.
+#[tokio::test]
+async fn a_forbidden_request_is_shown_with_its_verb_and_resource() {
+    let double = double_with_crds().await;
+    let Some(mut rbac) = support::chart_rbac() else {
+        return;
+    };
+    for rule in &mut rbac.rules {
+        if rule.resources.iter().any(|r| r == "services") {
+            rule.verbs.retain(|v| v != "get");
+        }
+    }
+    double.enforce_rbac(rbac);
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "pods").times(1),
+        500,
+        "InternalError",
+    );
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "denied", json!({"scheduler": "default"})).await;
+    let status = wait_for_status(&double, "denied", "a Forbidden OperatorError", |s| {
+        condition(s, "OperatorError")["reason"] == "Forbidden"
+    })
+    .await;
+    let message = condition(&status, "OperatorError")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("cannot get resource \"services\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("reading Service default/denied"),
+        "{message}"
+    );
+    wait_until(WAIT, "a Forbidden Warning event", || {
+        let events = events(&double, "denied");
+        if events
+            .iter()
+            .any(|e| e.starts_with("Forbidden:") && e.contains("cannot get resource"))
+        {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+}
+
+/// Finding 2: a Service perfsweep does not own has the benchmark's name: the benchmark
+/// fails at once as NameConflict naming it (long before its 10-minute timeout), and
+/// the Service is left alone.
+#[tokio::test]
+async fn someone_elses_service_of_the_same_name_is_a_name_conflict() {
+    let double = double_with_crds().await;
+    double
+        .create(
+            &Gvr::SERVICES,
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "ipf-conflict", "namespace": NS},
+                "spec": {"type": "ClusterIP", "ports": [{"port": 80, "targetPort": 80}]},
+            }),
+        )
+        .expect("kubectl create service clusterip ipf-conflict --tcp=80:80");
+    let _operator = Operator::start(&double, "test");
+    let started = std::time::Instant::now();
+    create_iperf(&double, "ipf-conflict", json!({"timeout": "10m"})).await;
+    let status = wait_for_phase(&double, "ipf-conflict", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "NameConflict", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("Service default/ipf-conflict already exists"),
+        "{message}"
+    );
+    assert!(started.elapsed() < WAIT, "at once, not at the timeout");
+    wait_for_cleanup(&double, "ipf-conflict").await;
+    assert!(
+        double
+            .get(&Gvr::SERVICES, Some(NS), "ipf-conflict")
+            .is_some(),
+        "someone else's Service is left alone"
+    );
+}
+
+/// Finding 3: the result pod's node is gone, so its log cannot be read (connection
+/// refused, as the API server answers for an unreachable kubelet). The benchmark shows
+/// the error while it retries, then fails at its deadline as ResultUnreadable with the
+/// API error, and its pods are deleted (the set's slot is freed).
+#[tokio::test]
+async fn an_unreadable_result_log_fails_the_benchmark_at_its_deadline() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let created = std::time::Instant::now();
+    create_iperf(&double, "nolog", json!({"timeout": "4s"})).await;
+    start_benchmark(&double, "nolog").await;
+    let client = pod_name("nolog", "client");
+    double.fail_pod_log(
+        NS,
+        &client,
+        Some(perfsweep_testkit::LogFailure::KubeletUnreachable),
+    );
+    finish_pod(&double, &client, 0, "");
+    let status = wait_for_operator_error(&double, "nolog").await;
+    let message = condition(&status, "OperatorError")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.starts_with("reading the result: reading the log of pod default/nolog-client-0"),
+        "{message}"
+    );
+    let status = wait_for_phase(&double, "nolog", "Failed").await;
+    // creationTimestamp has whole seconds: the deadline is up to 1 s before 4 s from here.
+    assert!(
+        created.elapsed() >= std::time::Duration::from_secs(3),
+        "not before the deadline"
+    );
+    assert_eq!(reason_of(&status, "Failed"), "ResultUnreadable", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("within the timeout of 4s")
+            && message.contains("connect: connection refused"),
+        "{message}"
+    );
+    assert!(
+        condition(&status, "OperatorError").is_null(),
+        "settled: {status}"
+    );
+    // The event follows the status write.
+    wait_until(WAIT, "a ResultUnreadable Warning event", || {
+        let events = events(&double, "nolog");
+        if events.iter().any(|e| e.starts_with("ResultUnreadable:")) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    wait_for_cleanup(&double, "nolog").await;
+}
+
+/// Finding 6: a finished benchmark's conditions describe the present: its pods are
+/// gone, so it is not Ready (AllPodsRunning) any more.
+#[tokio::test]
+async fn a_finished_benchmark_is_not_ready() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "done", json!({})).await;
+    start_benchmark(&double, "done").await;
+    let running = status_of(&double, "done");
+    assert_eq!(reason_of(&running, "Ready"), "AllPodsRunning", "{running}");
+    let fixture = fixture("tcp-1stream.json");
+    let log = agent_log(
+        Outcome::Succeeded {
+            result: Some(fixture.result),
+            summary: Some(fixture.summary),
+        },
+        &fixture.raw,
+    );
+    double.set_pod_log(NS, &pod_name("done", "client"), AGENT, &log);
+    finish_pod(&double, &pod_name("done", "client"), 0, "");
+    let status = wait_for_phase(&double, "done", "Succeeded").await;
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "False", "{status}");
+    assert_eq!(ready["reason"], "Finished", "{status}");
+    wait_for_cleanup(&double, "done").await;
+}

@@ -61,7 +61,7 @@ async fn metrics_are_served_and_pass_promtool() {
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
-        double.client(),
+        double.service_account_client(),
         settings,
         async move {
             let _ = stopped.await;
@@ -140,6 +140,95 @@ async fn metrics_are_served_and_pass_promtool() {
             );
         }
     }
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(WAIT, operator).await;
+}
+
+/// Finding 7 of issue 13: a watch that expires (410, re-listed) and a reconcile request
+/// for an object no longer in the cache are what a real cluster does all day; neither is
+/// a failed reconcile. A pod owned by an IPerf that does not exist makes kube-runtime
+/// ask for a reconcile of that IPerf (`ObjectNotFound`), with no LLMInference or IPerf
+/// in the cluster; then every watch expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn benign_watch_events_are_no_reconcile_errors() {
+    let double = double_with_crds().await;
+    let port = free_port();
+    let settings = Settings {
+        namespace: None,
+        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
+        debounce: Duration::from_millis(50),
+        instance: Some("benign".into()),
+        defaults: Default::default(),
+        export: Default::default(),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(perfsweep::controller::run(
+        double.service_account_client(),
+        settings,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    wait_until(WAIT, "the operator's watches", || {
+        let watches = double
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "watch")
+            .count();
+        if watches >= 10 {
+            Ok(())
+        } else {
+            Err(format!("{watches} watches"))
+        }
+    })
+    .await;
+    double
+        .create(
+            &perfsweep_testkit::Gvr::PODS,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": "orphan-client-0", "namespace": NS,
+                    "labels": {"app.kubernetes.io/managed-by": "perfsweep", "perfsweep.io/benchmark": "orphan"},
+                    "ownerReferences": [{"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                        "name": "orphan", "uid": "0000-gone", "controller": true}],
+                },
+                "spec": {"containers": [{"name": "agent", "image": "x"}]},
+            }),
+        )
+        .expect("creating the orphan pod");
+    let lists_before = double
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list")
+        .count();
+    double.expire_watches();
+    // Every controller re-lists after its watch answered 410 Expired.
+    wait_until(WAIT, "the watchers to re-list after 410", || {
+        let lists = double
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "list")
+            .count();
+        if lists >= lists_before + 9 {
+            Ok(())
+        } else {
+            Err(format!("{} new lists", lists - lists_before))
+        }
+    })
+    .await;
+    let text = scrape(port).unwrap_or_else(|e| panic!("scraping /metrics: {e}"));
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("perfsweep_reconcile_errors_total")
+                || l.starts_with("perfsweep_watch_errors_total")
+        })
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "benign events counted as errors: {errors:?}\n{text}"
+    );
     let _ = stop.send(());
     let _ = tokio::time::timeout(WAIT, operator).await;
 }

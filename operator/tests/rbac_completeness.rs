@@ -2,9 +2,14 @@
 //!
 //! The chart is rendered with Helm's own Go SDK (`charts/tests/render.py`, PyPI
 //! `helm-python-sdk`); its ClusterRole and leader election Role are read; then the
-//! operator runs, with leader election, against the API double through a BenchmarkSet
-//! whose children run to completion (the test plays the kubelet) and a node-pair set
-//! (which lists nodes), and every request it made is checked against those rules:
+//! operator runs, with leader election and as the chart's service account (the double
+//! answers 403 to what the rules do not allow, as a real API server does), against the
+//! API double through a BenchmarkSet whose children run to completion (the test plays
+//! the kubelet), a node-pair set (which lists nodes), and the paths a real cluster takes
+//! that a happy run does not: a restart mid-creation (409 on the benchmark's own
+//! Service, adopted), a name conflict with someone else's pod, a result log that cannot
+//! be read (the kubelet unreachable) and a benchmark deleted while it runs. Every
+//! request it made is checked against those rules:
 //!
 //! - every request is allowed (a missing permission would fail in a real cluster);
 //! - every permission is used by some request (an excess permission fails too), except
@@ -17,7 +22,6 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use perfsweep::controller::Settings;
@@ -82,12 +86,11 @@ const NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
          rendered yet",
     ),
     (
-        "events.k8s.io",
-        "events",
-        "patch",
-        "kube-runtime's Recorder patches an event only to count a repeat of an identical event \
-     (same object, reason and note) within its cache TTL; the controllers' notes differ \
-     each time in this run",
+        "",
+        "persistentvolumeclaims",
+        "get",
+        "a claim's create that answers 409 is followed by reading the claim (adopt or \
+         NameConflict), as for pods and Services; none are rendered yet",
     ),
 ];
 
@@ -132,36 +135,10 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The chart rendered with default values, or `None` (after saying why) when the Helm
-/// SDK is not installed outside CI.
+/// The chart rendered with default values for the release namespace (see
+/// `support::render_chart`), or `None` when the Helm SDK is not installed outside CI.
 fn render_chart() -> Option<Vec<Value>> {
-    let script = repo_root().join("charts/tests/render.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .args(["--namespace", RELEASE_NAMESPACE])
-        .output();
-    let skip = |reason: String| {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{reason}, and CI must run this check"
-        );
-        // Straight to stderr: the harness captures `eprintln!` of passing tests.
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "SKIPPED RBAC completeness: {reason}");
-        None
-    };
-    let output = match output {
-        Ok(output) => output,
-        Err(error) => return skip(format!("python3 cannot run: {error}")),
-    };
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    match output.status.code() {
-        Some(0) => {}
-        Some(3) => return skip(stderr.trim().to_owned()),
-        _ => panic!("rendering the chart failed ({}): {stderr}", output.status),
-    }
-    let text = String::from_utf8(output.stdout).expect("the rendered chart is UTF-8");
-    Some(perfsweep_benchmarks::yaml::documents(&text).expect("the rendered chart is YAML"))
+    support::render_chart()
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -309,7 +286,7 @@ fn start_operator(
         ..LeaderElection::new(LEASE, RELEASE_NAMESPACE, "rbac")
     };
     let task = tokio::spawn(run_with_leader_election(
-        double.client(),
+        double.service_account_client(),
         settings,
         election,
         async move {
@@ -506,6 +483,9 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
     })
     .await;
 
+    // The paths a real cluster takes (issue 13).
+    let (stop, task) = faults(&double, stop, task).await;
+
     // Graceful shutdown releases the lease.
     let _ = stop.send(());
     tokio::time::timeout(WAIT, task)
@@ -521,6 +501,122 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
         "released: {lease}"
     );
     double.requests()
+}
+
+fn iperf(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    })
+}
+
+fn phase_of(double: &ApiDouble, name: &str) -> Value {
+    double
+        .get(&IPERFS, Some(NS), name)
+        .map_or(Value::Null, |b| b["status"]["phase"].clone())
+}
+
+async fn wait_for_phase(double: &ApiDouble, name: &str, phase: &str) -> Value {
+    wait_until(WAIT, format_args!("IPerf {name} {phase}"), || {
+        let status = double
+            .get(&IPERFS, Some(NS), name)
+            .map_or(Value::Null, |b| b["status"].clone());
+        if status["phase"] == phase {
+            Ok(status)
+        } else {
+            Err(format!("status {status}"))
+        }
+    })
+    .await
+}
+
+async fn wait_for_pod(double: &ApiDouble, pod: &str) {
+    wait_until(WAIT, format_args!("pod {pod}"), || {
+        double
+            .get(&Gvr::PODS, Some(NS), pod)
+            .map(drop)
+            .ok_or_else(|| "no such pod".to_owned())
+    })
+    .await;
+}
+
+type Running = (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+);
+
+/// A restart mid-creation, a name conflict, an unreadable result log and a deletion;
+/// returns the operator that runs after the restart.
+async fn faults(
+    double: &ApiDouble,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> Running {
+    // Restart mid-creation: the Service is made, the first pod's create fails, the
+    // operator restarts; the next one's Service create answers 409 and reads it (get).
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "pods"),
+        500,
+        "InternalError",
+    );
+    double
+        .create(&IPERFS, iperf("midway", json!({"timeout": "10m"})))
+        .expect("creating IPerf midway");
+    wait_until(WAIT, "the Service of midway", || {
+        double
+            .get(&Gvr::SERVICES, Some(NS), "midway")
+            .map(drop)
+            .ok_or_else(|| "no Service".to_owned())
+    })
+    .await;
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("the operator stops")
+        .expect("the operator did not panic")
+        .expect("the operator stopped without error");
+    let (stop, task) = start_operator(double);
+    wait_for_pod(double, "midway-client-0").await;
+    // Deleted while it waits for its pods: what it made goes with it (owner references).
+    double
+        .delete(&IPERFS, Some(NS), "midway")
+        .expect("deleting IPerf midway");
+
+    // Someone else's pod has the name of a benchmark's pod: 409, read (get), NameConflict.
+    double
+        .create(
+            &Gvr::PODS,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "taken-client-0", "namespace": NS},
+                "spec": {"containers": [{"name": "other", "image": "busybox"}]},
+            }),
+        )
+        .expect("creating someone else's pod");
+    double
+        .create(&IPERFS, iperf("taken", json!({})))
+        .expect("creating IPerf taken");
+    let status = wait_for_phase(double, "taken", "Failed").await;
+    assert!(status.to_string().contains("NameConflict"), "{status}");
+
+    // The result pod's kubelet is unreachable: the log cannot be read until the deadline.
+    double
+        .create(&IPERFS, iperf("nolog", json!({"timeout": "3s"})))
+        .expect("creating IPerf nolog");
+    wait_for_pod(double, "nolog-client-0").await;
+    kubelet(double, "nolog-server-0", None);
+    kubelet(double, "nolog-client-0", None);
+    double.fail_pod_log(
+        NS,
+        "nolog-client-0",
+        Some(perfsweep_testkit::LogFailure::KubeletUnreachable),
+    );
+    kubelet(double, "nolog-client-0", Some(0));
+    let status = wait_for_phase(double, "nolog", "Failed").await;
+    assert!(status.to_string().contains("ResultUnreadable"), "{status}");
+    assert_ne!(phase_of(double, "taken"), Value::Null);
+    (stop, task)
 }
 
 #[tokio::test]

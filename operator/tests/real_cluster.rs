@@ -5,6 +5,19 @@
 //! a pullable iperf image built from `images/iperf` — runs an IPerf benchmark end to end
 //! with the operator running in this process.
 //!
+//! With `PERFSWEEP_E2E_SERVICE_ACCOUNT=<namespace>:<name>` (the chart's, installed with
+//! `helm install`), the in-process operator impersonates that service account, so the
+//! chart's RBAC applies to it as to the deployed operator (issue 13: a missing `get`
+//! showed only there).
+//!
+//! Issue 13's scenarios: the CRDs carry only integer formats Kubernetes knows; a
+//! too-long set name is reported at `metadata.name`; a benchmark whose name an object
+//! perfsweep does not own already has fails at once as `NameConflict`; an operator
+//! killed mid-creation (the benchmark's Service made, its pods not all) is replaced by
+//! one that adopts what exists; a finished benchmark is not `Ready`. An unreadable result
+//! log (a node's kubelet gone) cannot be staged on a cluster from a test, and is covered
+//! against the API double (`benchmark_lifecycle::an_unreadable_result_log_fails_the_benchmark_at_its_deadline`).
+//!
 //! Without those variables every test prints why it skipped and passes: CI has no
 //! cluster (the in-memory API double covers the controllers there).
 
@@ -29,6 +42,72 @@ async fn cluster() -> Option<Client> {
     match Client::try_default().await {
         Ok(client) => Some(client),
         Err(error) => panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"),
+    }
+}
+
+/// The operator's client: the test's own, or impersonating the chart's service account
+/// (`PERFSWEEP_E2E_SERVICE_ACCOUNT=<namespace>:<name>`).
+async fn operator_client() -> Client {
+    let mut config = kube::Config::infer()
+        .await
+        .unwrap_or_else(|e| panic!("no kubeconfig: {e}"));
+    if let Ok(account) = std::env::var("PERFSWEEP_E2E_SERVICE_ACCOUNT") {
+        config.auth_info.impersonate = Some(format!("system:serviceaccount:{account}"));
+    }
+    Client::try_from(config).unwrap_or_else(|e| panic!("a client for the operator: {e}"))
+}
+
+/// The operator in this process until the sender fires (or the task is aborted, as a
+/// `kill -9` would end it).
+async fn start_operator() -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let settings = perfsweep::controller::Settings {
+        namespace: Some(NAMESPACE.into()),
+        health_addr: "127.0.0.1:0".parse().expect("address"),
+        debounce: Duration::from_millis(200),
+        instance: Some("e2e".into()),
+        defaults: Default::default(),
+        export: Default::default(),
+    };
+    let task = tokio::spawn(perfsweep::controller::run(
+        operator_client().await,
+        settings,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    (stop_tx, task)
+}
+
+fn iperfs(client: &Client) -> Api<DynamicObject> {
+    let resource = perfsweep::controller::benchmarkset::api_resource(
+        registry::lookup("IPerf").expect("IPerf"),
+    );
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+/// Polls the IPerf's status until `done` accepts it, for at most `within`.
+async fn wait_for_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    within: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let current = api.get(name).await.expect("IPerf readable");
+        let status = current.data["status"].clone();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "IPerf {name} within {within:?}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -108,6 +187,135 @@ async fn admission_rejects_what_offline_validation_rejects() {
     )
     .await;
     assert!(set.contains("at most 35 characters"), "{set}");
+    // Issue 13: reported at the field, not as `<nil>: Invalid value`.
+    assert!(set.contains("metadata.name: Invalid value"), "{set}");
+    assert!(!set.contains("<nil>"), "{set}");
+}
+
+/// Issue 13, finding 5: the API server knows int32 and int64 only.
+#[tokio::test]
+async fn the_crds_use_integer_formats_kubernetes_knows() {
+    let Some(client) = cluster().await else {
+        return;
+    };
+    install_crds(&client).await;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::all() {
+        let stored = api
+            .get(&crd.name_any())
+            .await
+            .expect("the CRD is installed");
+        let yaml = crds::to_yaml(&stored).expect("YAML");
+        assert!(!yaml.contains("format: uint"), "{}", crd.name_any());
+    }
+}
+
+/// Issue 13, finding 2: `kubectl create service clusterip e2e-conflict --tcp=80:80`,
+/// then an IPerf of that name: it fails at once as NameConflict, the Service stays.
+#[tokio::test]
+async fn a_name_conflict_fails_at_once_on_the_cluster() {
+    let Some(client) = cluster().await else {
+        return;
+    };
+    install_crds(&client).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let api = iperfs(&client);
+    let _ = api.delete("e2e-conflict", &DeleteParams::default()).await;
+    let _ = services
+        .delete("e2e-conflict", &DeleteParams::default())
+        .await;
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-conflict"},
+        "spec": {"type": "ClusterIP", "ports": [{"port": 80, "targetPort": 80}]},
+    }))
+    .expect("a Service");
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("the other Service");
+    let (stop, operator) = start_operator().await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": "e2e-conflict"},
+        "spec": {"timeout": "10m"}
+    }))
+    .expect("IPerf object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("IPerf created");
+    let status = wait_for_status(&api, "e2e-conflict", Duration::from_secs(60), |s| {
+        s["phase"] == "Failed"
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = operator.await;
+    let _ = api.delete("e2e-conflict", &DeleteParams::default()).await;
+    let left = services.get_opt("e2e-conflict").await.expect("readable");
+    let _ = services
+        .delete("e2e-conflict", &DeleteParams::default())
+        .await;
+    assert!(status.to_string().contains("NameConflict"), "{status}");
+    assert!(left.is_some(), "the other Service is left alone");
+}
+
+/// Issue 13, finding 1: the operator is killed (its task aborted, as `kill -9`) once the
+/// benchmark's Service exists; the next one adopts it and the benchmark runs to a
+/// result, never stuck on an operator error. Needs `PERFSWEEP_E2E_IMAGE`.
+#[tokio::test]
+async fn an_operator_killed_mid_creation_is_replaced_by_one_that_adopts() {
+    let Some(client) = cluster().await else {
+        return;
+    };
+    let Ok(image) = std::env::var("PERFSWEEP_E2E_IMAGE") else {
+        eprintln!(
+            "SKIPPED: set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull"
+        );
+        return;
+    };
+    install_crds(&client).await;
+    let scheduler = std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into());
+    let api = iperfs(&client);
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let _ = api.delete("e2e-restart", &DeleteParams::default()).await;
+    let (_stop, first) = start_operator().await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": "e2e-restart"},
+        "spec": {"image": image, "duration": 5, "scheduler": scheduler, "timeout": "5m"}
+    }))
+    .expect("IPerf object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("IPerf created");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while services
+        .get_opt("e2e-restart")
+        .await
+        .expect("readable")
+        .is_none()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no Service");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.abort();
+    let (stop, second) = start_operator().await;
+    let status = wait_for_status(&api, "e2e-restart", Duration::from_secs(300), |s| {
+        s["phase"] == "Succeeded" || s["phase"] == "Failed"
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = second.await;
+    let _ = api.delete("e2e-restart", &DeleteParams::default()).await;
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    // Finding 6: the finished benchmark's pods are gone, and its conditions say so.
+    let ready = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["status"], "False", "{status}");
 }
 
 #[tokio::test]
@@ -133,7 +341,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         export: Default::default(),
     };
     let operator = tokio::spawn(perfsweep::controller::run(
-        client.clone(),
+        operator_client().await,
         settings,
         async {
             let _ = stop_rx.await;

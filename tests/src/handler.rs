@@ -38,6 +38,17 @@ pub(crate) struct Shared {
     /// `host:port`, advertised in `/api`.
     pub address: String,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The service account's rules, once a test enforces them.
+    pub rbac: std::sync::RwLock<Option<crate::rbac::Rbac>>,
+}
+
+/// Whether the request carries the service account's token (and so is authorized).
+fn from_service_account(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        == Some(crate::rbac::SERVICE_ACCOUNT_TOKEN)
 }
 
 pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
@@ -53,6 +64,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
                 .unwrap_or("application/json")
                 .to_owned();
             let request = ResourceRequest {
+                service_account: from_service_account(&parts.headers),
                 method: parts.method,
                 target,
                 query,
@@ -98,6 +110,8 @@ fn non_resource(shared: &Shared, route: Route) -> Result<Response<Body>, ApiErro
 }
 
 struct ResourceRequest {
+    /// Made with the service account's token: RBAC applies.
+    service_account: bool,
     method: Method,
     target: ResourcePath,
     query: HashMap<String, String>,
@@ -184,15 +198,37 @@ async fn resource_request(
     let outcome = match verb {
         Err(e) => Err(e),
         Ok(None) => Err(ApiError::method_not_allowed()),
-        Ok(Some(verb)) => match shared.log.take_fault(&record) {
-            Some(injected) => Err(injected),
-            None => dispatch(shared, verb, &request, body).await,
+        Ok(Some(verb)) => match authorize(shared, &request, &record) {
+            Err(denied) => Err(denied),
+            Ok(()) => match shared.log.take_fault(&record) {
+                Some(injected) => Err(injected),
+                None => dispatch(shared, verb, &request, body).await,
+            },
         },
     };
     let response = outcome.unwrap_or_else(|e| error_response(&e));
     record.status_code = response.status().as_u16();
     shared.log.record(record);
     response
+}
+
+/// The authorizer runs before anything else, as in the apiserver's filter chain.
+fn authorize(
+    shared: &Shared,
+    request: &ResourceRequest,
+    record: &RecordedRequest,
+) -> Result<(), ApiError> {
+    if !request.service_account {
+        return Ok(());
+    }
+    let rbac = shared
+        .rbac
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match rbac.as_ref() {
+        Some(rbac) => rbac.authorize(record),
+        None => Ok(()),
+    }
 }
 
 async fn dispatch(

@@ -8,8 +8,10 @@
 //! deletion), records every request under its RBAC verb, and can inject failures.
 //!
 //! Deliberate simplifications, beyond which tests must not rely on it:
-//! - No authentication, authorization, admission, defaulting, or schema validation
-//!   (names are checked to be RFC 1123 subdomains; CRD schemas are ignored).
+//! - No admission, defaulting, or schema validation (names are checked to be RFC 1123
+//!   subdomains; CRD schemas are ignored). Authorization only for the one service
+//!   account [`ApiDouble::enforce_rbac`] names (see the `rbac` module); other requests
+//!   are the test's own, allowed everything.
 //! - Strategic merge patch is applied as a JSON merge patch; server-side apply creates
 //!   or merge-patches without field ownership (see the `patch` module).
 //! - Garbage collection is synchronous; Foreground deletes dependents before the owner
@@ -31,6 +33,7 @@ mod logs;
 mod meta;
 mod patch;
 mod path;
+mod rbac;
 mod registry;
 mod requests;
 mod selector;
@@ -40,6 +43,8 @@ mod watch;
 
 pub use error::ApiError;
 pub use gvr::Gvr;
+pub use logs::LogFailure;
+pub use rbac::{PolicyRule, Rbac};
 pub use registry::ResourceType;
 pub use requests::{RecordedRequest, RequestMatcher};
 pub use selector::{FieldSelector, LabelSelector};

@@ -8,10 +8,41 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// Logs by namespace, pod and container.
+/// Logs by namespace, pod and container, and the pods whose logs cannot be read.
 #[derive(Debug, Default)]
 pub(crate) struct PodLogs {
     logs: Mutex<HashMap<(String, String, String), String>>,
+    failures: Mutex<HashMap<(String, String), LogFailure>>,
+}
+
+/// How reading a pod's log fails, as a real apiserver answers when it cannot get the
+/// log from the pod's kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFailure {
+    /// The kubelet does not answer (its node is gone or unreachable): 500 with the
+    /// apiserver's `connect: connection refused` message.
+    KubeletUnreachable,
+    /// The apiserver or kubelet fails: 503 ServiceUnavailable.
+    ServiceUnavailable,
+}
+
+impl LogFailure {
+    fn error(self, ns: &str, pod: &str, container: &str) -> ApiError {
+        match self {
+            Self::KubeletUnreachable => ApiError::new(
+                500,
+                "InternalError",
+                format!(
+                    "Get \"https://127.0.0.1:10250/containerLogs/{ns}/{pod}/{container}\": dial tcp 127.0.0.1:10250: connect: connection refused"
+                ),
+            ),
+            Self::ServiceUnavailable => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+        }
+    }
 }
 
 /// The query parameters of a log request the double honours.
@@ -50,6 +81,19 @@ impl PodLogs {
         );
     }
 
+    /// Makes every read of `pod`'s log fail this way (`None`: readable again).
+    pub fn set_failure(&self, ns: &str, pod: &str, failure: Option<LogFailure>) {
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (ns.to_owned(), pod.to_owned());
+        match failure {
+            Some(failure) => failures.insert(key, failure),
+            None => failures.remove(&key),
+        };
+    }
+
     /// The log of a container of `pod` (the stored object), as the kubelet would serve it.
     /// A container that has logged nothing (or was never given a log) has an empty log.
     pub fn read(&self, ns: &str, pod: &Value, query: &LogQuery) -> Result<String, ApiError> {
@@ -70,6 +114,15 @@ impl PodLogs {
                 )));
             }
         };
+        let failure = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(ns.to_owned(), name.to_owned()))
+            .copied();
+        if let Some(failure) = failure {
+            return Err(failure.error(ns, name, &container));
+        }
         let text = self
             .lock()
             .get(&(ns.to_owned(), name.to_owned(), container))
@@ -234,5 +287,45 @@ mod tests {
             Err(kube::Error::Api(status)) => assert_eq!(status.code, 500),
             other => panic!("expected the injected 500, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_pods_log_fails_until_its_kubelet_is_back() {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, LogParams, PostParams};
+
+        let double = crate::ApiDouble::start().await;
+        let pods: Api<Pod> = Api::default_namespaced(double.client());
+        for name in ["gone-0", "here-0"] {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "agent", "image": "x"}]},
+            }))
+            .unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+        }
+        double.fail_pod_log("default", "gone-0", Some(LogFailure::KubeletUnreachable));
+        for _ in 0..2 {
+            match pods.logs("gone-0", &LogParams::default()).await {
+                Err(kube::Error::Api(status)) => {
+                    assert_eq!(status.code, 500);
+                    assert!(
+                        status.message.ends_with("connect: connection refused"),
+                        "{}",
+                        status.message
+                    );
+                }
+                other => panic!("expected a 500, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            pods.logs("here-0", &LogParams::default()).await.unwrap(),
+            ""
+        );
+        double.fail_pod_log("default", "gone-0", None);
+        assert_eq!(
+            pods.logs("gone-0", &LogParams::default()).await.unwrap(),
+            ""
+        );
     }
 }

@@ -48,6 +48,7 @@ impl ApiDouble {
             pod_logs: Default::default(),
             address: address.clone(),
             shutdown: stopped.clone(),
+            rbac: Default::default(),
         });
         let accept_loop = tokio::spawn(serve(listener, shared.clone(), stopped));
         ApiDouble {
@@ -87,6 +88,43 @@ impl ApiDouble {
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         kube::Client::try_from(config).expect("kube accepts a plain-HTTP loopback config")
+    }
+
+    /// A client that authenticates as the service account whose requests
+    /// [`Self::enforce_rbac`] authorizes (a bearer token); without enforcement it may do
+    /// anything, as [`Self::client`] may.
+    pub fn service_account_client(&self) -> kube::Client {
+        let uri = self
+            .url
+            .parse()
+            .expect("the double's own URL is a valid URI");
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = "default".into();
+        config.auth_info.token = Some(crate::rbac::SERVICE_ACCOUNT_TOKEN.to_owned().into());
+        kube::Client::try_from(config).expect("kube accepts a plain-HTTP loopback config")
+    }
+
+    /// From now on, requests of [`Self::service_account_client`] are authorized by
+    /// these rules: what none allows is answered 403 Forbidden (recorded as such).
+    pub fn enforce_rbac(&self, rbac: crate::rbac::Rbac) {
+        *self
+            .shared
+            .rbac
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rbac);
+    }
+
+    /// Makes every read of the pod's log fail (`None`: readable again), as when its
+    /// node's kubelet cannot be reached. Other pods' logs are unaffected.
+    pub fn fail_pod_log(&self, ns: &str, pod: &str, failure: Option<crate::logs::LogFailure>) {
+        self.shared.pod_logs.set_failure(ns, pod, failure);
+    }
+
+    /// Ends every open watch after dropping the watch history, as an apiserver restart
+    /// after etcd compaction does: each watcher's next watch from its last
+    /// resourceVersion is answered `410 Expired`, and it must re-list.
+    pub fn expire_watches(&self) {
+        self.shared.store.expire_watches();
     }
 
     /// A kubeconfig whose current context (`apidouble`, namespace `default`) points at

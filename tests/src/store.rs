@@ -178,6 +178,16 @@ impl Store {
         inner.compacted = inner.rv;
     }
 
+    /// Takes a resourceVersion (as a write elsewhere in etcd would), forgets the
+    /// history and ends every open watch: every watcher's last version is then too old.
+    pub fn expire_watches(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
+        inner.history.clear();
+        inner.compacted = inner.rv;
+        inner.watchers.clear();
+    }
+
     /// Ends every open watch.
     pub fn close_watches(&self) {
         self.lock().watchers.clear();

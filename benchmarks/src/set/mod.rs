@@ -9,7 +9,7 @@ pub mod summary;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
+    CustomResourceDefinition, JSONSchemaProps,
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
@@ -251,6 +251,7 @@ fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The BenchmarkSet CRD, with the kind list and name rules only known at run time.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BenchmarkSet::crd();
+    crate::crds::kubernetes_formats(&mut crd);
     let Some(root) = crd
         .spec
         .versions
@@ -260,25 +261,12 @@ pub fn crd() -> CustomResourceDefinition {
     else {
         return crd;
     };
-    root.x_kubernetes_validations
-        .get_or_insert_with(Vec::new)
-        .extend([
-            ValidationRule {
-                rule: format!("size(self.metadata.name) <= {MAX_SET_NAME_LEN}"),
-                message: Some(format!(
-                    "metadata.name must be at most {MAX_SET_NAME_LEN} characters: children are named <set>-<case id>-<repetition>"
-                )),
-                ..Default::default()
-            },
-            ValidationRule {
-                rule: "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')".to_owned(),
-                message: Some(
-                    "metadata.name must be a DNS label starting with a letter (it prefixes Service names)"
-                        .to_owned(),
-                ),
-                ..Default::default()
-            },
-        ]);
+    crate::crds::name_rules(
+        root,
+        MAX_SET_NAME_LEN,
+        "children are named <set>-<case id>-<repetition>",
+        "it prefixes Service names",
+    );
     if let Some(kind) = property(root, &["spec", "template", "kind"]) {
         kind.enum_ = Some(
             crate::registry::kind_names()
@@ -334,8 +322,10 @@ pub fn parse_object(object: &Value) -> Result<BenchmarkSet, Vec<crate::validatio
         let refused = |path: &str| errors.iter().any(|e| path.starts_with(&e.path));
         let cel: Vec<FieldError> = failures
             .iter()
-            .filter(|f| !refused(&f.field_path))
-            .map(|f| FieldError::new(f.field_path.clone(), f.message.clone()))
+            // A root rule's fieldPath comes back as written (`.metadata.name`).
+            .map(|f| (f.field_path.trim_start_matches('.'), &f.message))
+            .filter(|(path, _)| !refused(path))
+            .map(|(path, message)| FieldError::new(path, message.clone()))
             .collect();
         errors.extend(cel);
     }

@@ -59,10 +59,17 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 # Secrets and PersistentVolumeClaims a kind's rendering asks for (e.g. credentials,
 # scratch volumes): created with the pods and deleted by name when the
 # benchmark ends. No list or watch: the only Secrets the operator reads are the
-# export credentials a spec names (the rule above).
+# export credentials a spec names (the rule above) and, by name, a rendered Secret
+# whose create answered 409 (see pods' get).
 - apiGroups: [""]
   resources: ["secrets", "persistentvolumeclaims"]
   verbs: ["create", "delete"]
+# get on a claim: a create that answers 409 AlreadyExists is followed by reading the
+# object of that name, to adopt it if this benchmark owns it (made before an operator
+# restart) or fail the benchmark as NameConflict if it does not.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get"]
 # Everything the operator creates carries an owner reference with blockOwnerDeletion
 # (children → their BenchmarkSet; pods, Service, PodGroup, ConfigMap → their
 # benchmark). Where the OwnerReferencesPermissionEnforcement admission plugin is on,
@@ -76,19 +83,22 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   verbs: ["update"]
 # Benchmark pods: the benchmark controllers watch the pods they own (list, watch), list
 # a benchmark's pods by label, create one per process of the plan and delete them when
-# the benchmark ends.
+# the benchmark ends; get reads the pod of a name whose create answered 409
+# AlreadyExists (adopted if the benchmark owns it, NameConflict if not).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 # The result pod's agent log carries the structured result and the raw evidence.
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
 # The headless Service that gives a benchmark's pods peer DNS names: created with the
-# pods, listed and deleted when the benchmark ends.
+# pods, listed and deleted when the benchmark ends; get reads the Service of that name
+# when its create answers 409 AlreadyExists (after an operator restart mid-creation it
+# is the benchmark's own and adopted; someone else's is a NameConflict).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "create", "delete"]
+  verbs: ["get", "list", "create", "delete"]
 # Volcano PodGroups gang-schedule a benchmark's pods: watched (list, watch), read by name
 # before creating one, created, and deleted when the benchmark ends.
 - apiGroups: ["scheduling.volcano.sh"]

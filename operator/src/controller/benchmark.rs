@@ -75,6 +75,74 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 const PROGRESS_TAIL_LINES: i64 = 40;
 /// How soon to look again after acting on a stale copy of a benchmark.
 const STALE_RETRY: Duration = Duration::from_secs(1);
+/// The condition that reports the operator's own failure to act on a benchmark (an API
+/// request refused or unanswered), while it lasts: so a benchmark stuck on the operator
+/// says so, instead of looking like it waits for the scheduler.
+pub const OPERATOR_ERROR_CONDITION: &str = "OperatorError";
+/// A retried reconcile looks again this long after the benchmark's deadline, so that it
+/// sees the deadline passed.
+const PAST_DEADLINE: Duration = Duration::from_millis(50);
+
+/// What the controller was doing for a benchmark when a request failed: every stage is
+/// bounded by the benchmark's timeout, and a benchmark that ends at its deadline says in
+/// which stage and on which error it was stuck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Preparing,
+    Creating,
+    WaitingForPods,
+    Running,
+    ReadingResult,
+    CleaningUp,
+}
+
+impl Stage {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Preparing => "preparing",
+            Self::Creating => "creating its objects",
+            Self::WaitingForPods => "waiting for its pods",
+            Self::Running => "running",
+            Self::ReadingResult => "reading the result",
+            Self::CleaningUp => "cleaning up",
+        }
+    }
+
+    /// The failure of a benchmark whose deadline passed while this stage kept failing.
+    fn failure(self, error: &Error, timeout: Duration) -> Failure {
+        let timeout = assess::human(timeout);
+        match self {
+            Self::ReadingResult => Failure::new(
+                "ResultUnreadable",
+                format!("the result could not be read within the timeout of {timeout}: {error}"),
+            ),
+            stage => Failure::new(
+                "TimedOut",
+                format!(
+                    "the benchmark did not finish within its timeout of {timeout} ({}; last error: {error})",
+                    stage.describe()
+                ),
+            ),
+        }
+    }
+}
+
+/// The reason of the `OperatorError` condition and event: what kind of failure it was.
+fn operator_error_reason(error: &Error) -> &'static str {
+    match error {
+        Error::Kube {
+            source: kube::Error::Api(status),
+            ..
+        } => match status.code {
+            403 => "Forbidden",
+            429 | 500.. => "APIUnavailable",
+            _ => "APIError",
+        },
+        // No answer at all: connection refused, TLS, timeouts.
+        Error::Kube { .. } => "APIUnavailable",
+        Error::MissingNamespace { .. } | Error::Serialize { .. } => "OperatorError",
+    }
+}
 
 /// What the engine needs of a kind's Rust type; every benchmark kind has it.
 pub trait Benchmark:
@@ -217,7 +285,7 @@ fn start<K: Benchmark>(
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, engine)
         .for_each(move |result| {
-            metrics.reconciled(&kind, result.is_ok());
+            metrics.reconciled(&kind, crate::metrics::classify(&result));
             async move {
                 match result {
                     Ok((object, _)) => tracing::debug!(%object, "reconciled"),
@@ -322,15 +390,116 @@ pub async fn reconcile<K: Benchmark>(
         return Ok(Action::await_change());
     }
     let old = benchmark.benchmark_status().cloned().unwrap_or_default();
-    let action = if old.phase.is_some_and(Phase::is_finished) {
-        let rendered = prepare(&*benchmark, &target).ok().map(|p| p.rendered);
-        release(&engine, &target, rendered.as_ref()).await?;
-        export::export(&*benchmark, &target, &engine).await?
+    let mut stage = Stage::Preparing;
+    let outcome = if old.phase.is_some_and(Phase::is_finished) {
+        stage = Stage::CleaningUp;
+        tidy_up(&*benchmark, &target, &old, &engine).await
     } else {
-        advance(&*benchmark, &target, old, &engine).await?
+        advance(&*benchmark, &target, old.clone(), &engine, &mut stage).await
     };
-    engine.ctx.backoff.reset(&target.describe());
-    Ok(action)
+    match outcome {
+        Ok(action) => {
+            engine.ctx.backoff.reset(&target.describe());
+            Ok(action)
+        }
+        Err(error) => on_operator_error(&*benchmark, &target, &old, error, stage, &engine).await,
+    }
+}
+
+/// A finished benchmark: delete what is left of it, export it, and drop an
+/// `OperatorError` condition that no longer holds.
+async fn tidy_up<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    old: &BenchmarkStatus<K::Result>,
+    engine: &Engine,
+) -> Result<Action, Error> {
+    let rendered = prepare(benchmark, target).ok().map(|p| p.rendered);
+    release(engine, target, rendered.as_ref()).await?;
+    if condition_of(old, OPERATOR_ERROR_CONDITION).is_some() {
+        let mut status = old.clone();
+        status
+            .conditions
+            .retain(|c| c.type_ != OPERATOR_ERROR_CONDITION);
+        write_status(benchmark, engine, target, old, &status).await?;
+        // The export (which writes status too) follows on the next look.
+        return Ok(Action::requeue(STALE_RETRY));
+    }
+    export::export(benchmark, target, engine).await
+}
+
+fn condition_of<'a, R>(
+    status: &'a BenchmarkStatus<R>,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// When and how long: the benchmark's deadline (creation plus `timeout`), if its spec
+/// can be prepared.
+fn deadline_of<K: Benchmark>(benchmark: &K, target: &Target) -> Option<(Timestamp, Duration)> {
+    let timeout = prepare(benchmark, target).ok()?.timeout;
+    Some((assess::later(target.created, timeout), timeout))
+}
+
+/// A request of this reconcile failed. Past the benchmark's deadline the benchmark ends,
+/// naming the stage it was stuck in and the error; before it, the error is shown in the
+/// status (`OperatorError`) and as a Warning event, and the reconcile is retried.
+async fn on_operator_error<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    old: &BenchmarkStatus<K::Result>,
+    error: Error,
+    stage: Stage,
+    engine: &Engine,
+) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let running = !old.phase.is_some_and(Phase::is_finished);
+    if running
+        && let Some((deadline, timeout)) = deadline_of(benchmark, target)
+        && deadline <= now
+    {
+        let failure = stage.failure(&error, timeout);
+        tracing::warn!(benchmark = %target.describe(), %error, stage = stage.describe(), "the deadline passed; the benchmark fails");
+        let status = finished(old, target, Err(failure.clone()), now);
+        return conclude(
+            benchmark,
+            target,
+            old,
+            &status,
+            Some(&failure),
+            None,
+            engine,
+        )
+        .await;
+    }
+    let reason = operator_error_reason(&error);
+    let message = bounded(&format!("{}: {error}", stage.describe()));
+    let mut status = old.clone();
+    set_condition(
+        &mut status.conditions,
+        condition(
+            OPERATOR_ERROR_CONDITION,
+            condition_status::TRUE,
+            reason,
+            message.clone(),
+            target.generation,
+            now,
+        ),
+    );
+    if let Err(write_error) = write_status(benchmark, engine, target, old, &status).await {
+        tracing::warn!(benchmark = %target.describe(), error = %write_error, "cannot record the operator's error in status");
+    }
+    publish(
+        engine,
+        benchmark,
+        EventType::Warning,
+        reason,
+        "Reconcile",
+        &message,
+    )
+    .await;
+    Err(error)
 }
 
 pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<Engine>) -> Action {
@@ -340,7 +509,24 @@ pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<
         benchmark.namespace().unwrap_or_default(),
         benchmark.name_any()
     );
-    let delay = engine.ctx.backoff.next_delay(&key);
+    let mut delay = engine.ctx.backoff.next_delay(&key);
+    // Retries never carry a benchmark past its deadline unseen: every stage of it is
+    // bounded by its timeout.
+    if let Some(info) = registry::lookup(&K::kind(&()))
+        && let Ok(mut target) = Target::of(&*benchmark, info)
+        && !benchmark
+            .benchmark_status()
+            .and_then(|s| s.phase)
+            .is_some_and(Phase::is_finished)
+    {
+        target.defaults = engine.defaults.clone();
+        if let Some((deadline, _)) = deadline_of(&*benchmark, &target) {
+            let left = Timestamp::now().duration_until(deadline);
+            if left.is_positive() {
+                delay = delay.min(left.unsigned_abs().saturating_add(PAST_DEADLINE));
+            }
+        }
+    }
     tracing::warn!(benchmark = %key, %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
@@ -582,12 +768,22 @@ where
                 target.describe()
             )))?;
             match existing {
-                Some(existing) if !target.owns(&existing) => Ok(Created::Rejected(Failure::new(
-                    "NameConflict",
-                    format!(
-                        "{kind} {name} already exists and does not belong to this benchmark: delete it or rename the benchmark"
-                    ),
-                ))),
+                Some(existing) if !target.owns(&existing) => {
+                    let owner = existing
+                        .owner_references()
+                        .first()
+                        .map(|o| format!(" (it belongs to {} {})", o.kind, o.name))
+                        .unwrap_or_default();
+                    Ok(Created::Rejected(Failure::new(
+                        "NameConflict",
+                        format!(
+                            "{kind} {}/{name} already exists and does not belong to this benchmark{owner}: delete it or rename the benchmark",
+                            target.namespace
+                        ),
+                    )))
+                }
+                // Created for this benchmark before (by an earlier reconcile or operator
+                // instance): adopted as it is.
                 _ => Ok(Created::Existed),
             }
         }
@@ -628,6 +824,7 @@ async fn advance<K: Benchmark>(
     target: &Target,
     old: BenchmarkStatus<K::Result>,
     engine: &Engine,
+    stage: &mut Stage,
 ) -> Result<Action, Error> {
     let prepared = match prepare(benchmark, target) {
         Ok(prepared) => prepared,
@@ -646,6 +843,11 @@ async fn advance<K: Benchmark>(
         }
     };
 
+    *stage = if old.started_at.is_some() {
+        Stage::Running
+    } else {
+        Stage::WaitingForPods
+    };
     let observation = observe(engine, target, &prepared).await?;
     let now = Timestamp::now();
     let phase = old.phase.unwrap_or_default();
@@ -670,6 +872,7 @@ async fn advance<K: Benchmark>(
         let incomplete = !progress.missing.is_empty()
             || (gang && engine.volcano && observation.pod_group.is_none());
         if incomplete || (gang && !engine.volcano) {
+            *stage = Stage::Creating;
             if !still_current::<K>(engine, target).await? {
                 return Ok(Action::requeue(STALE_RETRY));
             }
@@ -682,6 +885,10 @@ async fn advance<K: Benchmark>(
 
     let mut status = old.clone();
     status.observed_generation = target.generation;
+    // This reconcile got this far: the operator's error of an earlier one is over.
+    status
+        .conditions
+        .retain(|c| c.type_ != OPERATOR_ERROR_CONDITION);
     for condition in assess::progress_conditions(
         &progress,
         gang,
@@ -691,10 +898,14 @@ async fn advance<K: Benchmark>(
     ) {
         set_condition(&mut status.conditions, condition);
     }
+    if verdict == Verdict::ReadResult {
+        *stage = Stage::ReadingResult;
+    }
     let (failure, evidence) = match verdict {
         Verdict::Waiting { recheck_in } | Verdict::Running { recheck_in } => {
             let mut recheck_in = recheck_in.min(RESYNC);
             if matches!(verdict, Verdict::Running { .. }) {
+                *stage = Stage::Running;
                 status.phase = Some(Phase::Running);
                 status.started_at.get_or_insert(Time(now));
                 if target.info.reports_progress {
@@ -762,6 +973,7 @@ async fn advance<K: Benchmark>(
             }
         }
     };
+    *stage = Stage::CleaningUp;
     if let Some(failure) = &failure {
         // What there is of a failed run: where it ran, for its record.
         let environment = observe_environment(engine, target, &observation.pods).await;
@@ -868,8 +1080,12 @@ async fn reported_failure(
     }
 }
 
+/// A result log the API server will not give (or not within the timeout).
+const RESULT_UNREADABLE: &str = "ResultUnreadable";
+
 /// The agent container's log; a log the API server will not give (the pod or its node
-/// is gone) is a failure, other errors are retried.
+/// is gone) is a failure, other errors (the kubelet unreachable, the API server
+/// unavailable) are retried until the benchmark's deadline (`on_operator_error`).
 async fn read_log(
     engine: &Engine,
     target: &Target,
@@ -885,7 +1101,7 @@ async fn read_log(
             if (400..500).contains(&status.code) && status.code != 429 =>
         {
             Ok(Err(Failure::new(
-                outcome::UNPARSEABLE,
+                RESULT_UNREADABLE,
                 format!("pod {pod}: the log cannot be read: {}", status.message),
             )))
         }
@@ -912,6 +1128,24 @@ fn finished<R: Clone>(
     status.finished_at = Some(Time(now));
     status.progress = None;
     let generation = target.generation;
+    // Conditions describe the present: the pods are about to be deleted, and whatever
+    // the operator failed at before is settled by the outcome.
+    status
+        .conditions
+        .retain(|c| c.type_ != OPERATOR_ERROR_CONDITION);
+    if condition_of(&status, "Ready").is_some() {
+        set_condition(
+            &mut status.conditions,
+            condition(
+                "Ready",
+                condition_status::FALSE,
+                "Finished",
+                "the benchmark has finished; its pods are deleted",
+                generation,
+                now,
+            ),
+        );
+    }
     match outcome {
         Ok(success) => {
             status.phase = Some(Phase::Succeeded);

@@ -122,7 +122,7 @@ pub async fn run(
         .graceful_shutdown_on(stopped())
         .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
         .for_each(move |result| {
-            metrics.reconciled("BenchmarkSet", result.is_ok());
+            metrics.reconciled("BenchmarkSet", crate::metrics::classify(&result));
             async move {
                 match result {
                     Ok((object, _)) => tracing::debug!(%object, "reconciled"),

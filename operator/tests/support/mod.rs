@@ -30,9 +30,14 @@ pub const SETS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "benchmarkset
 pub const IPERFS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "iperfs");
 pub const LLMS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "llminferences");
 
-/// An API double serving every perfsweep CRD.
+/// An API double serving every perfsweep CRD, authorizing the operator's requests
+/// ([`Operator`] runs as the chart's service account) by the RBAC rules the chart
+/// renders, so a request the chart does not allow fails as it would in a cluster.
 pub async fn double_with_crds() -> ApiDouble {
     let double = ApiDouble::start().await;
+    if let Some(rbac) = chart_rbac() {
+        double.enforce_rbac(rbac);
+    }
     for crd in perfsweep_benchmarks::crds::all() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let value = serde_json::to_value(&crd).expect("a CRD serializes to JSON");
@@ -41,6 +46,70 @@ pub async fn double_with_crds() -> ApiDouble {
             .unwrap_or_else(|e| panic!("registering CRD {name}: {e}"));
     }
     double
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the operator crate is in the workspace")
+        .to_path_buf()
+}
+
+/// The chart rendered with default values for release namespace [`NS`] (by Helm's Go
+/// SDK, `charts/tests/render.py`), or `None` (after saying why) when helm-python-sdk is
+/// not installed outside CI; under `CI` that is a failure. Rendered once per test binary.
+pub fn render_chart() -> Option<Vec<Value>> {
+    static RENDERED: std::sync::OnceLock<Option<Vec<Value>>> = std::sync::OnceLock::new();
+    RENDERED.get_or_init(render_chart_now).clone()
+}
+
+fn render_chart_now() -> Option<Vec<Value>> {
+    let script = repo_root().join("charts/tests/render.py");
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--namespace", NS])
+        .output();
+    let skip = |reason: String| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{reason}, and CI must render the chart"
+        );
+        // Straight to stderr: the harness captures `eprintln!` of passing tests.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOT ENFORCING the chart's RBAC in the API double: {reason}"
+        );
+        None
+    };
+    let output = match output {
+        Ok(output) => output,
+        Err(error) => return skip(format!("python3 cannot run: {error}")),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(0) => {}
+        Some(3) => return skip(stderr.trim().to_owned()),
+        _ => panic!("rendering the chart failed ({}): {stderr}", output.status),
+    }
+    let text = String::from_utf8(output.stdout).expect("the rendered chart is UTF-8");
+    Some(perfsweep_benchmarks::yaml::documents(&text).expect("the rendered chart is YAML"))
+}
+
+/// The rules of the chart's Roles and ClusterRoles, for its service account.
+pub fn chart_rbac() -> Option<perfsweep_testkit::Rbac> {
+    let objects = render_chart()?;
+    let account = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .unwrap_or("perfsweep")
+        .to_owned();
+    Some(
+        perfsweep_testkit::Rbac::from_roles(NS, &account, &objects)
+            .unwrap_or_else(|e| panic!("the chart's roles: {e}")),
+    )
 }
 
 /// The operator running in a task against a double, until [`Operator::stop`] (or drop,
@@ -75,7 +144,7 @@ impl Operator {
             let _ = stopped.await;
         };
         let task = tokio::spawn(perfsweep::controller::run(
-            double.client(),
+            double.service_account_client(),
             settings,
             shutdown,
         ));

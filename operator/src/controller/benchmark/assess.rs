@@ -223,7 +223,7 @@ fn progress(observed: &Observed<'_>) -> Progress {
 }
 
 /// `time` plus `duration`, or the end of time for durations beyond it.
-fn later(time: Timestamp, duration: Duration) -> Timestamp {
+pub fn later(time: Timestamp, duration: Duration) -> Timestamp {
     time.checked_add(duration).unwrap_or(Timestamp::MAX)
 }
 

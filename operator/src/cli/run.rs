@@ -308,7 +308,7 @@ async fn run_jobs(
             None => "no --output was given, so no records were written".to_owned(),
         };
         eprintln!(
-            "interrupted by {} during {during}: stopped it and every process of the run; {kept}; {} of {} benchmark(s) not run",
+            "interrupted by {} during {during}: stopped it and every process of the run; {kept}; {} of {} benchmark(s) not finished",
             stop.name(),
             jobs.len() - progress.rows.len(),
             jobs.len()

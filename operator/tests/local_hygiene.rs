@@ -124,7 +124,7 @@ fn two_local_sweeps_at_once_both_finish() {
     }
     let dir = scratch("concurrent");
     // The same port in both: each run's servers bind their own loopback addresses.
-    let sweep = iperf_sweep("twice", 15311, "[1, 2]", 1, "");
+    let sweep = iperf_sweep("twice", 15611, "[1, 2]", 1, "");
     let started = Instant::now();
     let first = start_in_own_session(&dir, &sweep, "a", &[]);
     let second = start_in_own_session(&dir, &sweep, "b", &[]);
@@ -246,8 +246,8 @@ fn sighup_and_ctrl_c_mid_run_do_the_same() {
         return;
     }
     for (signal, name, port) in [
-        (libc::SIGHUP, "SIGHUP", 15321),
-        (libc::SIGINT, "SIGINT (Ctrl-C)", 15322),
+        (libc::SIGHUP, "SIGHUP", 15621),
+        (libc::SIGINT, "SIGINT (Ctrl-C)", 15622),
     ] {
         let dir = scratch(&format!("signal-{signal}"));
         let sweep = iperf_sweep("signalled", port, "[1, 2, 3]", 3, "");
@@ -263,7 +263,7 @@ fn a_server_that_cannot_start_fails_the_benchmark_instead_of_hanging_it() {
     }
     let dir = scratch("peer-failed");
     // Something else holds the port on every address: iperf3's server cannot bind it.
-    let port = 15331;
+    let port = 15631;
     let _holder = std::net::TcpListener::bind(("0.0.0.0", port)).expect("port free for the test");
     let sweep = iperf_sweep("blocked", port, "[1]", 1, "");
     let child = start_in_own_session(&dir, &sweep, "out", &[]);
@@ -297,7 +297,7 @@ fn an_output_directory_with_records_is_refused_unless_appended_to_or_overwritten
         return;
     }
     let dir = scratch("outdir");
-    let sweep = iperf_sweep("outdir", 15341, "[1]", 1, "");
+    let sweep = iperf_sweep("outdir", 15641, "[1]", 1, "");
     let results: PathBuf = dir.join("results");
     let (code, _, stderr) = run_into(&dir, &sweep, "results", &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -373,7 +373,7 @@ fn run_prints_the_verdict_and_exits_3_when_not_accepted() {
     };
     // Set-level criteria (at the set's spec indentation): every child is judged.
     let sweep = |min: &str| {
-        iperf_sweep("verdict", 15351, "[1, 2]", 1, "").replace(
+        iperf_sweep("verdict", 15651, "[1, 2]", 1, "").replace(
             "  permutations:",
             &format!("{}  permutations:", criteria(min)),
         )
@@ -406,7 +406,7 @@ fn run_prints_the_verdict_and_exits_3_when_not_accepted() {
 fn missing_tools_are_named_once_before_anything_runs() {
     let dir = scratch("tools-once");
     let file = dir.join("sweep.yaml");
-    std::fs::write(&file, iperf_sweep("tools", 15361, "[1, 2, 3, 4]", 1, "")).expect("written");
+    std::fs::write(&file, iperf_sweep("tools", 15661, "[1, 2, 3, 4]", 1, "")).expect("written");
     let output = perfsweep()
         .args(["run", "--local", "--output"])
         .arg(dir.join("out"))

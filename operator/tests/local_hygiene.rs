@@ -14,9 +14,8 @@ use local_support::{perfsweep, records, scratch, tool_or_skip};
 use perfsweep::local::tree;
 use serde_json::Value;
 
-/// An iperf3 sweep of `streams` (one benchmark each) on `port`, with `extra` spec lines
-/// (at the template's spec indentation).
-fn iperf_sweep(name: &str, port: u16, streams: &str, duration: u32, extra: &str) -> String {
+/// An iperf3 sweep of `streams` (one benchmark each) on `port`.
+fn iperf_sweep(name: &str, port: u16, streams: &str, duration: u32) -> String {
     format!(
         r#"
 apiVersion: perfsweep.io/v1alpha1
@@ -30,7 +29,6 @@ spec:
     spec:
       duration: {duration}
       port: {port}
-{extra}
   permutations:
     product:
       streams: {streams}
@@ -124,7 +122,7 @@ fn two_local_sweeps_at_once_both_finish() {
     }
     let dir = scratch("concurrent");
     // The same port in both: each run's servers bind their own loopback addresses.
-    let sweep = iperf_sweep("twice", 15611, "[1, 2]", 1, "");
+    let sweep = iperf_sweep("twice", 15611, "[1, 2]", 1);
     let started = Instant::now();
     let first = start_in_own_session(&dir, &sweep, "a", &[]);
     let second = start_in_own_session(&dir, &sweep, "b", &[]);
@@ -250,10 +248,43 @@ fn sighup_and_ctrl_c_mid_run_do_the_same() {
         (libc::SIGINT, "SIGINT (Ctrl-C)", 15622),
     ] {
         let dir = scratch(&format!("signal-{signal}"));
-        let sweep = iperf_sweep("signalled", port, "[1, 2, 3]", 3, "");
+        let sweep = iperf_sweep("signalled", port, "[1, 2, 3]", 3);
         signalled_mid_run(&dir, &sweep, signal, name, "iperf3");
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+#[test]
+fn even_sigkill_leaves_no_process_behind() {
+    if !tool_or_skip("iperf3", "iperf3") {
+        return;
+    }
+    let dir = scratch("sigkill");
+    let child = start_in_own_session(
+        &dir,
+        &iperf_sweep("killed", 15671, "[1, 2]", 30),
+        "out",
+        &[],
+    );
+    let session = child.id();
+    wait_for(Duration::from_secs(30), "iperf3 running", || {
+        alive_in_session(session).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
+                .is_ok_and(|comm| comm.trim() == "iperf3")
+        })
+    });
+    // SIGKILL cannot be caught: the kernel ends the agents (parent-death signal), and
+    // their tools with them.
+    // SAFETY: sending a signal to our own child touches no memory.
+    unsafe { libc::kill(i32::try_from(session).expect("pid"), libc::SIGKILL) };
+    let (code, _, _) = finish(child, Duration::from_secs(10), "the killed run");
+    assert_eq!(code, -1, "killed by a signal");
+    wait_for(
+        Duration::from_secs(10),
+        "every process of the run gone",
+        || alive_in_session(session).is_empty(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -265,7 +296,7 @@ fn a_server_that_cannot_start_fails_the_benchmark_instead_of_hanging_it() {
     // Something else holds the port on every address: iperf3's server cannot bind it.
     let port = 15631;
     let _holder = std::net::TcpListener::bind(("0.0.0.0", port)).expect("port free for the test");
-    let sweep = iperf_sweep("blocked", port, "[1]", 1, "");
+    let sweep = iperf_sweep("blocked", port, "[1]", 1);
     let child = start_in_own_session(&dir, &sweep, "out", &[]);
     let started = Instant::now();
     let (code, stdout, stderr) = finish(child, Duration::from_secs(60), "the blocked run");
@@ -297,7 +328,7 @@ fn an_output_directory_with_records_is_refused_unless_appended_to_or_overwritten
         return;
     }
     let dir = scratch("outdir");
-    let sweep = iperf_sweep("outdir", 15641, "[1]", 1, "");
+    let sweep = iperf_sweep("outdir", 15641, "[1]", 1);
     let results: PathBuf = dir.join("results");
     let (code, _, stderr) = run_into(&dir, &sweep, "results", &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -373,7 +404,7 @@ fn run_prints_the_verdict_and_exits_3_when_not_accepted() {
     };
     // Set-level criteria (at the set's spec indentation): every child is judged.
     let sweep = |min: &str| {
-        iperf_sweep("verdict", 15651, "[1, 2]", 1, "").replace(
+        iperf_sweep("verdict", 15651, "[1, 2]", 1).replace(
             "  permutations:",
             &format!("{}  permutations:", criteria(min)),
         )
@@ -406,7 +437,7 @@ fn run_prints_the_verdict_and_exits_3_when_not_accepted() {
 fn missing_tools_are_named_once_before_anything_runs() {
     let dir = scratch("tools-once");
     let file = dir.join("sweep.yaml");
-    std::fs::write(&file, iperf_sweep("tools", 15661, "[1, 2, 3, 4]", 1, "")).expect("written");
+    std::fs::write(&file, iperf_sweep("tools", 15661, "[1, 2, 3, 4]", 1)).expect("written");
     let output = perfsweep()
         .args(["run", "--local", "--output"])
         .arg(dir.join("out"))

@@ -122,11 +122,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(code));
     }
-    let artifacts = output_dir::prepare(
-        &args.output.clone().unwrap_or_else(default_output),
-        args.existing(),
-        &run_id,
-    )?;
     let target = crate::cluster::Target {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
@@ -135,6 +130,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         poll: std::time::Duration::from_secs(2),
     };
     let documents = checked_documents(&args.files, Some(&target)).await?;
+    // Before anything is applied: a directory with another run's records is refused.
+    let artifacts = output_dir::prepare(
+        &args.output.clone().unwrap_or_else(default_output),
+        args.existing(),
+        &run_id,
+    )?;
     let mut signals = Signals::catch().context("catching signals")?;
     let ended =
         crate::cluster::run(documents, &target, &artifacts, &run_id, signals.next()).await?;

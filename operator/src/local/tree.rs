@@ -25,10 +25,17 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 
 /// Configures `command` to start in a process group of its own (so one signal reaches
-/// it and every tool it starts) and to receive SIGTERM when the thread that started it
-/// dies — the run's worker threads live as long as the run.
+/// it and every tool it starts, and a Ctrl-C in the terminal reaches only the run, which
+/// then stops it in order) and to end with its parent (see [`end_with_parent`]).
 pub fn own(command: &mut tokio::process::Command) {
     command.process_group(0);
+    end_with_parent(command);
+}
+
+/// Asks the kernel to send `command`'s process SIGTERM when the thread that started it
+/// dies: when the run (or an agent) is killed outright and cannot clean up. Tokio's
+/// worker threads, which start every process here, live as long as the process.
+pub fn end_with_parent(command: &mut tokio::process::Command) {
     // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
     // which is async-signal-safe; it allocates nothing.
     unsafe {

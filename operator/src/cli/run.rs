@@ -115,10 +115,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .transpose()?;
         let ended = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
         let mut code = ended.exit_code();
-        if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped) {
-            if !super::export::export(dir, &sink, &args.export).await {
-                code = crate::verdict::EXIT_FAILED_TO_RUN;
-            }
+        // An interrupted run exports nothing: the user asked it to stop.
+        if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped)
+            && !super::export::export(dir, &sink, &args.export).await
+        {
+            code = crate::verdict::EXIT_FAILED_TO_RUN;
         }
         return Ok(ExitCode::from(code));
     }
@@ -140,10 +141,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let ended =
         crate::cluster::run(documents, &target, &artifacts, &run_id, signals.next()).await?;
     let mut code = ended.exit_code();
-    if let (Some(sink), None) = (sink, ended.stopped) {
-        if !super::export::export(&artifacts, &sink, &args.export).await {
-            code = crate::verdict::EXIT_FAILED_TO_RUN;
-        }
+    if let (Some(sink), None) = (sink, ended.stopped)
+        && !super::export::export(&artifacts, &sink, &args.export).await
+    {
+        code = crate::verdict::EXIT_FAILED_TO_RUN;
     }
     Ok(ExitCode::from(code))
 }

@@ -350,7 +350,7 @@ async fn run_plan(
     groups.end_all(STOP_GRACE).await;
     let Watched {
         result: output,
-        mut stragglers,
+        stragglers,
         result_outputs,
     } = watched;
     let output = match output {
@@ -361,10 +361,8 @@ async fn run_plan(
                 format!("no result within {backstop:?}"),
             ));
         }
-        ResultProcess::PeerFailed(peer) => {
-            stragglers.insert(0, peer);
-            return Err(("PeerFailed".to_owned(), stragglers.join("; ")));
-        }
+        // The peer's own log says why; the others only stopped because of it.
+        ResultProcess::PeerFailed(peer) => return Err(("PeerFailed".to_owned(), peer)),
     };
     let mut reports = vec![report::find(&output.stdout)];
     for (label, output) in &result_outputs {

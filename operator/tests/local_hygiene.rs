@@ -307,6 +307,11 @@ fn a_server_that_cannot_start_fails_the_benchmark_instead_of_hanging_it() {
     assert_eq!(code, 1, "failed to run: {stderr}");
     assert!(stdout.contains("FAILED (PeerFailed)"), "{stdout}");
     assert!(stderr.contains("server-0 failed"), "{stderr}");
+    // The record says why, in plain text (no terminal colour codes from the agent's log).
+    let failed = records(&dir.join("out"));
+    let message = failed[0]["outcome"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("server-0 failed"), "{message}");
+    assert!(!message.contains('\u{1b}'), "escape codes in {message:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

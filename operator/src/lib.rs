@@ -11,5 +11,7 @@ pub mod health;
 pub mod llm;
 pub mod local;
 pub mod metrics;
+pub mod output_dir;
 pub mod records;
 pub mod telemetry;
+pub mod verdict;

@@ -52,7 +52,9 @@ spec:
       min: 1.0e15
 "#;
 
-fn run(sweep: &str, dir: &Path, name: &str) -> PathBuf {
+/// Runs `sweep`, which must end with the exit code `expected` (0: accepted, 3: ran
+/// fine, not accepted).
+fn run(sweep: &str, dir: &Path, name: &str, expected: i32) -> PathBuf {
     let file = dir.join(format!("{name}.yaml"));
     std::fs::write(&file, sweep).expect("sweep written");
     let out = dir.join(name);
@@ -62,8 +64,9 @@ fn run(sweep: &str, dir: &Path, name: &str) -> PathBuf {
         .arg(&file)
         .output()
         .expect("perfsweep runs");
-    assert!(
-        output.status.success(),
+    assert_eq!(
+        output.status.code(),
+        Some(expected),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
@@ -96,8 +99,8 @@ fn acceptance_report_of_a_local_sweep() {
         return;
     }
     let dir = scratch("acceptance-report");
-    let pass = run(PASSING, &dir, "pass");
-    let fail = run(FAILING, &dir, "fail");
+    let pass = run(PASSING, &dir, "pass", 0);
+    let fail = run(FAILING, &dir, "fail", 3);
 
     // The passing sweep: exit 0, every run accepted, a chart per swept parameter.
     let out = dir.join("report-pass");

@@ -43,6 +43,13 @@ fn scratch(name: &str) -> PathBuf {
 /// The scheduler and kubelet: every pod runs; a client's agent reports the iperf3
 /// result of a real run and exits, then its server exits.
 async fn kubelet(double: std::sync::Arc<ApiDouble>) {
+    kubelet_finishing(double, usize::MAX).await;
+}
+
+/// [`kubelet`], but only the first `clients` client pods ever finish; the others keep
+/// running (a benchmark still in progress).
+async fn kubelet_finishing(double: std::sync::Arc<ApiDouble>, clients: usize) {
+    let mut finished = std::collections::BTreeSet::new();
     let raw = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../benchmarks/testdata/iperf/tcp-4streams.json"
@@ -66,7 +73,11 @@ async fn kubelet(double: std::sync::Arc<ApiDouble>) {
             let status = match phase {
                 "Pending" => json!({"phase": "Running", "conditions": scheduled,
                     "containerStatuses": container(json!({"running": {"startedAt": now()}}))}),
-                "Running" if name.ends_with("-client-0") => {
+                "Running"
+                    if name.ends_with("-client-0")
+                        && (finished.contains(&name) || finished.len() < clients) =>
+                {
+                    finished.insert(name.clone());
                     let report = AgentReport {
                         tool_version: None,
                         kind: "IPerf".into(),
@@ -253,6 +264,101 @@ async fn ctrl_c_cleans_up_too() {
         }
     })
     .await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_keeps_the_records_of_benchmarks_that_finished() {
+    let double = std::sync::Arc::new(double_with_crds().await);
+    let operator = Operator::start(&double, "journey-interrupted");
+    // One of the two children finishes; the other is still running at Ctrl-C.
+    let kubelet = tokio::spawn(kubelet_finishing(double.clone(), 1));
+    let dir = scratch("interrupt-keeps");
+    double
+        .write_kubeconfig(dir.join("kubeconfig"))
+        .expect("kubeconfig written");
+    std::fs::write(dir.join("sweep.yaml"), SWEEP).expect("sweep written");
+    let child = perfsweep(
+        &[
+            "run",
+            "--kubeconfig",
+            "kubeconfig",
+            "-n",
+            NS,
+            "--output",
+            "results",
+            "sweep.yaml",
+        ],
+        &dir,
+    )
+    .await;
+    let phases = || -> Vec<String> {
+        double
+            .list(&support::IPERFS, Some(NS))
+            .iter()
+            .map(|b| b["status"]["phase"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    wait_until(WAIT, "one benchmark succeeded, one still running", || {
+        let now = phases();
+        let succeeded = now.iter().filter(|p| *p == "Succeeded").count();
+        if succeeded == 1 && now.len() == 2 && now.iter().any(|p| p == "Running") {
+            Ok(())
+        } else {
+            Err(format!("{now:?}"))
+        }
+    })
+    .await;
+    let pid = child.id().expect("running");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("perfsweep stops after Ctrl-C")
+        .expect("output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("kept the records of 1 finished benchmark(s)"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("BENCHMARK"),
+        "the table of what finished: {stdout}"
+    );
+
+    let results = dir.join("results");
+    let records: Vec<Value> = std::fs::read_dir(&results)
+        .expect("results directory created")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("record")).expect("JSON"))
+        .collect();
+    assert_eq!(records.len(), 1, "the finished benchmark only");
+    assert_eq!(records[0]["outcome"]["status"], "succeeded");
+    let evidence = std::fs::read(
+        results.join(
+            records[0]["evidence"]["path"]
+                .as_str()
+                .expect("evidence path"),
+        ),
+    )
+    .expect("evidence downloaded");
+    assert_eq!(
+        sha256_hex(&evidence),
+        records[0]["evidence"]["sha256"]
+            .as_str()
+            .unwrap_or_default()
+    );
+    // And the run still cleaned up.
+    assert!(double.list(&support::SETS, Some(NS)).is_empty());
+    kubelet.abort();
+    operator.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -32,6 +32,9 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
+    // A tool must not outlive its agent: killed outright (SIGKILL of a local run, whose
+    // agents then get SIGTERM), the agent cannot stop it any other way.
+    crate::local::tree::end_with_parent(&mut process);
     process.spawn().map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             Failure::new(

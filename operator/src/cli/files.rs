@@ -25,8 +25,8 @@ impl Input {
     }
 }
 
-/// Every document of every file, in order. A file that cannot be read or parsed is an
-/// error naming the file.
+/// Every document of every file, in order. A file that cannot be read or parsed, or
+/// that holds no document, is an error naming the file.
 pub fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(usize, Vec<Input>)>> {
     files
         .iter()
@@ -35,6 +35,13 @@ pub fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(usize, Vec<Input>)>> {
             let documents = perfsweep_benchmarks::yaml::documents(&text)
                 .with_context(|| format!("{}: not valid YAML", file.display()))?;
             let count = documents.len();
+            // An empty file is a mistake (the wrong file, a failed redirect), not a
+            // valid sweep of nothing.
+            anyhow::ensure!(
+                count > 0,
+                "{}: no documents (the file is empty or holds only comments)",
+                file.display()
+            );
             let inputs = documents
                 .into_iter()
                 .enumerate()

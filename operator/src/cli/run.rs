@@ -1,8 +1,10 @@
 //! `perfsweep run --local`: run benchmarks and sweeps on this machine, from the same
 //! plans the operator runs in pods.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use perfsweep_benchmarks::document::{self, Checked};
@@ -14,10 +16,22 @@ use serde_json::{Map, Value, json};
 
 use super::files;
 use crate::local::{self, LocalOptions, LocalOutcome, LocalRun, table};
+use crate::output_dir::{self, Existing};
+use crate::verdict::{Ended, Signals, Stop, Tally, Verdict};
 use perfsweep_benchmarks::kinds::llm::chart;
 use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
 
+/// The exit codes, for `perfsweep run --help` (the same list as in `crate::verdict`).
+const EXIT_CODES: &str = "Exit codes:
+  0    every benchmark ran; the results were accepted, or had no acceptance criteria
+  1    failed to run: a benchmark failed, or the run could not proceed
+  2    the command line was wrong
+  3    every benchmark ran, and the results are NOT ACCEPTED
+  130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM; 129 by SIGHUP. The records of
+       benchmarks that had finished are kept.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct RunArgs {
     /// Benchmark or BenchmarkSet files (`-` for stdin).
     #[arg(required = true)]
@@ -30,6 +44,14 @@ pub struct RunArgs {
     /// `perfsweep-results/<run id>`).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// When the output directory already holds result records: keep them, and write
+    /// this run into `<output>/<run id>/`.
+    #[arg(long, conflicts_with = "overwrite")]
+    pub append: bool,
+    /// When the output directory already holds result records: remove them (records,
+    /// evidence and appended runs) before this run writes its own.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -57,6 +79,19 @@ struct Job {
     permutation: Map<String, Value>,
 }
 
+impl RunArgs {
+    fn existing(&self) -> Existing {
+        match (self.append, self.overwrite) {
+            (true, _) => Existing::Append,
+            (_, true) => Existing::Overwrite,
+            _ => Existing::Refuse,
+        }
+    }
+}
+
+/// How long processes get between SIGTERM and SIGKILL when a run ends them.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Before anything runs: a bad export URI or missing credentials fail now.
     let sink = args.export.open()?;
@@ -64,6 +99,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
         let jobs = load_jobs(&args.files)?;
+        // Every tool of every benchmark, once, before the first one starts.
+        if let Some(missing) = missing_tools(&jobs) {
+            anyhow::bail!("{missing}; nothing was run");
+        }
         let options = LocalOptions::from_current_exe()?;
         // Exporting needs the local copy: it is written first and kept.
         let output = match (&args.output, &sink) {
@@ -71,19 +110,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             (None, Some(_)) => Some(default_output()),
             (None, None) => None,
         };
-        let code = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
-        return Ok(match (sink, output) {
-            (Some(sink), Some(dir)) => {
-                if super::export::export(&dir, &sink, &args.export).await {
-                    code
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-            _ => code,
-        });
+        let output = output
+            .map(|dir| output_dir::prepare(&dir, args.existing(), &run_id))
+            .transpose()?;
+        let ended = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
+        let mut code = ended.exit_code();
+        // An interrupted run exports nothing: the user asked it to stop.
+        if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped)
+            && !super::export::export(dir, &sink, &args.export).await
+        {
+            code = crate::verdict::EXIT_FAILED_TO_RUN;
+        }
+        return Ok(ExitCode::from(code));
     }
-    let artifacts = args.output.clone().unwrap_or_else(default_output);
     let target = crate::cluster::Target {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
@@ -92,19 +131,31 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         poll: std::time::Duration::from_secs(2),
     };
     let documents = checked_documents(&args.files, Some(&target)).await?;
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let mut succeeded =
-        crate::cluster::run(documents, &target, &artifacts, &run_id, interrupt).await?;
-    if let Some(sink) = sink {
-        succeeded &= super::export::export(&artifacts, &sink, &args.export).await;
+    // Before anything is applied: a directory with another run's records is refused.
+    let artifacts = output_dir::prepare(
+        &args.output.clone().unwrap_or_else(default_output),
+        args.existing(),
+        &run_id,
+    )?;
+    let mut signals = Signals::catch().context("catching signals")?;
+    let ended =
+        crate::cluster::run(documents, &target, &artifacts, &run_id, signals.next()).await?;
+    let mut code = ended.exit_code();
+    if let (Some(sink), None) = (sink, ended.stopped)
+        && !super::export::export(&artifacts, &sink, &args.export).await
+    {
+        code = crate::verdict::EXIT_FAILED_TO_RUN;
     }
-    Ok(if succeeded {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(ExitCode::from(code))
+}
+
+/// The programs missing from PATH for any of `jobs`, with their Debian packages.
+fn missing_tools(jobs: &[Job]) -> Option<String> {
+    let plans: Vec<_> = jobs
+        .iter()
+        .filter_map(|job| job.kind.plan(&job.spec).ok())
+        .collect();
+    local::missing_tools_in(&plans)
 }
 
 /// Checks every document. A node-pair set is expanded over the nodes its selector
@@ -202,23 +253,85 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
     Ok(jobs)
 }
 
+/// What a local run has done so far: what the summary prints.
+#[derive(Default)]
+struct Progress {
+    rows: Vec<table::Row>,
+    chart_points: Vec<chart::Point>,
+    tally: Tally,
+    recorded: usize,
+}
+
 async fn run_jobs(
     jobs: &[Job],
     options: &LocalOptions,
     output: Option<&Path>,
     run_id: &str,
-) -> anyhow::Result<ExitCode> {
-    if let Some(dir) = output {
-        std::fs::create_dir_all(dir.join("evidence"))
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+) -> anyhow::Result<Ended> {
+    // Tools an agent leaves behind are re-parented to this process, not to init, so
+    // the run finds and ends them (see `local::tree`).
+    if let Err(error) = local::tree::become_subreaper() {
+        eprintln!("warning: cannot become the subreaper of the run's processes: {error}");
     }
+    let mut signals = Signals::catch().context("catching SIGINT, SIGTERM and SIGHUP")?;
     eprintln!(
         "run {run_id}: {} benchmark(s), one at a time on this machine (the local backend never runs benchmarks concurrently)",
         jobs.len()
     );
-    let mut rows = Vec::with_capacity(jobs.len());
-    let mut chart_points = Vec::new();
-    let mut failures = 0;
+    let mut progress = Progress::default();
+    let stopped = run_each(jobs, options, output, run_id, &mut signals, &mut progress).await;
+    // Every way out (done, a failure, a signal) ends every process the run started.
+    local::tree::end(&BTreeSet::new(), STOP_GRACE).await;
+    let stopped = stopped?;
+
+    print!("{}", table::render(&progress.rows));
+    if !progress.chart_points.is_empty() {
+        print!("\n{}", chart::render(&progress.chart_points, 60, 14));
+    }
+    let tally = progress.tally;
+    if let Some(dir) = output {
+        eprintln!(
+            "records and evidence of {} benchmark(s) written to {}",
+            progress.recorded,
+            dir.display()
+        );
+    }
+    eprintln!("{} succeeded, {} failed", tally.succeeded, tally.failed);
+    if let Some(line) = tally.verdict_line() {
+        eprintln!("{line}");
+    }
+    if let Some((stop, during)) = &stopped {
+        let kept = match output {
+            Some(dir) => format!(
+                "kept the records of the {} finished benchmark(s) in {}",
+                progress.recorded,
+                dir.display()
+            ),
+            None => "no --output was given, so no records were written".to_owned(),
+        };
+        eprintln!(
+            "interrupted by {} during {during}: stopped it and every process of the run; {kept}; {} of {} benchmark(s) not finished",
+            stop.name(),
+            jobs.len() - progress.rows.len(),
+            jobs.len()
+        );
+    }
+    Ok(Ended {
+        tally,
+        stopped: stopped.map(|(stop, _)| stop),
+    })
+}
+
+/// Runs the jobs in order until done or a signal arrives: the signal and the benchmark
+/// it stopped. The benchmark in progress is dropped, which kills its agents' groups.
+async fn run_each(
+    jobs: &[Job],
+    options: &LocalOptions,
+    output: Option<&Path>,
+    run_id: &str,
+    signals: &mut Signals,
+    progress: &mut Progress,
+) -> anyhow::Result<Option<(Stop, String)>> {
     for (position, job) in jobs.iter().enumerate() {
         let ignored = local::ignored_settings(&job.spec);
         if !ignored.is_empty() {
@@ -235,25 +348,40 @@ async fn run_jobs(
             job.kind.kind,
             describe(job)
         );
-        let run = local::run(job.kind, &job.name, &job.spec, options).await;
-        let shown = match &run.outcome {
-            LocalOutcome::Succeeded { summary, .. } => summary.clone(),
-            LocalOutcome::Failed { reason, message } => {
-                failures += 1;
-                format!("FAILED {reason}: {message}")
+        let run = tokio::select! {
+            run = local::run(job.kind, &job.name, &job.spec, options) => run,
+            stop = signals.next() => {
+                eprintln!("{}", stop.name());
+                return Ok(Some((stop, job.name.clone())));
             }
         };
-        eprintln!("{shown} ({:.1}s)", run.elapsed.as_secs_f64());
+        let result = match &run.outcome {
+            LocalOutcome::Succeeded { result, .. } => Some(result),
+            LocalOutcome::Failed { .. } => None,
+        };
+        let verdict = Verdict::of(job.kind, &job.spec, result);
+        progress.tally.add(result.is_some(), &verdict);
+        let shown = match &run.outcome {
+            LocalOutcome::Succeeded { summary, .. } => summary.clone(),
+            LocalOutcome::Failed { reason, message } => format!("FAILED {reason}: {message}"),
+        };
+        let judged = match &verdict {
+            Verdict::Accepted => " accepted".to_owned(),
+            Verdict::Rejected(why) => format!(" REJECTED: {why}"),
+            Verdict::NoCriteria | Verdict::NotJudged => String::new(),
+        };
+        eprintln!("{shown} ({:.1}s){judged}", run.elapsed.as_secs_f64());
         if let Some(dir) = output {
             write_record(dir, run_id, job, &run)?;
+            progress.recorded += 1;
         }
         if let LocalOutcome::Succeeded { result, .. } = &run.outcome
             && job.kind.kind == "LLMInference"
             && let Ok(result) = serde_json::from_value::<LLMInferenceResult>(result.clone())
         {
-            chart_points.extend(chart::points(&result));
+            progress.chart_points.extend(chart::points(&result));
         }
-        rows.push(table::Row {
+        progress.rows.push(table::Row {
             name: job.name.clone(),
             permutation: describe_permutation(&job.permutation),
             repetition: job.repetition.map_or_else(|| "-".into(), |r| r.to_string()),
@@ -261,22 +389,11 @@ async fn run_jobs(
                 LocalOutcome::Succeeded { summary, .. } => summary.clone(),
                 LocalOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
             },
+            verdict: verdict.cell().to_owned(),
             seconds: run.elapsed.as_secs_f64(),
         });
     }
-    print!("{}", table::render(&rows));
-    if !chart_points.is_empty() {
-        print!("\n{}", chart::render(&chart_points, 60, 14));
-    }
-    if let Some(dir) = output {
-        eprintln!("records and evidence written to {}", dir.display());
-    }
-    eprintln!("{} succeeded, {failures} failed", jobs.len() - failures);
-    Ok(if failures == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(None)
 }
 
 fn describe(job: &Job) -> String {
@@ -311,7 +428,7 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
     let evidence = match evidence {
         Some((raw, sha256)) => {
             let path = record::evidence_path(sha256);
-            std::fs::write(dir.join(&path), raw)
+            output_dir::write_atomic(&dir.join(&path), raw.as_bytes())
                 .with_context(|| format!("cannot write evidence {}", dir.join(&path).display()))?;
             Some(Evidence {
                 sha256: sha256.clone(),
@@ -367,7 +484,8 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
     .complete();
     let path = dir.join(format!("{}.json", job.name));
     let text = serde_json::to_string_pretty(&record)?;
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    output_dir::write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A run id that sorts by time: `20261121T234501Z-1a2b3c`.

@@ -20,7 +20,9 @@ use serde_json::{Map, Value, json};
 
 use crate::controller::benchmarkset::api_resource;
 use crate::local::table;
+use crate::output_dir::write_atomic;
 use crate::records::{Kept, cluster_record};
+use crate::verdict::{Ended, Stop, Tally, Verdict};
 
 /// Where the cluster is and how to use it.
 #[derive(Clone, Debug, Default)]
@@ -86,30 +88,52 @@ enum Applied {
     },
 }
 
-/// Runs the checked documents on the cluster and writes results under `artifacts`.
+/// Runs the checked documents on the cluster and writes results under `artifacts`
+/// (prepared by the caller). Interrupted (`interrupt` resolves first), it writes the
+/// records of the benchmarks that had finished before it cleans up, and says so.
 pub async fn run(
     documents: Vec<Checked>,
     target: &Target,
     artifacts: &Path,
     run_id: &str,
-    interrupt: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<bool> {
+    interrupt: impl std::future::Future<Output = Stop>,
+) -> anyhow::Result<Ended> {
     let (client, namespace) = client(target).await?;
     let created_namespace = ensure_namespace(&client, &namespace).await?;
     let mut applied = Vec::new();
     let outcome = async {
-        for document in documents {
-            applied.push(apply(&client, &namespace, document).await?);
-        }
-        let interrupted = tokio::select! {
-            result = follow(&client, &namespace, &applied, target.poll) => { result?; false }
-            () = interrupt => true,
+        tokio::pin!(interrupt);
+        let applying = async {
+            for document in documents {
+                applied.push(apply(&client, &namespace, document).await?);
+            }
+            follow(&client, &namespace, &applied, target.poll).await
         };
-        if interrupted {
-            eprintln!("interrupted: cleaning up");
-            return Ok(false);
-        }
-        download(&client, &namespace, &applied, artifacts, run_id).await
+        let stopped = tokio::select! {
+            result = applying => { result?; None }
+            stop = &mut interrupt => Some(stop),
+        };
+        let Some(stop) = stopped else {
+            let tally = download(&client, &namespace, &applied, artifacts, run_id, false).await?;
+            return Ok(Ended {
+                tally,
+                stopped: None,
+            });
+        };
+        eprintln!(
+            "interrupted by {}: keeping the records of finished benchmarks, then cleaning up",
+            stop.name()
+        );
+        let tally = download(&client, &namespace, &applied, artifacts, run_id, true).await?;
+        eprintln!(
+            "interrupted: kept the records of {} finished benchmark(s) in {}; unfinished ones were not recorded",
+            tally.succeeded + tally.failed,
+            artifacts.display()
+        );
+        Ok(Ended {
+            tally,
+            stopped: Some(stop),
+        })
     }
     .await;
     if target.keep {
@@ -279,19 +303,19 @@ fn phase_of(object: &DynamicObject) -> Option<Phase> {
         .and_then(|p| serde_json::from_value(p).ok())
 }
 
-/// Writes one record per finished benchmark (and its evidence) and prints the table.
-/// Returns whether every benchmark succeeded.
+/// Writes one record per benchmark (and its evidence), prints the table and the
+/// verdict, and returns the counts. With `finished_only` (an interrupted run), benchmarks
+/// still running are left out.
 async fn download(
     client: &Client,
     namespace: &str,
     applied: &[Applied],
     artifacts: &Path,
     run_id: &str,
-) -> anyhow::Result<bool> {
-    std::fs::create_dir_all(artifacts.join("evidence"))
-        .with_context(|| format!("cannot create {}", artifacts.display()))?;
+    finished_only: bool,
+) -> anyhow::Result<Tally> {
     let mut rows = Vec::new();
-    let mut all_succeeded = true;
+    let mut tally = Tally::default();
     for item in applied {
         let (kind, objects, set) = match item {
             Applied::Set { name, kind } => {
@@ -310,6 +334,9 @@ async fn download(
             }
         };
         for object in objects {
+            if finished_only && !phase_of(&object).is_some_and(Phase::is_finished) {
+                continue;
+            }
             let kept = kept(client, namespace, &object.name_any()).await;
             let record = cluster_record(
                 kind,
@@ -322,13 +349,21 @@ async fn download(
                 kept.report.as_ref().and_then(|r| r.raw_output.as_ref()),
                 &record.evidence,
             ) {
-                std::fs::write(artifacts.join(&evidence.path), raw)?;
+                let path = artifacts.join(&evidence.path);
+                write_atomic(&path, raw.as_bytes())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
             }
-            let (result, succeeded) = match &record.outcome {
-                RecordOutcome::Succeeded { summary, .. } => (summary.clone(), true),
-                RecordOutcome::Failed { reason, .. } => (format!("FAILED ({reason})"), false),
+            let (result, outcome) = match &record.outcome {
+                RecordOutcome::Succeeded {
+                    summary, result, ..
+                } => (summary.clone(), Some(result)),
+                RecordOutcome::Failed { reason, .. } => (format!("FAILED ({reason})"), None),
             };
-            all_succeeded &= succeeded;
+            let verdict = Verdict::of(kind, &record.spec, outcome);
+            tally.add(outcome.is_some(), &verdict);
+            if let Verdict::Rejected(why) = &verdict {
+                eprintln!("{} REJECTED: {why}", record.benchmark.name);
+            }
             rows.push(table::Row {
                 name: record.benchmark.name.clone(),
                 permutation: describe(&record.benchmark.permutation),
@@ -337,17 +372,22 @@ async fn download(
                     .repetition
                     .map_or_else(|| "-".into(), |r| r.to_string()),
                 result,
+                verdict: verdict.cell().to_owned(),
                 seconds: seconds_between(&record.started_at, &record.finished_at),
             });
             let path = artifacts.join(format!("{}.json", record.benchmark.name));
-            std::fs::write(&path, serde_json::to_string_pretty(&record)?)
+            write_atomic(&path, serde_json::to_string_pretty(&record)?.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     print!("{}", table::render(&rows));
     eprintln!("results and evidence written to {}", artifacts.display());
-    Ok(all_succeeded)
+    eprintln!("{} succeeded, {} failed", tally.succeeded, tally.failed);
+    if let Some(line) = tally.verdict_line() {
+        eprintln!("{line}");
+    }
+    Ok(tally)
 }
 
 /// What the operator kept of a benchmark: the agent report with the raw evidence, and

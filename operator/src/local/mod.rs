@@ -2,7 +2,9 @@
 //! per process of the plan, talking over loopback instead of a pod network. The agents
 //! are the same as in pods; only where they run differs.
 
+pub mod claim;
 pub mod table;
+pub mod tree;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -144,8 +146,14 @@ pub fn preflight(plan: &Plan) -> Option<crate::agent::Failure> {
 
 /// A message naming every missing program and the Debian package that provides it.
 pub fn missing_tools(plan: &Plan) -> Option<String> {
+    missing_tools_in([plan])
+}
+
+/// [`missing_tools`] over several plans (a whole sweep), so a run checks once, before
+/// anything starts.
+pub fn missing_tools_in<'a>(plans: impl IntoIterator<Item = &'a Plan>) -> Option<String> {
     let mut missing: BTreeMap<&str, &str> = BTreeMap::new();
-    for role in &plan.roles {
+    for role in plans.into_iter().flat_map(|plan| &plan.roles) {
         for command in role.setup.iter().chain(std::iter::once(&role.command)) {
             // The agents run `perfsweep` as themselves.
             if command.program != perfsweep_benchmarks::plan::AGENT_PROGRAM
@@ -160,6 +168,7 @@ pub fn missing_tools(plan: &Plan) -> Option<String> {
     }
     let programs: Vec<&str> = missing.keys().copied().collect();
     let mut packages: Vec<&str> = missing.values().copied().collect();
+    packages.sort_unstable();
     packages.dedup();
     Some(format!(
         "{} not found on PATH: install the Debian package{} {} (apt-get install {})",
@@ -203,17 +212,27 @@ async fn run_plan(
         None
     };
     std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
+    let _scratch = RemovedOnDrop(scratch.clone());
 
-    // Every process gets its own loopback address (127.0.0.2, 127.0.0.3, …), for its
-    // control endpoint and as its data address, so that servers of one role can all use
-    // the plan's port, as they would in their own pods.
+    // Every process gets its own loopback address (127.B.0.2, 127.B.0.3, …, in a block
+    // no other local run holds), for its control endpoint and as its data address, so
+    // that servers of one role — and of two runs at once — can all use the plan's port,
+    // as they would in their own pods.
+    let block = claim::LoopbackBlock::claim(
+        &claim::LoopbackBlock::default_dir(),
+        &claim::Holder::this_process(name),
+    )
+    .map_err(|e| ("LocalSetupFailed".to_owned(), e.to_string()))?;
     let mut endpoints = BTreeMap::new();
     let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (number, (role, index)) in plan.processes().enumerate() {
-        let address = loopback_address(number).ok_or_else(|| {
+        let address = block.address(number).ok_or_else(|| {
             (
                 "PlanInvalid".to_owned(),
-                format!("{number} processes do not fit in 127.0.0.0/8"),
+                format!(
+                    "{number} processes do not fit in the loopback block 127.{}.0.0/16",
+                    block.octet()
+                ),
             )
         })?;
         let port = free_port(address).map_err(|e| io_error("allocating a control port", e))?;
@@ -259,6 +278,9 @@ async fn run_plan(
 
     let mut result_process = None;
     let mut others = Vec::new();
+    // The agents' process groups: ended below on every way out of this function, and
+    // killed outright if the run is dropped half-way (a signal stopped it).
+    let mut groups = tree::Groups::default();
     for (role, index) in plan.processes() {
         let workdir = scratch.join(process_name(&role.name, index));
         let (address, port) = endpoints
@@ -292,12 +314,14 @@ async fn run_plan(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        tree::own(&mut command);
         let child = command.spawn().map_err(|e| {
             io_error(
                 &format!("starting the agent {}", options.agent_program.display()),
                 e,
             )
         })?;
+        groups.add(child.id());
         let is_result = role.name == plan.result_role && index == 0;
         let process = AgentProcess {
             label: process_name(&role.name, index),
@@ -320,35 +344,26 @@ async fn run_plan(
 
     // The agents enforce the plan's timeout themselves; this is the backstop.
     let backstop = Duration::from_secs(plan.timeout_seconds.max(60) + 30);
-    let collected = tokio::time::timeout(backstop, result_process.collect()).await;
-    let mut stragglers = Vec::new();
-    // The other replicas of the result role report results too (distributed load
-    // generators), merged with replica 0's.
-    let mut result_outputs = Vec::new();
-    for mut other in others {
-        match tokio::time::timeout(Duration::from_secs(10), other.collect()).await {
-            Ok(output) if other.produces_result => {
-                if !output.success {
-                    stragglers.push(format!("{}: {}", other.label, output.stderr_tail()));
-                }
-                result_outputs.push((other.label.clone(), output));
-            }
-            Ok(output) if output.success => {}
-            Ok(output) => stragglers.push(format!("{}: {}", other.label, output.stderr_tail())),
-            Err(_) => {
-                let _ = other.child.start_kill();
-                stragglers.push(format!("{} did not stop and was killed", other.label));
-            }
+    let watched = watch(&mut result_process, others, backstop).await;
+    // Whatever is left of this benchmark (a straggler, a tool its agent left behind)
+    // ends here, before the next benchmark starts.
+    groups.end_all(STOP_GRACE).await;
+    let Watched {
+        result: output,
+        stragglers,
+        result_outputs,
+    } = watched;
+    let output = match output {
+        ResultProcess::Finished(output) => output,
+        ResultProcess::TimedOut => {
+            return Err((
+                "Timeout".to_owned(),
+                format!("no result within {backstop:?}"),
+            ));
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
-    let output = collected.map_err(|_| {
-        let _ = result_process.child.start_kill();
-        (
-            "Timeout".to_owned(),
-            format!("no result within {backstop:?}"),
-        )
-    })?;
+        // The peer's own log says why; the others only stopped because of it.
+        ResultProcess::PeerFailed(peer) => return Err(("PeerFailed".to_owned(), peer)),
+    };
     let mut reports = vec![report::find(&output.stdout)];
     for (label, output) in &result_outputs {
         reports.push(report::find(&output.stdout).map_err(|error| match error {
@@ -392,6 +407,117 @@ async fn run_plan(
             "AgentFailed".into(),
             format!("{error}; agent log: {}", output.stderr_tail()),
         )),
+    }
+}
+
+/// How long agents and tools get to stop after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How long the result process may go on after a peer failed: it usually fails itself
+/// with the better message; if it still waits for the peer, it never would.
+const PEER_FAILURE_GRACE: Duration = Duration::from_secs(5);
+/// How long the other processes get to finish after the result process did.
+const STRAGGLER_WAIT: Duration = Duration::from_secs(10);
+
+/// Removes a benchmark's scratch directory on every way out.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+enum ResultProcess {
+    Finished(AgentOutput),
+    TimedOut,
+    /// A peer's agent failed while the result process still ran: `label: log tail`.
+    PeerFailed(String),
+}
+
+struct Watched {
+    result: ResultProcess,
+    /// Other processes that failed or did not stop: `label: why`.
+    stragglers: Vec<String>,
+    /// Reports of the result role's other replicas.
+    result_outputs: Vec<(String, AgentOutput)>,
+}
+
+/// Waits for the result process while watching the others: a peer that fails first
+/// (a server that could not bind its port) would leave the result process waiting for
+/// it until the timeout, so it ends the benchmark, after a short grace.
+async fn watch(
+    result_process: &mut AgentProcess,
+    others: Vec<AgentProcess>,
+    backstop: Duration,
+) -> Watched {
+    let labels: Vec<String> = others.iter().map(|o| o.label.clone()).collect();
+    let mut running: futures::stream::FuturesUnordered<_> = others
+        .into_iter()
+        .map(|mut other| async move {
+            let output = other.collect().await;
+            (other.label, other.produces_result, output)
+        })
+        .collect();
+    let mut finished: Vec<(String, bool, AgentOutput)> = Vec::new();
+    let mut failed_peer: Option<String> = None;
+    let give_up = tokio::time::sleep(backstop);
+    tokio::pin!(give_up);
+    let result = {
+        let collect = result_process.collect();
+        tokio::pin!(collect);
+        let peer_grace = tokio::time::sleep(backstop);
+        tokio::pin!(peer_grace);
+        loop {
+            tokio::select! {
+                output = &mut collect => break ResultProcess::Finished(output),
+                () = &mut give_up => break ResultProcess::TimedOut,
+                Some((label, produces, output)) = futures::StreamExt::next(&mut running) => {
+                    if !output.success && failed_peer.is_none() {
+                        failed_peer = Some(format!("{label} failed: {}", output.stderr_tail()));
+                        peer_grace
+                            .as_mut()
+                            .reset(tokio::time::Instant::now() + PEER_FAILURE_GRACE);
+                    }
+                    finished.push((label, produces, output));
+                }
+                () = &mut peer_grace, if failed_peer.is_some() => {
+                    break ResultProcess::PeerFailed(failed_peer.take().unwrap_or_default());
+                }
+            }
+        }
+    };
+    if matches!(result, ResultProcess::Finished(_)) {
+        let _ = tokio::time::timeout(STRAGGLER_WAIT, async {
+            while let Some(done) = futures::StreamExt::next(&mut running).await {
+                finished.push(done);
+            }
+        })
+        .await;
+    }
+    let mut stragglers = Vec::new();
+    if matches!(result, ResultProcess::Finished(_)) {
+        // Dropping what still runs kills it (and `end_all` ends its group).
+        stragglers.extend(
+            labels
+                .iter()
+                .filter(|label| !finished.iter().any(|(done, ..)| done == *label))
+                .map(|label| format!("{label} did not stop and was killed")),
+        );
+    }
+    drop(running);
+    let mut result_outputs = Vec::new();
+    for (label, produces_result, output) in finished {
+        if !output.success {
+            stragglers.push(format!("{label}: {}", output.stderr_tail()));
+        }
+        if produces_result {
+            result_outputs.push((label, output));
+        }
+    }
+    Watched {
+        result,
+        stragglers,
+        result_outputs,
     }
 }
 
@@ -466,15 +592,6 @@ fn free_port(address: std::net::Ipv4Addr) -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind((address, 0))?
         .local_addr()?
         .port())
-}
-
-/// The loopback address of the `number`th process of a plan: 127.0.0.2 onwards (Linux
-/// routes all of 127.0.0.0/8 to the loopback interface).
-pub fn loopback_address(number: usize) -> Option<std::net::Ipv4Addr> {
-    let first = u32::from(std::net::Ipv4Addr::new(127, 0, 0, 2));
-    let address = first.checked_add(u32::try_from(number).ok()?)?;
-    (address < u32::from(std::net::Ipv4Addr::new(127, 255, 255, 255)))
-        .then(|| std::net::Ipv4Addr::from(address))
 }
 
 fn hostname() -> String {

@@ -1,19 +1,29 @@
 //! The results table printed at the end of a run.
 
-/// One row: a run's name, what varied, its repetition, result and duration.
+/// One row: a run's name, what varied, its repetition, result, acceptance verdict and
+/// duration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
     pub permutation: String,
     pub repetition: String,
     pub result: String,
+    /// `accepted`, `REJECTED`, `no result` (failed, had criteria) or `-` (no criteria).
+    pub verdict: String,
     pub seconds: f64,
 }
 
 /// Renders rows as an aligned plain-text table.
 pub fn render(rows: &[Row]) -> String {
-    let header = ["BENCHMARK", "PERMUTATION", "REP", "RESULT", "TIME"];
-    let cells: Vec<[String; 5]> = rows
+    let header = [
+        "BENCHMARK",
+        "PERMUTATION",
+        "REP",
+        "RESULT",
+        "VERDICT",
+        "TIME",
+    ];
+    let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
             [
@@ -21,6 +31,7 @@ pub fn render(rows: &[Row]) -> String {
                 r.permutation.clone(),
                 r.repetition.clone(),
                 r.result.clone(),
+                r.verdict.clone(),
                 format!("{:.1}s", r.seconds),
             ]
         })
@@ -31,7 +42,7 @@ pub fn render(rows: &[Row]) -> String {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 5]| {
+    let line = |cells: [&str; 6]| {
         let padded: Vec<String> = cells
             .iter()
             .zip(widths)
@@ -42,7 +53,9 @@ pub fn render(rows: &[Row]) -> String {
     let mut out = line(header);
     out.push('\n');
     for row in &cells {
-        out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+        out.push_str(&line([
+            &row[0], &row[1], &row[2], &row[3], &row[4], &row[5],
+        ]));
         out.push('\n');
     }
     out
@@ -60,6 +73,7 @@ mod tests {
                 permutation: "streams=1".into(),
                 repetition: "0".into(),
                 result: "9.41 Gbit/s".into(),
+                verdict: "accepted".into(),
                 seconds: 10.04,
             },
             Row {
@@ -67,6 +81,7 @@ mod tests {
                 permutation: "streams=16".into(),
                 repetition: "1".into(),
                 result: "FAILED".into(),
+                verdict: "no result".into(),
                 seconds: 1.0,
             },
         ];
@@ -76,6 +91,9 @@ mod tests {
         let result_column = lines[0].find("RESULT").unwrap();
         assert_eq!(lines[1].find("9.41").unwrap(), result_column);
         assert_eq!(lines[2].find("FAILED").unwrap(), result_column);
+        let verdict_column = lines[0].find("VERDICT").unwrap();
+        assert_eq!(lines[1].find("accepted").unwrap(), verdict_column);
+        assert_eq!(lines[2].find("no result").unwrap(), verdict_column);
         assert!(lines[1].ends_with("10.0s"));
     }
 }

@@ -14,8 +14,11 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         command: Command {
             program: "iperf3".into(),
             package: PACKAGE.into(),
-            // One test, then exit: a stray second client cannot skew the result.
-            args: ["--server", "--one-off", "--port", &port]
+            // One test, then exit: a stray second client cannot skew the result. Bound
+            // to its own data address only, so that servers of two local runs (each on
+            // its own loopback addresses) can share the port; in a pod it is the address
+            // clients are given anyway.
+            args: ["--server", "--one-off", "--bind", "{self}", "--port", &port]
                 .into_iter()
                 .map(Arg::lit)
                 .collect(),
@@ -123,6 +126,12 @@ mod tests {
         assert_eq!(server.ready_when, Readiness::Listening(5201));
         let client = plan.role("client").expect("client role");
         assert_eq!(client.waits_for, vec!["server"]);
+        let own = PeerAddresses::from([(crate::plan::SELF.to_owned(), vec!["10.1.2.4".into()])]);
+        let server_args = resolve_args(&server.command.args, &own).expect("resolvable");
+        assert!(
+            server_args.windows(2).any(|w| w == ["--bind", "10.1.2.4"]),
+            "the server binds its own data address: {server_args:?}"
+        );
         assert_eq!(plan.result_role, "client");
         let peers = PeerAddresses::from([("server".into(), vec!["10.1.2.3".into()])]);
         let args = resolve_args(&client.command.args, &peers).expect("resolvable");

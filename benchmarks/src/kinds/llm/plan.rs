@@ -450,7 +450,10 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
     let mut args: Vec<String> = vec![
         "sim".into(),
         "--listen".into(),
-        format!("0.0.0.0:{}", sim.port),
+        // Its own data address only (the address the load generator is given): with
+        // SO_REUSEPORT, two simulators on every address would share one port and each
+        // other's clients; on their own addresses two local runs stay apart.
+        format!("{{self}}:{}", sim.port),
         "--model".into(),
         model.into(),
         "--ttft-ms".into(),
@@ -580,7 +583,10 @@ mod tests {
         assert_eq!(sim.lifetime, Lifetime::Serve);
         let loadgen = plan.role("loadgen").expect("loadgen");
         assert_eq!(loadgen.waits_for, ["simulator"]);
-        let peers = PeerAddresses::from([("simulator".into(), vec!["10.0.0.9".into()])]);
+        let peers = PeerAddresses::from([
+            ("simulator".into(), vec!["10.0.0.9".into()]),
+            (crate::plan::SELF.into(), vec!["10.0.0.9".into()]),
+        ]);
         let args = loadgen_args(&plan, &peers).join(" ");
         assert!(
             args.contains("--url http://10.0.0.9:18000 --model perfsweep-sim"),
@@ -589,6 +595,10 @@ mod tests {
         let sim_args = resolve_args(&sim.command.args, &peers)
             .expect("resolvable")
             .join(" ");
+        assert!(
+            sim_args.starts_with("sim --listen 10.0.0.9:18000 "),
+            "the simulator listens on its own address: {sim_args}"
+        );
         assert!(sim_args.contains("--ttft-ms 20 --itl-ms 5"), "{sim_args}");
         assert!(sim_args.contains("--capacity 4"), "{sim_args}");
         // Ready for the highest level's streams (and a little more).

@@ -1,0 +1,249 @@
+//! The verdict of `perfsweep run` (local and cluster), judged as benchmarks finish: a
+//! verdict per benchmark for the table, a final `ACCEPTED`/`NOT ACCEPTED` line, and an
+//! exit code that tells "ran fine, not accepted" from "failed to run". Pure.
+//!
+//! Exit codes (also in `perfsweep run --help` and docs/local.md):
+//! - 0: every benchmark ran; accepted, or without acceptance criteria;
+//! - 1: failed to run: a benchmark failed, or the run itself could not proceed;
+//! - 2: the command line was wrong;
+//! - 3: every benchmark ran, and the results are NOT ACCEPTED;
+//! - 128 + signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP): interrupted; the records of
+//!   finished benchmarks were kept.
+
+use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::registry::KindInfo;
+use serde_json::Value;
+
+pub const EXIT_FAILED_TO_RUN: u8 = 1;
+pub const EXIT_NOT_ACCEPTED: u8 = 3;
+
+/// The verdict on one benchmark.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Its spec had no acceptance criteria.
+    NoCriteria,
+    Accepted,
+    /// Why, with by how much.
+    Rejected(String),
+    /// It had criteria but failed: no result to judge.
+    NotJudged,
+}
+
+impl Verdict {
+    /// Judges a finished benchmark of `kind` with `spec`: `result` is `None` when it
+    /// failed.
+    pub fn of(kind: &KindInfo, spec: &Value, result: Option<&Value>) -> Self {
+        let has_criteria = !acceptance::criteria_of(spec).is_empty();
+        match (has_criteria, result) {
+            (false, _) => Self::NoCriteria,
+            (true, None) => Self::NotJudged,
+            (true, Some(result)) => match acceptance::judge(kind, spec, result) {
+                Some(verdict) if verdict.accepted => Self::Accepted,
+                Some(verdict) => Self::Rejected(verdict.message()),
+                None => Self::NoCriteria,
+            },
+        }
+    }
+
+    /// The table's VERDICT cell.
+    pub fn cell(&self) -> &'static str {
+        match self {
+            Self::NoCriteria => "-",
+            Self::Accepted => "accepted",
+            Self::Rejected(_) => "REJECTED",
+            Self::NotJudged => "no result",
+        }
+    }
+}
+
+/// Counts over a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub succeeded: usize,
+    pub failed: usize,
+    pub accepted: usize,
+    pub rejected: usize,
+    /// Failed benchmarks that had criteria.
+    pub not_judged: usize,
+}
+
+impl Tally {
+    pub fn add(&mut self, succeeded: bool, verdict: &Verdict) {
+        if succeeded {
+            self.succeeded += 1;
+        } else {
+            self.failed += 1;
+        }
+        match verdict {
+            Verdict::NoCriteria => {}
+            Verdict::Accepted => self.accepted += 1,
+            Verdict::Rejected(_) => self.rejected += 1,
+            Verdict::NotJudged => self.not_judged += 1,
+        }
+    }
+
+    fn judged(&self) -> bool {
+        self.accepted + self.rejected + self.not_judged > 0
+    }
+
+    /// The final verdict line: `ACCEPTED: …` or `NOT ACCEPTED: …`; `None` when no
+    /// benchmark had criteria.
+    pub fn verdict_line(&self) -> Option<String> {
+        if !self.judged() {
+            return None;
+        }
+        let counts = format!(
+            "{} accepted, {} rejected, {} failed without a result",
+            self.accepted, self.rejected, self.not_judged
+        );
+        Some(if self.rejected == 0 && self.not_judged == 0 {
+            format!("ACCEPTED: {counts}")
+        } else {
+            format!("NOT ACCEPTED: {counts}")
+        })
+    }
+
+    /// The exit code of a run that was not interrupted (see the module's list).
+    pub fn exit_code(&self) -> u8 {
+        if self.failed > 0 {
+            EXIT_FAILED_TO_RUN
+        } else if self.rejected > 0 {
+            EXIT_NOT_ACCEPTED
+        } else {
+            0
+        }
+    }
+}
+
+/// How a run ended: its counts, and the signal that stopped it, if one did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ended {
+    pub tally: Tally,
+    pub stopped: Option<Stop>,
+}
+
+impl Ended {
+    pub fn exit_code(&self) -> u8 {
+        match self.stopped {
+            Some(stop) => stop.exit_code(),
+            None => self.tally.exit_code(),
+        }
+    }
+}
+
+/// A signal that stops a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Interrupt,
+    Terminate,
+    Hangup,
+}
+
+impl Stop {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Interrupt => "SIGINT (Ctrl-C)",
+            Self::Terminate => "SIGTERM",
+            Self::Hangup => "SIGHUP",
+        }
+    }
+
+    /// 128 + the signal's number, as shells report a process the signal ended.
+    pub fn exit_code(self) -> u8 {
+        let number = match self {
+            Self::Interrupt => libc::SIGINT,
+            Self::Terminate => libc::SIGTERM,
+            Self::Hangup => libc::SIGHUP,
+        };
+        128 + u8::try_from(number).unwrap_or(0)
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP, caught for the life of a run so it can stop cleanly.
+pub struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub fn catch() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next of them to arrive.
+    pub async fn next(&mut self) -> Stop {
+        tokio::select! {
+            _ = self.interrupt.recv() => Stop::Interrupt,
+            _ = self.terminate.recv() => Stop::Terminate,
+            _ = self.hangup.recv() => Stop::Hangup,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn iperf() -> &'static KindInfo {
+        perfsweep_benchmarks::registry::lookup("IPerf").expect("IPerf")
+    }
+
+    #[test]
+    fn benchmarks_are_judged_by_their_own_criteria() {
+        let raw = include_str!("../../benchmarks/testdata/iperf/tcp-4streams.json");
+        let result = iperf().parse(raw).expect("the fixture parses").result;
+        let criteria =
+            |min: f64| json!({"acceptance": [{"metric": "received_bits_per_second", "min": min}]});
+        assert_eq!(
+            Verdict::of(iperf(), &criteria(1.0), Some(&result)),
+            Verdict::Accepted
+        );
+        let spec = criteria(1e15);
+        let slow = result.clone();
+        let Verdict::Rejected(why) = Verdict::of(iperf(), &spec, Some(&slow)) else {
+            panic!("a result below the minimum is rejected");
+        };
+        assert!(why.contains("below the minimum"), "{why}");
+        assert_eq!(Verdict::of(iperf(), &spec, None), Verdict::NotJudged);
+        assert_eq!(
+            Verdict::of(iperf(), &json!({}), Some(&slow)),
+            Verdict::NoCriteria
+        );
+    }
+
+    #[test]
+    fn the_exit_code_tells_not_accepted_from_failed() {
+        let mut tally = Tally::default();
+        tally.add(true, &Verdict::Accepted);
+        assert_eq!(tally.exit_code(), 0);
+        assert_eq!(
+            tally.verdict_line().as_deref(),
+            Some("ACCEPTED: 1 accepted, 0 rejected, 0 failed without a result")
+        );
+        tally.add(true, &Verdict::Rejected("slow".into()));
+        assert_eq!(tally.exit_code(), EXIT_NOT_ACCEPTED);
+        assert!(
+            tally
+                .verdict_line()
+                .is_some_and(|l| l.starts_with("NOT ACCEPTED"))
+        );
+        tally.add(false, &Verdict::NotJudged);
+        assert_eq!(tally.exit_code(), EXIT_FAILED_TO_RUN);
+        let unjudged = Tally {
+            succeeded: 2,
+            ..Tally::default()
+        };
+        assert_eq!(unjudged.verdict_line(), None);
+        assert_eq!(unjudged.exit_code(), 0);
+        assert_eq!(Stop::Terminate.exit_code(), 143);
+        assert_eq!(Stop::Interrupt.exit_code(), 130);
+        assert_eq!(Stop::Hangup.exit_code(), 129);
+    }
+}

@@ -159,7 +159,7 @@ fn acceptance_report_of_a_local_sweep() {
         md.contains("| REJECTED | 1 of 1 criteria not met: received_bits_per_second = "),
         "{md}"
     );
-    assert!(md.contains("is below the minimum 1000T by "), "{md}");
+    assert!(md.contains("is below the minimum 1P by "), "{md}");
     let html = read(&out.join("report.html"));
     assert!(html.contains("<td class=\"bad\">REJECTED</td>"));
 

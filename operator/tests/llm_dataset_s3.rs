@@ -102,7 +102,9 @@ spec:
         let run = |with_secret: bool| {
             let mut command = Command::new(env!("CARGO_BIN_EXE_perfsweep"));
             command
-                .args(["run", "--local", "--output"])
+                // Both runs write to the same place; the second must fail on its
+                // missing keys, not on the first one's records.
+                .args(["run", "--local", "--overwrite", "--output"])
                 .arg(&out)
                 .arg(&sweep)
                 .env_remove("AWS_ACCESS_KEY_ID")

@@ -130,7 +130,9 @@ pub fn si(value: f64) -> String {
     if value == 0.0 || !value.is_finite() {
         return format!("{value}");
     }
-    const PREFIXES: [(f64, &str); 8] = [
+    const PREFIXES: [(f64, &str); 10] = [
+        (1e18, "E"),
+        (1e15, "P"),
         (1e12, "T"),
         (1e9, "G"),
         (1e6, "M"),
@@ -143,7 +145,7 @@ pub fn si(value: f64) -> String {
     let magnitude = value.abs();
     // Past the largest prefix a fixed-point form would print hundreds of digits
     // (1e200 / 1e12); scientific notation keeps every cell short.
-    if magnitude >= 1e15 {
+    if magnitude >= 1e21 {
         return format!("{value:.3e}");
     }
     for (scale, prefix) in PREFIXES {
@@ -265,7 +267,9 @@ mod tests {
         assert_eq!(si(-1e300), "-1.000e300");
         assert_eq!(si(2.5e-15), "2.500e-15");
         assert_eq!(si(999e12), "999T");
-        for value in [f64::MAX, f64::MIN_POSITIVE, 1e15, 1e-12] {
+        assert_eq!(si(1e15), "1P");
+        assert_eq!(si(1e21), "1.000e21");
+        for value in [f64::MAX, f64::MIN_POSITIVE, 1e15, 1e20, 1e-12] {
             assert!(si(value).len() <= 12, "{value} → {}", si(value));
         }
     }

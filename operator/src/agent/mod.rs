@@ -269,6 +269,15 @@ async fn play(
     let stopped_on_request =
         role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
     if !status.success() && !stopped_on_request {
+        // A tool that exits non-zero after saying why in its result document (the load
+        // generator does: scripts read its exit code) fails with its own reason.
+        if config.produces_result()
+            && let Some(Err(error @ ParseError::ToolReportedError(_))) =
+                registry::lookup(&config.plan.kind)
+                    .map(|kind| kind.parse(&String::from_utf8_lossy(&stdout)))
+        {
+            return Err(Failure::new("ToolFailed", error.to_string()));
+        }
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
         return Err(Failure::new(

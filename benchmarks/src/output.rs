@@ -222,6 +222,53 @@ impl OutputLocation {
     }
 }
 
+/// The plan volume a `pvc://` output location's claim is mounted as.
+pub const EXPORT_VOLUME: &str = "export";
+
+/// A `pvc://[namespace:]claim/path` output location: `(namespace, claim, path)`.
+pub fn claim_location(storage_uri: &str) -> Option<(Option<&str>, &str, &str)> {
+    let rest = storage_uri.strip_prefix("pvc://")?;
+    let (claim, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (namespace, claim) = match claim.split_once(':') {
+        Some((namespace, claim)) => (Some(namespace), claim),
+        None => (None, claim),
+    };
+    Some((namespace, claim, path.trim_matches('/')))
+}
+
+/// A `pvc://` output location is written by the benchmark's own pods: the result role
+/// mounts the claim (volume [`EXPORT_VOLUME`]) and its agent writes its report and the
+/// raw evidence under `<path>/<run>/` (see [`crate::agent_env::EXPORT_DIR`]). The
+/// operator mounts no claim, and an air-gapped cluster needs no object storage.
+pub fn export_into_claim(spec: &Value, plan: &mut crate::plan::Plan) {
+    let Some(uri) = spec
+        .pointer("/outputLocation/storageUri")
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    let Some((_, claim, path)) = claim_location(uri) else {
+        return;
+    };
+    let result_role = plan.result_role.clone();
+    let Some(role) = plan.roles.iter_mut().find(|r| r.name == result_role) else {
+        return;
+    };
+    role.volumes.push(crate::plan::RoleVolume {
+        name: EXPORT_VOLUME.into(),
+        mount_path: format!("/perfsweep/{EXPORT_VOLUME}"),
+        source: crate::plan::VolumeSource::ExistingClaim {
+            claim_name: claim.to_owned(),
+        },
+    });
+    let dir = if path.is_empty() {
+        format!("{{volume:{EXPORT_VOLUME}}}")
+    } else {
+        format!("{{volume:{EXPORT_VOLUME}}}/{path}")
+    };
+    role.env.insert(crate::agent_env::EXPORT_DIR.into(), dir);
+}
+
 /// `spec` without its output location: the workload, for digests.
 pub fn strip(spec: &Value) -> Value {
     let mut spec = spec.clone();

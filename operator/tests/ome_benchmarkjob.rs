@@ -255,6 +255,22 @@ fn every_ome_storage_uri_format_converts_validates_and_renders() {
             .collect();
         if keys.is_empty() {
             assert!(secrets.is_empty(), "{scheme}: no credentials, no Secret");
+            // pvc://: the load generator's pod mounts the claim it writes into.
+            let pod = of_kind(&documents, "Pod")
+                .into_iter()
+                .find(|p| {
+                    p["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("loadgen"))
+                })
+                .expect("a load generator pod");
+            assert!(
+                pod["spec"]["volumes"]
+                    .to_string()
+                    .contains("\"claimName\":\"my-pvc\""),
+                "{scheme}: {}",
+                pod["spec"]["volumes"]
+            );
             continue;
         }
         let data = secrets[0]["stringData"].as_object().expect("stringData");

@@ -70,10 +70,16 @@ async fn the_s3_example_runs_against_the_simulator_and_exports_to_moto() {
     .expect("ran");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("converted ome.io/v1beta1 BenchmarkJob"), "{stderr}");
+    assert!(
+        stderr.contains("converted ome.io/v1beta1 BenchmarkJob"),
+        "{stderr}"
+    );
     assert!(stderr.contains("parameters.aws_profile"), "{stderr}");
     assert!(!stderr.contains(SECRET), "the key was printed");
-    assert!(sim.stats().requests >= 400, "4 iterations of 100 requests were sent");
+    assert!(
+        sim.stats().requests >= 400,
+        "4 iterations of 100 requests were sent"
+    );
 
     // The record: converted spec without credentials, the completions API, 4 iterations.
     let records: Vec<Value> = std::fs::read_dir(&out)
@@ -91,7 +97,10 @@ async fn the_s3_example_runs_against_the_simulator_and_exports_to_moto() {
     assert_eq!(result["api"], "completions");
     assert_eq!(result["iterations"].as_array().map(Vec::len), Some(4));
     let location = &record["spec"]["outputLocation"];
-    assert_eq!(location["secretName"], "model-benchmark-s3-output-credentials");
+    assert_eq!(
+        location["secretName"],
+        "model-benchmark-s3-output-credentials"
+    );
     assert!(!record.to_string().contains("production"), "{location}");
 
     // What moto holds: the records and the evidence, under the example's prefix.
@@ -105,7 +114,9 @@ async fn the_s3_example_runs_against_the_simulator_and_exports_to_moto() {
         assert!(names.contains(&expected), "{expected} not in {names:?}");
     }
     assert!(
-        names.iter().any(|n| n.starts_with(&format!("{run_id}/evidence/"))),
+        names
+            .iter()
+            .any(|n| n.starts_with(&format!("{run_id}/evidence/"))),
         "{names:?}"
     );
     let lines = store
@@ -115,6 +126,47 @@ async fn the_s3_example_runs_against_the_simulator_and_exports_to_moto() {
     let exported: Value =
         serde_json::from_slice(lines.split(|b| *b == b'\n').next().expect("a line"))
             .expect("a JSON record");
-    assert_eq!(exported["outcome"]["result"]["iterations"], result["iterations"]);
+    assert_eq!(
+        exported["outcome"]["result"]["iterations"],
+        result["iterations"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Locally a `pvc://claim/path` location is the directory
+/// `$PERFSWEEP_PVC_ROOT/claim/path` standing in for the claim.
+#[test]
+fn a_pvc_location_is_a_directory_on_this_machine() {
+    let dir = std::env::temp_dir().join(format!("perfsweep-ome-pvc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let file = dir.join("pvc.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: ome.io/v1beta1\nkind: BenchmarkJob\nmetadata: {name: pvc-local}\nspec:\n  \
+         endpoint: {simulator: {ttftMillis: 1, itlMillis: 0.1}}\n  trafficScenarios: ['D(16,8)']\n  \
+         maxRequestsPerIteration: 8\n  outputLocation: {storageUri: 'pvc://results/nightly'}\n",
+    )
+    .expect("written");
+    let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["run", "--local"])
+        .arg(&file)
+        .current_dir(&dir)
+        .env("PERFSWEEP_PVC_ROOT", dir.join("claims"))
+        .output()
+        .expect("perfsweep runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let runs: Vec<_> = std::fs::read_dir(dir.join("claims/results/nightly"))
+        .expect("the claim's directory")
+        .filter_map(Result::ok)
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let run = runs[0].path();
+    let lines = std::fs::read_to_string(run.join("records.jsonl")).expect("records");
+    let record: Value = serde_json::from_str(lines.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(record["outcome"]["status"], "succeeded");
+    assert_eq!(record["benchmark"]["name"], "pvc-local");
+    assert!(run.join("records.parquet").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }

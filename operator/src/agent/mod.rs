@@ -10,6 +10,7 @@
 
 pub mod address;
 pub mod builtin;
+mod claim_export;
 pub mod config;
 pub mod control;
 pub mod exec;
@@ -113,6 +114,8 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 // Asked after the measurement, so the probe never delays or disturbs it.
                 report.tool_version = version::probe(&config.role().command.program).await;
             }
+            // Into the claim of a pvc:// output location, before anyone sees it finished.
+            claim_export::write_if_asked(&config, &report);
             // Reported before finishing: whoever sees this agent finished (the result
             // process, a Kubernetes log reader) finds the report in its output.
             publish(&config, &report);

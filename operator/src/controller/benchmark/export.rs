@@ -241,11 +241,11 @@ async fn upload(
             Store::github(release, &credentials, &engine.export.requests)
                 .map_err(|e| Problem::final_(format!("{e:#}")))?
         }
-        Destination::Claim { .. } => {
-            return Err(Problem::final_(
-                "spec.outputLocation: pvc:// is not exported by the operator yet",
-            ));
-        }
+        Destination::Claim {
+            namespace,
+            claim,
+            path,
+        } => return written_by_pod(target, namespace.as_deref(), &claim, &path),
         Destination::Directory(_) => {
             return Err(Problem::final_(
                 "spec.outputLocation: the operator's own filesystem is not kept: file:// is for \
@@ -291,6 +291,34 @@ async fn upload(
         } else {
             String::new()
         }
+    ))
+}
+
+/// A `pvc://` location: the benchmark's result pod mounted the claim and wrote its
+/// report and evidence there (the operator mounts no claim); the condition says where.
+fn written_by_pod(
+    target: &Target,
+    namespace: Option<&str>,
+    claim: &str,
+    path: &str,
+) -> Result<String, Problem> {
+    if let Some(namespace) = namespace.filter(|ns| *ns != target.namespace) {
+        return Err(Problem::final_(format!(
+            "spec.outputLocation: claim {namespace}:{claim} is in another namespace: a pod \
+             mounts claims of its own namespace ({}) only",
+            target.namespace
+        )));
+    }
+    let short: String = target.uid.chars().filter(|c| *c != '-').take(8).collect();
+    let run = format!("{}-{short}", target.name);
+    let under = if path.is_empty() {
+        run
+    } else {
+        format!("{path}/{run}")
+    };
+    Ok(format!(
+        "the benchmark's result pod wrote its report and evidence into claim {claim} under \
+         {under}/"
     ))
 }
 

@@ -273,13 +273,18 @@ async fn play(
         role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
     if !status.success() && !stopped_on_request {
         // A tool that exits non-zero after saying why in its result document (the load
-        // generator does: scripts read its exit code) fails with its own reason.
+        // generator does: scripts read its exit code) fails with its own reason, and its
+        // document is kept as evidence, as when it exits 0 (see `finish`).
         if config.produces_result()
-            && let Some(Err(error @ ParseError::ToolReportedError(_))) =
-                registry::lookup(&config.plan.kind)
-                    .map(|kind| kind.parse(&String::from_utf8_lossy(&stdout)))
+            && let Some(Err(ParseError::ToolReportedError(_))) = registry::lookup(&config.plan.kind)
+                .map(|kind| kind.parse(&String::from_utf8_lossy(&stdout)))
         {
-            return Err(Failure::new("ToolFailed", error.to_string()));
+            return Ok(Played {
+                command,
+                started_at,
+                finished_at: Timestamp::now(),
+                stdout,
+            });
         }
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();

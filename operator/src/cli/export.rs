@@ -13,10 +13,13 @@ use perfsweep_benchmarks::output::{self, OutputLocation};
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
     /// Also export the records (JSON Lines and Parquet) and raw evidence to URI:
-    /// `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix` or
-    /// `file:///dir` (see docs/results.md). Credentials come from the environment:
-    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT_KEY (or
-    /// GOOGLE_APPLICATION_CREDENTIALS), AZURE_STORAGE_ACCOUNT_KEY.
+    /// `s3://bucket[@region]/prefix`, `gs://bucket/prefix`, `az://account/container/prefix`,
+    /// `oci://n/NS/b/BUCKET/o/prefix`, `github://owner/repo[@tag]` or `file:///dir` (see
+    /// docs/results.md and docs/ome.md). Without it, `run --local` uses the benchmarks'
+    /// own outputLocation. Credentials come from the environment: AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), GOOGLE_SERVICE_ACCOUNT_KEY (or
+    /// GOOGLE_APPLICATION_CREDENTIALS), AZURE_STORAGE_ACCOUNT_KEY (or a connection string
+    /// or SAS token), GITHUB_TOKEN.
     #[arg(long, value_name = "URI")]
     pub export: Option<String>,
     /// A parameter of the export location, KEY=VALUE (repeatable): `endpoint` (an

@@ -122,7 +122,9 @@ pub fn move_inline_credentials(document: &mut Value) -> Result<MovedCredentials,
         if let Some(value) = parameters.remove(*parameter) {
             data.insert((*key).to_owned(), value);
             moved.warnings.push(format!(
-                "spec.outputLocation.parameters.{parameter} is a credential: moved into Secret                  {} (key {key}); apply that Secret with the benchmark, and keep credentials                  out of specs",
+                "spec.outputLocation.parameters.{parameter} is a credential: moved into Secret \
+                 {} (key {key}); apply that Secret with the benchmark, and keep credentials \
+                 out of specs",
                 credentials_secret_name(&name)
             ));
         }
@@ -155,7 +157,8 @@ pub fn move_inline_credentials(document: &mut Value) -> Result<MovedCredentials,
         .and_then(Value::as_str);
     if let Some(named) = named {
         return Err(format!(
-            "spec.outputLocation: inline credentials and Secret {named} both given: keep              the credentials in the Secret only"
+            "inline credentials and Secret {named} both given: keep the credentials in \
+             the Secret only"
         ));
     }
     let secret_name = credentials_secret_name(&name);

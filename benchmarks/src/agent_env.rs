@@ -138,6 +138,15 @@ pub fn annotation_from_file(contents: &str, key: &str) -> Option<String> {
     })
 }
 
+/// Where the result role's agent writes its report and evidence for a `pvc://` output
+/// location: `{volume:export}/<path>` (see [`crate::output::export_into_claim`]).
+pub const EXPORT_DIR: &str = "PERFSWEEP_EXPORT_DIR";
+/// The run directory under [`EXPORT_DIR`] (`<benchmark>-<uid prefix>`, as the operator's
+/// object storage export names runs), set by rendering.
+pub const EXPORT_RUN: &str = "PERFSWEEP_EXPORT_RUN";
+/// The benchmark's name, the report's file name, set by rendering.
+pub const EXPORT_NAME: &str = "PERFSWEEP_EXPORT_NAME";
+
 #[cfg(test)]
 mod tests {
     use super::*;

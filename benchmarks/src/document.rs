@@ -25,11 +25,37 @@ pub enum Checked {
     },
 }
 
-/// A checked document and whether kube-perftest's group was converted in it.
+/// A checked document, and what was converted in it on the way.
 #[derive(Debug)]
 pub struct Document {
     pub checked: Checked,
+    /// kube-perftest's group was converted.
     pub converted_group: bool,
+    /// Conversions made (an OME BenchmarkJob), one line each.
+    pub notes: Vec<String>,
+    /// Changes the user must act on: inline credentials moved into a Secret.
+    pub warnings: Vec<String>,
+    /// Objects to apply with the benchmark: the Secret inline credentials moved into
+    /// (never printed by validate, only by render).
+    pub secrets: Vec<Value>,
+}
+
+impl Document {
+    /// Every conversion message, prefixed `note:` or `warning:`, for the command line.
+    pub fn conversion_messages(&self) -> Vec<String> {
+        let group = self.converted_group.then(|| {
+            format!(
+                "note: converted apiVersion group {} to {}",
+                compat::KUBE_PERFTEST_GROUP,
+                crate::GROUP
+            )
+        });
+        group
+            .into_iter()
+            .chain(self.notes.iter().map(|n| format!("note: {n}")))
+            .chain(self.warnings.iter().map(|w| format!("warning: {w}")))
+            .collect()
+    }
 }
 
 /// Why a document was rejected.
@@ -88,6 +114,11 @@ pub fn check_with_nodes(
     nodes: Option<&[String]>,
 ) -> Result<Document, DocumentError> {
     let converted_group = compat::convert_group(&mut document);
+    let notes = crate::ome::convert(&mut document).unwrap_or_default();
+    let moved = crate::output::move_inline_credentials(&mut document).map_err(|message| {
+        DocumentError::Invalid(vec![FieldError::new("spec.outputLocation", message)])
+    })?;
+    let notes: Vec<String> = notes.into_iter().chain(moved.notes).collect();
     let api_version = document
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -149,5 +180,8 @@ pub fn check_with_nodes(
     Ok(Document {
         checked,
         converted_group,
+        notes,
+        warnings: moved.warnings,
+        secrets: moved.secret.into_iter().collect(),
     })
 }

@@ -12,6 +12,7 @@ pub mod duration;
 pub mod kinds;
 pub mod labels;
 pub mod metrics;
+pub mod ome;
 pub mod output;
 pub mod parse_error;
 pub mod plan;

@@ -15,36 +15,179 @@ use serde_json::Value;
 /// The spec field.
 pub const FIELD: &str = "outputLocation";
 
-/// The credentials of an object storage scheme (`s3`, `gs`, `az`), by the names each
-/// cloud's own tools read from the environment and an operator Secret holds them under:
-/// the required ones, then the optional ones. `None` for another scheme.
+/// The credentials of an export scheme, by the names each cloud's own tools read from
+/// the environment and an operator Secret holds them under: the required ones, then the
+/// optional ones (any of which may stand in for the required ones, e.g. an Azure SAS
+/// token for the account key). `None` for a scheme without credentials.
 pub fn credential_names(
     scheme: &str,
 ) -> Option<(&'static [&'static str], &'static [&'static str])> {
     match scheme {
-        "s3" => Some((
+        // OCI Object Storage through its S3-compatible API: a Customer Secret Key.
+        "s3" | "oci" => Some((
             &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
             &["AWS_SESSION_TOKEN"],
         )),
         "gs" => Some((&["GOOGLE_SERVICE_ACCOUNT_KEY"], &[])),
         "az" => Some((
             &["AZURE_STORAGE_ACCOUNT_KEY"],
-            &["AZURE_STORAGE_ACCOUNT_NAME"],
+            &[
+                "AZURE_STORAGE_ACCOUNT_NAME",
+                "AZURE_STORAGE_CONNECTION_STRING",
+                "AZURE_STORAGE_SAS_TOKEN",
+            ],
         )),
+        "github" => Some((&["GITHUB_TOKEN"], &[])),
         _ => None,
     }
+}
+
+/// The parameters an `outputLocation` takes (besides OME's credential parameters, which
+/// [`move_inline_credentials`] takes out into a Secret).
+pub const PARAMETERS: &[&str] = &["endpoint", "region", "account", "secretName"];
+
+/// OME's credential parameters and the Secret key each is kept under: the name the
+/// cloud's own tools read it from the environment by.
+pub const INLINE_CREDENTIALS: &[(&str, &str)] = &[
+    ("aws_access_key_id", "AWS_ACCESS_KEY_ID"),
+    ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+    ("aws_profile", "AWS_PROFILE"),
+    ("azure_account_key", "AZURE_STORAGE_ACCOUNT_KEY"),
+    ("azure_connection_string", "AZURE_STORAGE_CONNECTION_STRING"),
+    ("azure_sas_token", "AZURE_STORAGE_SAS_TOKEN"),
+    ("gcp_credentials_path", "GOOGLE_APPLICATION_CREDENTIALS"),
+    ("github_token", "GITHUB_TOKEN"),
+    // OCI's own authentication settings: kept with the credentials, though writing
+    // through OCI's S3-compatible API takes a Customer Secret Key.
+    ("auth", "OCI_AUTH"),
+    ("config_file", "OCI_CONFIG_FILE"),
+    ("profile", "OCI_PROFILE"),
+    ("security_token", "OCI_SECURITY_TOKEN"),
+];
+
+/// OME's setting parameters and the perfsweep parameter each becomes (`None`: not
+/// needed, dropped with a note).
+pub const RENAMED_PARAMETERS: &[(&str, Option<&str>)] = &[
+    ("aws_region", Some("region")),
+    ("azure_account_name", Some("account")),
+    ("gcp_project_id", None),
+];
+
+/// What [`move_inline_credentials`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct MovedCredentials {
+    /// The Secret to create (a `v1/Secret` with `stringData`), when credentials moved.
+    pub secret: Option<Value>,
+    /// Warnings for the user: which parameters moved where.
+    pub warnings: Vec<String>,
+    /// What else was changed (renamed or dropped parameters).
+    pub notes: Vec<String>,
+}
+
+/// The name of the Secret that inline credentials of benchmark `name` move into.
+pub fn credentials_secret_name(name: &str) -> String {
+    format!("{name}-output-credentials")
+}
+
+/// Takes OME's inline credential parameters out of `spec.outputLocation` of `document`
+/// into a Secret in the document's namespace, and names it in `secretName`; renames
+/// OME's setting parameters to perfsweep's. Credentials in a spec are readable by anyone
+/// who can read the benchmark (and end up in status and records); in a Secret they are
+/// not. Pure: the Secret is returned, not created.
+pub fn move_inline_credentials(document: &mut Value) -> Result<MovedCredentials, String> {
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("benchmark")
+        .to_owned();
+    let namespace = document
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut moved = MovedCredentials::default();
+    let Some(location) = document
+        .pointer_mut("/spec/outputLocation")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(moved);
+    };
+    let Some(parameters) = location
+        .get_mut("parameters")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(moved);
+    };
+    let mut data = serde_json::Map::new();
+    for (parameter, key) in INLINE_CREDENTIALS {
+        if let Some(value) = parameters.remove(*parameter) {
+            data.insert((*key).to_owned(), value);
+            moved.warnings.push(format!(
+                "spec.outputLocation.parameters.{parameter} is a credential: moved into Secret \
+                 {} (key {key}); apply that Secret with the benchmark, and keep credentials \
+                 out of specs",
+                credentials_secret_name(&name)
+            ));
+        }
+    }
+    for (parameter, renamed) in RENAMED_PARAMETERS {
+        let Some(value) = parameters.remove(*parameter) else {
+            continue;
+        };
+        match renamed {
+            Some(renamed) if !parameters.contains_key(*renamed) => {
+                parameters.insert((*renamed).to_owned(), value);
+                moved.notes.push(format!(
+                    "spec.outputLocation.parameters.{parameter} became parameters.{renamed}"
+                ));
+            }
+            Some(renamed) => moved.notes.push(format!(
+                "spec.outputLocation.parameters.{parameter} dropped: parameters.{renamed} is set"
+            )),
+            None => moved.notes.push(format!(
+                "spec.outputLocation.parameters.{parameter} dropped: not needed to write objects"
+            )),
+        }
+    }
+    if data.is_empty() {
+        return Ok(moved);
+    }
+    let named = location
+        .get("secretName")
+        .or_else(|| location.get("parameters").and_then(|p| p.get("secretName")))
+        .and_then(Value::as_str);
+    if let Some(named) = named {
+        return Err(format!(
+            "inline credentials and Secret {named} both given: keep the credentials in \
+             the Secret only"
+        ));
+    }
+    let secret_name = credentials_secret_name(&name);
+    location.insert("secretName".into(), Value::String(secret_name.clone()));
+    let mut metadata = serde_json::json!({"name": secret_name});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = Value::String(namespace);
+    }
+    moved.secret = Some(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": metadata,
+        "type": "Opaque", "stringData": data,
+    }));
+    Ok(moved)
 }
 
 /// Where results are exported (as OME's BenchmarkJob `outputLocation`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!self.storageUri.startsWith('pvc://') && !self.storageUri.startsWith('file://')").message("the operator exports to object storage only (s3://, gs://, az://): it mounts no claim and its own filesystem is not kept; for a cluster without object storage run an S3-compatible server (e.g. MinIO) and set parameters.endpoint, or export from the command line with perfsweep run --export file:///dir").field_path(".storageUri"))]
-#[x_kube(validation = Rule::new("!has(self.parameters) || self.parameters.all(k, k in ['endpoint', 'region', 'account', 'secretName'])").message("unknown parameter: the parameters are endpoint, region, account and secretName").field_path(".parameters"))]
+#[x_kube(validation = Rule::new("!self.storageUri.startsWith('file://')").message("the operator's own filesystem is not kept: export to a claim with pvc://claim/path, or to object storage").field_path(".storageUri"))]
+#[x_kube(validation = Rule::new("!has(self.parameters) || self.parameters.all(k, k in ['endpoint', 'region', 'account', 'secretName'])").message("unknown parameter: the parameters are endpoint, region, account and secretName (OME's credential parameters belong in a Secret: perfsweep render moves them there)").field_path(".parameters"))]
 #[x_kube(validation = Rule::new("!has(self.secretName) || !has(self.parameters) || !('secretName' in self.parameters)").message("name the credentials' Secret once: secretName or parameters.secretName").field_path(".secretName"))]
 pub struct OutputLocation {
-    /// `s3://bucket/prefix`, `gs://bucket/prefix` or `az://container/prefix` (`file://`
-    /// and `pvc://` are for the command line's `--export`; the operator refuses them).
-    #[schemars(regex(pattern = r"^(s3|gs|az|file|pvc)://.+$"))]
+    /// OME's formats: `s3://bucket[@region]/prefix`, `gs://bucket/prefix`,
+    /// `az://account/container/prefix` (`az://container/prefix` with the parameter
+    /// `account`), `oci://n/{namespace}/b/{bucket}/o/{prefix}` (through OCI's
+    /// S3-compatible API), `github://owner/repo[@tag]` (release assets) and
+    /// `pvc://[namespace:]claim/path` (written by the benchmark's own pod into the
+    /// claim); `file:///dir` for the command line only.
+    #[schemars(regex(pattern = r"^(s3|gs|az|oci|github|file|pvc)://.+$"))]
     pub storage_uri: String,
 
     /// Sink settings: `endpoint` (an S3-compatible server or an emulator,
@@ -55,9 +198,10 @@ pub struct OutputLocation {
 
     /// The Secret in the benchmark's namespace holding the credentials, under the keys
     /// the clouds' own tools use: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`
-    /// (optional `AWS_SESSION_TOKEN`) for s3; `GOOGLE_SERVICE_ACCOUNT_KEY` (the key's
-    /// JSON) for gs; `AZURE_STORAGE_ACCOUNT_KEY` (optional `AZURE_STORAGE_ACCOUNT_NAME`)
-    /// for az.
+    /// (optional `AWS_SESSION_TOKEN`) for s3 and oci (an OCI Customer Secret Key);
+    /// `GOOGLE_SERVICE_ACCOUNT_KEY` (the key's JSON) for gs; `AZURE_STORAGE_ACCOUNT_KEY`,
+    /// `AZURE_STORAGE_CONNECTION_STRING` or `AZURE_STORAGE_SAS_TOKEN` (optional
+    /// `AZURE_STORAGE_ACCOUNT_NAME`) for az; `GITHUB_TOKEN` for github.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: Option<String>,
@@ -79,6 +223,53 @@ impl OutputLocation {
         }
         parameters
     }
+}
+
+/// The plan volume a `pvc://` output location's claim is mounted as.
+pub const EXPORT_VOLUME: &str = "export";
+
+/// A `pvc://[namespace:]claim/path` output location: `(namespace, claim, path)`.
+pub fn claim_location(storage_uri: &str) -> Option<(Option<&str>, &str, &str)> {
+    let rest = storage_uri.strip_prefix("pvc://")?;
+    let (claim, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (namespace, claim) = match claim.split_once(':') {
+        Some((namespace, claim)) => (Some(namespace), claim),
+        None => (None, claim),
+    };
+    Some((namespace, claim, path.trim_matches('/')))
+}
+
+/// A `pvc://` output location is written by the benchmark's own pods: the result role
+/// mounts the claim (volume [`EXPORT_VOLUME`]) and its agent writes its report and the
+/// raw evidence under `<path>/<run>/` (see [`crate::agent_env::EXPORT_DIR`]). The
+/// operator mounts no claim, and an air-gapped cluster needs no object storage.
+pub fn export_into_claim(spec: &Value, plan: &mut crate::plan::Plan) {
+    let Some(uri) = spec
+        .pointer("/outputLocation/storageUri")
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    let Some((_, claim, path)) = claim_location(uri) else {
+        return;
+    };
+    let result_role = plan.result_role.clone();
+    let Some(role) = plan.roles.iter_mut().find(|r| r.name == result_role) else {
+        return;
+    };
+    role.volumes.push(crate::plan::RoleVolume {
+        name: EXPORT_VOLUME.into(),
+        mount_path: format!("/perfsweep/{EXPORT_VOLUME}"),
+        source: crate::plan::VolumeSource::ExistingClaim {
+            claim_name: claim.to_owned(),
+        },
+    });
+    let dir = if path.is_empty() {
+        format!("{{volume:{EXPORT_VOLUME}}}")
+    } else {
+        format!("{{volume:{EXPORT_VOLUME}}}/{path}")
+    };
+    role.env.insert(crate::agent_env::EXPORT_DIR.into(), dir);
 }
 
 /// `spec` without its output location: the workload, for digests.
@@ -123,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn claims_directories_and_unknown_parameters_are_refused_with_what_to_use_instead() {
+    fn directories_and_unknown_parameters_are_refused_with_what_to_use_instead() {
         let iperf = crate::registry::lookup("IPerf").expect("IPerf is registered");
         let errors = |location: Value| -> String {
             let object = json!({
@@ -138,13 +329,13 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        let claim = errors(json!({"storageUri": "pvc://results/x"}));
-        assert!(claim.contains("spec.outputLocation"), "{claim}");
-        assert!(
-            claim.contains("object storage only") && claim.contains("MinIO"),
-            "{claim}"
-        );
-        assert!(errors(json!({"storageUri": "file:///tmp"})).contains("object storage only"));
+        assert_eq!(errors(json!({"storageUri": "pvc://results/x"})), "");
+        let local = errors(json!({"storageUri": "file:///tmp"}));
+        assert!(local.contains("spec.outputLocation"), "{local}");
+        assert!(local.contains("pvc://claim/path"), "{local}");
+        let inline =
+            errors(json!({"storageUri": "s3://b", "parameters": {"aws_secret_access_key": "x"}}));
+        assert!(inline.contains("belong in a Secret"), "{inline}");
         let typo = errors(json!({"storageUri": "s3://b", "parameters": {"endpont": "x"}}));
         assert!(typo.contains("unknown parameter"), "{typo}");
         let twice = errors(json!({"storageUri": "s3://b", "secretName": "a",
@@ -170,5 +361,43 @@ mod tests {
             .expect("an object");
         inherit(&mut own, Some(&set));
         assert_eq!(own[FIELD]["storageUri"], "gs://own");
+    }
+
+    #[test]
+    fn inline_credentials_move_into_a_secret_and_settings_are_renamed() {
+        let mut document = json!({
+            "metadata": {"name": "bench", "namespace": "ns"},
+            "spec": {"outputLocation": {"storageUri": "s3://b@us-east-1/p", "parameters": {
+                "aws_access_key_id": "AKID", "aws_secret_access_key": "very-secret",
+                "aws_region": "eu-west-1", "gcp_project_id": "p"}}}
+        });
+        let moved = move_inline_credentials(&mut document).expect("moved");
+        let location = &document["spec"]["outputLocation"];
+        assert_eq!(location["secretName"], "bench-output-credentials");
+        assert_eq!(location["parameters"], json!({"region": "eu-west-1"}));
+        assert!(!document.to_string().contains("very-secret"));
+        let secret = moved.secret.expect("a Secret");
+        assert_eq!(
+            secret["metadata"],
+            json!({"name": "bench-output-credentials", "namespace": "ns"})
+        );
+        assert_eq!(secret["stringData"]["AWS_SECRET_ACCESS_KEY"], "very-secret");
+        assert_eq!(secret["stringData"]["AWS_ACCESS_KEY_ID"], "AKID");
+        assert_eq!(moved.warnings.len(), 2, "{:?}", moved.warnings);
+        assert!(moved.warnings.iter().all(|w| !w.contains("very-secret")));
+        assert_eq!(moved.notes.len(), 2, "{:?}", moved.notes);
+
+        let mut both = json!({"metadata": {"name": "b"}, "spec": {"outputLocation": {
+            "storageUri": "s3://b", "secretName": "s", "parameters": {"github_token": "t"}}}});
+        assert!(
+            move_inline_credentials(&mut both)
+                .expect_err("both")
+                .contains("both given")
+        );
+        let mut none = json!({"metadata": {"name": "b"}, "spec": {"outputLocation": {"storageUri": "pvc://c/p"}}});
+        assert_eq!(
+            move_inline_credentials(&mut none),
+            Ok(MovedCredentials::default())
+        );
     }
 }

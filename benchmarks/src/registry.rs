@@ -182,7 +182,9 @@ impl KindInfo {
 
     /// The execution plan for a spec (which must have passed [`KindInfo::validate`]).
     pub fn plan(&self, spec: &Value) -> Result<Plan, PlanError> {
-        (self.plan)(spec)
+        let mut plan = (self.plan)(spec)?;
+        crate::output::export_into_claim(spec, &mut plan);
+        Ok(plan)
     }
 
     /// Parses raw output of this kind's tool.

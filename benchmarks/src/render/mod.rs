@@ -68,6 +68,7 @@ pub fn render(
             registry::kind_names().join(", ")
         ))
     })?;
+    let plan = &name_claim_export(plan, benchmark);
     let context = Context::new(benchmark, &common, plan, kind)?;
     volumes::check(&context)?;
     let pods = plan
@@ -88,6 +89,29 @@ pub fn render(
         claims: volumes::claims(&context)?,
         pods,
     })
+}
+
+/// A role writing a `pvc://` export learns the run and file name it writes under: the
+/// benchmark's name and its uid's first 8 hex digits, as the operator names runs.
+fn name_claim_export(plan: &Plan, benchmark: &BenchmarkRef) -> Plan {
+    let mut plan = plan.clone();
+    let short: String = benchmark
+        .uid
+        .chars()
+        .filter(|c| *c != '-')
+        .take(8)
+        .collect();
+    for role in &mut plan.roles {
+        if role.env.contains_key(crate::agent_env::EXPORT_DIR) {
+            role.env.insert(
+                crate::agent_env::EXPORT_RUN.into(),
+                format!("{}-{short}", benchmark.name),
+            );
+            role.env
+                .insert(crate::agent_env::EXPORT_NAME.into(), benchmark.name.clone());
+        }
+    }
+    plan
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -10,6 +10,7 @@
 
 pub mod address;
 pub mod builtin;
+mod claim_export;
 pub mod config;
 pub mod control;
 pub mod exec;
@@ -114,6 +115,8 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 // Asked after the measurement, so the probe never delays or disturbs it.
                 report.tool_version = version::probe(&config.role().command.program).await;
             }
+            // Into the claim of a pvc:// output location, before anyone sees it finished.
+            claim_export::write_if_asked(&config, &report);
             // Reported before finishing: whoever sees this agent finished (the result
             // process, a Kubernetes log reader) finds the report in its output.
             publish(&config, &report);
@@ -270,6 +273,20 @@ async fn play(
     let stopped_on_request =
         role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
     if !status.success() && !stopped_on_request {
+        // A tool that exits non-zero after saying why in its result document (the load
+        // generator does: scripts read its exit code) fails with its own reason, and its
+        // document is kept as evidence, as when it exits 0 (see `finish`).
+        if config.produces_result()
+            && let Some(Err(ParseError::ToolReportedError(_))) = registry::lookup(&config.plan.kind)
+                .map(|kind| kind.parse(&String::from_utf8_lossy(&stdout)))
+        {
+            return Ok(Played {
+                command,
+                started_at,
+                finished_at: Timestamp::now(),
+                stdout,
+            });
+        }
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
         return Err(Failure::new(

@@ -8,14 +8,18 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::export::{self, Retry};
+use perfsweep_benchmarks::output::{self, OutputLocation};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
     /// Also export the records (JSON Lines and Parquet) and raw evidence to URI:
-    /// `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix` or
-    /// `file:///dir` (see docs/results.md). Credentials come from the environment:
-    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT_KEY (or
-    /// GOOGLE_APPLICATION_CREDENTIALS), AZURE_STORAGE_ACCOUNT_KEY.
+    /// `s3://bucket[@region]/prefix`, `gs://bucket/prefix`, `az://account/container/prefix`,
+    /// `oci://n/NS/b/BUCKET/o/prefix`, `github://owner/repo[@tag]` or `file:///dir` (see
+    /// docs/results.md and docs/ome.md). Without it, `run --local` uses the benchmarks'
+    /// own outputLocation. Credentials come from the environment: AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), GOOGLE_SERVICE_ACCOUNT_KEY (or
+    /// GOOGLE_APPLICATION_CREDENTIALS), AZURE_STORAGE_ACCOUNT_KEY (or a connection string
+    /// or SAS token), GITHUB_TOKEN.
     #[arg(long, value_name = "URI")]
     pub export: Option<String>,
     /// A parameter of the export location, KEY=VALUE (repeatable): `endpoint` (an
@@ -48,7 +52,7 @@ impl ExportArgs {
         export::open_for_cli(destination, &self.retry()).map(Some)
     }
 
-    fn retry(&self) -> Retry {
+    pub fn retry(&self) -> Retry {
         Retry {
             attempts: self.export_attempts,
             ..Retry::default()
@@ -102,4 +106,51 @@ pub async fn upload(dir: &Path, args: &ExportArgs) -> anyhow::Result<std::proces
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+/// The data of the Secrets a document's inline credentials moved into (for local runs,
+/// which use them directly instead of creating the Secret).
+pub fn secret_data(secrets: &[serde_json::Value]) -> BTreeMap<String, String> {
+    secrets
+        .iter()
+        .filter_map(|secret| secret.get("stringData")?.as_object())
+        .flatten()
+        .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+        .collect()
+}
+
+/// The export sink of a local run without `--export`: the benchmarks' own
+/// `outputLocation` (OME's form), which must be the same for all that name one.
+/// Credentials: those a document carried inline, then the environment.
+pub fn from_specs<'a>(
+    jobs: impl Iterator<Item = (&'a serde_json::Value, &'a BTreeMap<String, String>)>,
+    args: &ExportArgs,
+) -> anyhow::Result<Option<export::Store>> {
+    let mut chosen: Option<(OutputLocation, &BTreeMap<String, String>)> = None;
+    for (spec, credentials) in jobs {
+        let Some(value) = spec.get(output::FIELD).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let location: OutputLocation = serde_json::from_value(value.clone())
+            .context("spec.outputLocation is not an output location")?;
+        match &chosen {
+            None => chosen = Some((location, credentials)),
+            Some((first, _)) if *first == location => {}
+            Some((first, _)) => anyhow::bail!(
+                "the benchmarks export to different places ({} and {}): run them separately, \
+                 or pass --export to send all to one",
+                first.storage_uri,
+                location.storage_uri
+            ),
+        }
+    }
+    let Some((location, credentials)) = chosen else {
+        return Ok(None);
+    };
+    let mut parameters = location.parameters.clone();
+    parameters.remove("secretName");
+    let destination = export::parse(&location.storage_uri, &parameters)
+        .with_context(|| format!("spec.outputLocation {}", location.storage_uri))?;
+    eprintln!("exporting to spec.outputLocation {}", location.storage_uri);
+    export::open_local(destination, credentials, location.secret(), &args.retry()).map(Some)
 }

@@ -66,3 +66,14 @@ fn read(file: &Path) -> anyhow::Result<String> {
     }
     std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
 }
+
+/// Prints on stderr what was converted in a document (kube-perftest's group, an OME
+/// BenchmarkJob, inline credentials moved into a Secret).
+pub fn tell_conversions(location: &str, document: &perfsweep_benchmarks::document::Document) {
+    for message in document.conversion_messages() {
+        match message.split_once(": ") {
+            Some((level, text)) => eprintln!("{level}: {location}: {text}"),
+            None => eprintln!("{location}: {message}"),
+        }
+    }
+}

@@ -39,11 +39,9 @@ pub fn run(
                     continue;
                 }
             };
-            if checked.converted_group {
-                eprintln!(
-                    "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
-                );
-            }
+            files::tell_conversions(&location, &checked);
+            // The Secret inline credentials moved into goes first: the benchmark needs it.
+            objects.extend(checked.secrets.iter().cloned());
             let benchmarks: Vec<(&'static KindInfo, Value)> = match checked.checked {
                 Checked::Set {
                     name,

@@ -77,6 +77,8 @@ struct Job {
     case_id: Option<String>,
     repetition: Option<u32>,
     permutation: Map<String, Value>,
+    /// Export credentials moved out of the spec's inline parameters (OME's form).
+    credentials: std::collections::BTreeMap<String, String>,
 }
 
 impl RunArgs {
@@ -103,6 +105,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(missing) = missing_tools(&jobs) {
             anyhow::bail!("{missing}; nothing was run");
         }
+        // Without --export, the benchmarks' own outputLocation (OME's form) is used.
+        let sink = match sink {
+            Some(sink) => Some(sink),
+            None => super::export::from_specs(
+                jobs.iter().map(|job| (&job.spec, &job.credentials)),
+                &args.export,
+            )?,
+        };
         let options = LocalOptions::from_current_exe()?;
         // Exporting needs the local copy: it is written first and kept.
         let output = match (&args.output, &sink) {
@@ -182,9 +192,12 @@ async fn checked_documents(
                         error.messages().join("\n  - ")
                     )
                 })?;
-            if checked.converted_group {
-                eprintln!(
-                    "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
+            files::tell_conversions(&location, &checked);
+            if !checked.secrets.is_empty() {
+                anyhow::bail!(
+                    "{location}: {what}: its inline credentials need a Secret in the cluster: \
+                     create both with `perfsweep render {location} | kubectl apply -f -` \
+                     (run --local uses them directly)"
                 );
             }
             documents.push(checked.checked);
@@ -222,6 +235,8 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
                     error.messages().join("\n  - ")
                 )
             })?;
+            files::tell_conversions(&location, &checked);
+            let credentials = super::export::secret_data(&checked.secrets);
             match checked.checked {
                 Checked::Set {
                     name, expansion, ..
@@ -235,6 +250,7 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
                             case_id: Some(child.case_id.clone()),
                             repetition: Some(child.repetition),
                             permutation: (*child.permutation).clone(),
+                            credentials: credentials.clone(),
                         });
                     }
                 }
@@ -246,6 +262,7 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
                     case_id: None,
                     repetition: None,
                     permutation: Map::new(),
+                    credentials,
                 }),
             }
         }

@@ -20,11 +20,7 @@ pub fn run(paths: &[PathBuf], nodes: Option<&[String]>) -> anyhow::Result<ExitCo
             match document::check_with_nodes(input.document, nodes) {
                 Ok(checked) => {
                     passed += 1;
-                    if checked.converted_group {
-                        eprintln!(
-                            "note: {location}: converted apiVersion group perftest.stackhpc.com to perfsweep.io"
-                        );
-                    }
+                    files::tell_conversions(&location, &checked);
                     println!("ok    {location}: {what}: {}", summary(&checked.checked));
                 }
                 Err(error) => {

@@ -29,6 +29,7 @@
 //! ConfigMap and status) is never removed, so a failed upload loses nothing.
 
 pub mod format;
+pub mod github;
 pub mod http;
 pub mod read;
 pub mod store;
@@ -49,10 +50,16 @@ pub use store::Store;
 pub enum Destination {
     /// `file:///path`.
     Directory(PathBuf),
-    /// `pvc://claim/path`.
-    Claim { claim: String, path: String },
-    /// `s3://`, `gs://` and `az://`.
+    /// `pvc://[namespace:]claim/path`.
+    Claim {
+        namespace: Option<String>,
+        claim: String,
+        path: String,
+    },
+    /// `s3://`, `gs://`, `az://` and `oci://` (OCI's S3-compatible API).
     Bucket(BucketLocation),
+    /// `github://owner/repo[@tag]`: assets of a release.
+    GitHub(github::Release),
 }
 
 /// Which object storage service a bucket is in.
@@ -106,7 +113,7 @@ impl std::fmt::Display for BucketLocation {
 }
 
 /// Parameters an export destination accepts.
-pub const PARAMETERS: &[&str] = &["endpoint", "region", "account", "secretName"];
+pub use perfsweep_benchmarks::output::PARAMETERS;
 
 /// Parses `uri` with its `parameters` (pure: no environment, no I/O).
 pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result<Destination> {
@@ -133,19 +140,40 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
         "pvc" => {
             only(parameters, &[], uri)?;
             let (claim, path) = rest.split_once('/').unwrap_or((rest, ""));
+            // OME's pvc://[namespace:]claim/path.
+            let (namespace, claim) = match claim.split_once(':') {
+                Some((namespace, claim)) => (Some(namespace.to_owned()), claim),
+                None => (None, claim),
+            };
             if claim.is_empty() {
                 anyhow::bail!("{uri:?}: no claim name (pvc://claim/path)");
             }
+            if path.split('/').any(|part| part == "..") {
+                anyhow::bail!("{uri:?}: the path must stay inside the claim (no ..)");
+            }
             return Ok(Destination::Claim {
+                namespace,
                 claim: claim.into(),
                 path: path.trim_matches('/').into(),
             });
         }
+        "github" => {
+            only(parameters, &["endpoint", "secretName"], uri)?;
+            let endpoint = parameters.get("endpoint").cloned();
+            if let Some(endpoint) = &endpoint {
+                check_endpoint(endpoint)?;
+            }
+            return github::Release::parse(rest, endpoint, parameters.get("secretName").cloned())
+                .map(Destination::GitHub)
+                .with_context(|| format!("{uri:?}"));
+        }
+        "oci" => return oci(uri, rest, parameters).map(Destination::Bucket),
         "s3" => Service::S3,
         "gs" => Service::Gcs,
         "az" => Service::Azure,
         other => anyhow::bail!(
-            "{uri:?}: unsupported export scheme {other:?} (supported: s3, gs, az, file, pvc)"
+            "{uri:?}: unsupported export scheme {other:?} (supported: s3, gs, az, oci, github, \
+             pvc, file)"
         ),
     };
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -161,7 +189,7 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
     if let Some(endpoint) = &endpoint {
         check_endpoint(endpoint)?;
     }
-    Ok(Destination::Bucket(BucketLocation {
+    let mut location = BucketLocation {
         service,
         bucket: bucket.into(),
         prefix: prefix.trim_matches('/').into(),
@@ -169,7 +197,87 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
         region: parameters.get("region").cloned(),
         account: parameters.get("account").cloned(),
         secret_name: parameters.get("secretName").cloned(),
-    }))
+    };
+    match service {
+        // OME's s3://bucket@region/path.
+        Service::S3 => {
+            if let Some((bucket, region)) = location.bucket.clone().split_once('@') {
+                if bucket.is_empty() || region.is_empty() {
+                    anyhow::bail!("{uri:?}: expected s3://bucket@region/prefix");
+                }
+                if location.region.as_deref().is_some_and(|r| r != region) {
+                    anyhow::bail!("{uri:?}: the region in the URI and parameters.region differ");
+                }
+                location.bucket = bucket.into();
+                location.region = Some(region.into());
+            }
+        }
+        // OME's az://account/container/path (or account.blob.core.windows.net); with the
+        // parameter account, az://container/path.
+        Service::Azure if location.account.is_none() => {
+            let (container, prefix) = location
+                .prefix
+                .split_once('/')
+                .unwrap_or((&location.prefix, ""));
+            if container.is_empty() {
+                anyhow::bail!("{uri:?}: expected az://account/container/prefix");
+            }
+            let account = bucket
+                .strip_suffix(".blob.core.windows.net")
+                .unwrap_or(bucket);
+            location = BucketLocation {
+                bucket: container.into(),
+                prefix: prefix.into(),
+                account: Some(account.into()),
+                ..location
+            };
+        }
+        _ => {}
+    }
+    Ok(Destination::Bucket(location))
+}
+
+/// OME's `oci://n/{namespace}/b/{bucket}/o/{path}`: OCI Object Storage through its
+/// S3-compatible API, at `https://{namespace}.compat.objectstorage.{region}.oraclecloud.com`
+/// (the parameter `endpoint` overrides it), with a Customer Secret Key as credentials.
+fn oci(
+    uri: &str,
+    rest: &str,
+    parameters: &BTreeMap<String, String>,
+) -> anyhow::Result<BucketLocation> {
+    only(parameters, &["endpoint", "region", "secretName"], uri)?;
+    let parts: Vec<&str> = rest.splitn(6, '/').collect();
+    let (namespace, bucket, prefix) = match parts.as_slice() {
+        ["n", namespace, "b", bucket, "o", prefix] => (*namespace, *bucket, *prefix),
+        ["n", namespace, "b", bucket] | ["n", namespace, "b", bucket, "o"] => {
+            (*namespace, *bucket, "")
+        }
+        _ => anyhow::bail!("{uri:?}: expected oci://n/{{namespace}}/b/{{bucket}}/o/{{path}}"),
+    };
+    if namespace.is_empty() || bucket.is_empty() {
+        anyhow::bail!("{uri:?}: expected oci://n/{{namespace}}/b/{{bucket}}/o/{{path}}");
+    }
+    let region = parameters.get("region").cloned();
+    let endpoint = match (parameters.get("endpoint"), &region) {
+        (Some(endpoint), _) => endpoint.clone(),
+        (None, Some(region)) => {
+            format!("https://{namespace}.compat.objectstorage.{region}.oraclecloud.com")
+        }
+        (None, None) => anyhow::bail!(
+            "{uri:?}: OCI's S3-compatible endpoint needs the region: set parameters.region \
+             (e.g. us-phoenix-1)"
+        ),
+    };
+    check_endpoint(&endpoint)?;
+    Ok(BucketLocation {
+        service: Service::S3,
+        bucket: bucket.into(),
+        prefix: prefix.trim_matches('/').into(),
+        endpoint: Some(endpoint),
+        region,
+        account: None,
+        secret_name: parameters.get("secretName").cloned(),
+    })
 }
 
 /// An endpoint is printed in messages and status: it must not carry credentials.
@@ -216,11 +324,23 @@ pub enum Credentials {
     },
     /// A Google service account key (its JSON).
     Gcs { service_account_key: String },
-    /// An Azure storage account key; the account may also come from the parameters.
+    /// An Azure storage account key or SAS token; the account may also come from the
+    /// parameters.
     Azure {
         account: Option<String>,
-        access_key: String,
+        key: AzureKey,
     },
+    /// A GitHub token allowed to upload release assets.
+    GitHub { token: String },
+}
+
+/// How an Azure request is authorised.
+#[derive(Clone)]
+pub enum AzureKey {
+    /// The storage account key.
+    AccessKey(String),
+    /// A shared access signature (query string, without the leading `?`).
+    Sas(String),
 }
 
 impl std::fmt::Debug for Credentials {
@@ -229,9 +349,54 @@ impl std::fmt::Debug for Credentials {
             Self::Aws { .. } => "Aws",
             Self::Gcs { .. } => "Gcs",
             Self::Azure { .. } => "Azure",
+            Self::GitHub { .. } => "GitHub",
         };
         write!(f, "Credentials::{service} {{ <redacted> }}")
     }
+}
+
+/// The account and key of an Azure connection string
+/// (`AccountName=...;AccountKey=...` or `...;SharedAccessSignature=...`).
+fn azure_connection_string(text: &str) -> Option<(Option<String>, AzureKey)> {
+    let field = |name: &str| {
+        text.split(';').find_map(|part| {
+            let (key, value) = part.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().to_owned())
+        })
+    };
+    let key = match (field("AccountKey"), field("SharedAccessSignature")) {
+        (Some(key), _) => AzureKey::AccessKey(key),
+        (None, Some(sas)) => AzureKey::Sas(sas),
+        (None, None) => return None,
+    };
+    Some((field("AccountName"), key))
+}
+
+/// The keys of `profile` in an AWS shared credentials file (`~/.aws/credentials`):
+/// `(access key id, secret access key, session token)`.
+pub fn aws_profile_keys(file: &str, profile: &str) -> Option<(String, String, Option<String>)> {
+    let mut in_profile = false;
+    let (mut id, mut secret, mut token) = (None, None, None);
+    for line in file.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_profile = name.trim() == profile;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !in_profile {
+            continue;
+        }
+        let value = Some(value.trim().to_owned());
+        match key.trim() {
+            "aws_access_key_id" => id = value,
+            "aws_secret_access_key" => secret = value,
+            "aws_session_token" => token = value,
+            _ => {}
+        }
+    }
+    Some((id?, secret?, token))
 }
 
 /// The names credentials are looked up by, per service: the environment variables each
@@ -265,7 +430,15 @@ impl Credentials {
                     secret_access_key,
                     session_token: get("AWS_SESSION_TOKEN"),
                 }),
-                _ => Err(missing("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")),
+                _ => match get("AWS_PROFILE") {
+                    Some(profile) => Err(anyhow::anyhow!(
+                        "s3 export names the AWS profile {profile:?}, whose keys are not in \
+                         {source}: put AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY there (the \
+                         command line reads a profile from ~/.aws/credentials or \
+                         AWS_SHARED_CREDENTIALS_FILE)"
+                    )),
+                    None => Err(missing("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")),
+                },
             },
             Service::Gcs => get("GOOGLE_SERVICE_ACCOUNT_KEY")
                 .map(|service_account_key| Self::Gcs {
@@ -274,31 +447,98 @@ impl Credentials {
                 .ok_or_else(|| {
                     missing("GOOGLE_SERVICE_ACCOUNT_KEY (a service account key's JSON)")
                 }),
-            Service::Azure => get("AZURE_STORAGE_ACCOUNT_KEY")
-                .map(|access_key| Self::Azure {
-                    account: get("AZURE_STORAGE_ACCOUNT_NAME"),
-                    access_key,
-                })
-                .ok_or_else(|| missing("AZURE_STORAGE_ACCOUNT_KEY")),
+            Service::Azure => {
+                let account = get("AZURE_STORAGE_ACCOUNT_NAME");
+                if let Some(key) = get("AZURE_STORAGE_ACCOUNT_KEY") {
+                    return Ok(Self::Azure {
+                        account,
+                        key: AzureKey::AccessKey(key),
+                    });
+                }
+                if let Some(text) = get("AZURE_STORAGE_CONNECTION_STRING") {
+                    let (named, key) = azure_connection_string(&text).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "AZURE_STORAGE_CONNECTION_STRING in {source} has neither \
+                             AccountKey nor SharedAccessSignature"
+                        )
+                    })?;
+                    return Ok(Self::Azure {
+                        account: named.or(account),
+                        key,
+                    });
+                }
+                get("AZURE_STORAGE_SAS_TOKEN")
+                    .map(|sas| Self::Azure {
+                        account,
+                        key: AzureKey::Sas(sas.trim_start_matches('?').to_owned()),
+                    })
+                    .ok_or_else(|| {
+                        missing(
+                            "AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_CONNECTION_STRING or \
+                             AZURE_STORAGE_SAS_TOKEN",
+                        )
+                    })
+            }
         }
     }
 
-    /// The CLI's credentials: its environment. For gs://, a key file named by
-    /// GOOGLE_APPLICATION_CREDENTIALS is read when GOOGLE_SERVICE_ACCOUNT_KEY is unset.
-    pub fn from_env(service: Service) -> anyhow::Result<Self> {
-        let env = |name: &str| std::env::var(name).ok();
-        let gcs_file = || {
-            let path = env("GOOGLE_APPLICATION_CREDENTIALS")?;
-            std::fs::read_to_string(path).ok()
+    /// A GitHub token (`GITHUB_TOKEN`) from `lookup`.
+    pub fn github_from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        source: &str,
+    ) -> anyhow::Result<Self> {
+        lookup("GITHUB_TOKEN")
+            .filter(|t| !t.trim().is_empty())
+            .map(|token| Self::GitHub { token })
+            .ok_or_else(|| {
+                anyhow::anyhow!("github export needs credentials: set GITHUB_TOKEN in {source}")
+            })
+    }
+
+    /// The command line's credentials: `given` (credentials a document carried inline,
+    /// moved out of its spec), then the environment. A file named by
+    /// GOOGLE_APPLICATION_CREDENTIALS is read for gs://, and an AWS_PROFILE's keys from
+    /// AWS_SHARED_CREDENTIALS_FILE (default `~/.aws/credentials`) for s3://.
+    pub fn local_lookup(given: &BTreeMap<String, String>) -> impl Fn(&str) -> Option<String> + '_ {
+        let plain = move |name: &str| {
+            given
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+                .filter(|v| !v.trim().is_empty())
         };
-        Self::from_lookup(
-            service,
-            |name| match name {
-                "GOOGLE_SERVICE_ACCOUNT_KEY" => env(name).or_else(gcs_file),
-                _ => env(name),
-            },
-            "the environment",
-        )
+        move |name: &str| {
+            if let Some(value) = plain(name) {
+                return Some(value);
+            }
+            match name {
+                "GOOGLE_SERVICE_ACCOUNT_KEY" => {
+                    std::fs::read_to_string(plain("GOOGLE_APPLICATION_CREDENTIALS")?).ok()
+                }
+                "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" | "AWS_SESSION_TOKEN" => {
+                    let profile = plain("AWS_PROFILE")?;
+                    let file = plain("AWS_SHARED_CREDENTIALS_FILE").or_else(|| {
+                        std::env::var("HOME")
+                            .ok()
+                            .map(|home| format!("{home}/.aws/credentials"))
+                    })?;
+                    let (id, secret, token) =
+                        aws_profile_keys(&std::fs::read_to_string(file).ok()?, &profile)?;
+                    match name {
+                        "AWS_ACCESS_KEY_ID" => Some(id),
+                        "AWS_SECRET_ACCESS_KEY" => Some(secret),
+                        _ => token,
+                    }
+                }
+                _ => None,
+            }
+        }
+    }
+
+    /// The CLI's credentials: its environment (see [`Credentials::local_lookup`]).
+    pub fn from_env(service: Service) -> anyhow::Result<Self> {
+        let none = BTreeMap::new();
+        Self::from_lookup(service, Self::local_lookup(&none), "the environment")
     }
 }
 
@@ -306,22 +546,61 @@ impl Credentials {
 /// a claim is only reachable where it is mounted.
 pub fn open_for_cli(destination: Destination, retry: &Retry) -> anyhow::Result<Store> {
     match destination {
-        Destination::Directory(root) => Store::directory(&root),
         Destination::Claim { claim, .. } => anyhow::bail!(
             "pvc://{claim}/... is an in-cluster destination (a PersistentVolumeClaim is only \
              reachable where it is mounted); from the command line export to file:///path \
              or to object storage"
         ),
+        Destination::Bucket(BucketLocation {
+            secret_name: Some(_),
+            ..
+        }) => anyhow::bail!(
+            "the export parameter secretName is for the operator; the command line \
+             reads credentials from its environment (e.g. AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY)"
+        ),
+        other => open_local(other, &BTreeMap::new(), None, retry),
+    }
+}
+
+/// Where `perfsweep run --local` writes a `pvc://claim/path` export: the directory
+/// `$PERFSWEEP_PVC_ROOT/claim/path` (default root `perfsweep-pvc` in the current
+/// directory), standing in for the claim.
+pub fn local_claim_dir(claim: &str, path: &str) -> PathBuf {
+    let root = std::env::var_os("PERFSWEEP_PVC_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("perfsweep-pvc"));
+    root.join(claim).join(path)
+}
+
+/// Opens a store on this machine with credentials from `given`, then the environment;
+/// `pvc://` is the directory [`local_claim_dir`]. `secret` names the Secret the spec
+/// refers to (for messages: its data is not reachable from here unless given).
+pub fn open_local(
+    destination: Destination,
+    given: &BTreeMap<String, String>,
+    secret: Option<&str>,
+    retry: &Retry,
+) -> anyhow::Result<Store> {
+    let source = match secret {
+        Some(secret) if given.is_empty() => format!(
+            "the environment (Secret {secret} is in the cluster; locally the same names are \
+             read from the environment)"
+        ),
+        _ => "the environment".to_owned(),
+    };
+    match destination {
+        Destination::Directory(root) => Store::directory(&root),
+        Destination::Claim { claim, path, .. } => Store::directory(&local_claim_dir(&claim, &path)),
         Destination::Bucket(location) => {
-            if location.secret_name.is_some() {
-                anyhow::bail!(
-                    "the export parameter secretName is for the operator; the command line \
-                     reads credentials from its environment (e.g. AWS_ACCESS_KEY_ID and \
-                     AWS_SECRET_ACCESS_KEY)"
-                );
-            }
-            let credentials = Credentials::from_env(location.service)?;
+            let lookup = Credentials::local_lookup(given);
+            let credentials = Credentials::from_lookup(location.service, lookup, &source)?;
             Store::bucket(&location, &credentials, retry)
+        }
+        Destination::GitHub(release) => {
+            let lookup = Credentials::local_lookup(given);
+            let credentials = Credentials::github_from_lookup(lookup, &source)?;
+            Store::github(release, &credentials, retry)
         }
     }
 }
@@ -513,6 +792,7 @@ mod tests {
         assert_eq!(
             parse("pvc://results/perf/a/", &params(&[])).expect("pvc"),
             Destination::Claim {
+                namespace: None,
                 claim: "results".into(),
                 path: "perf/a".into()
             }
@@ -541,6 +821,121 @@ mod tests {
             (azure.service, azure.account.as_deref()),
             (Service::Azure, Some("perfacct"))
         );
+    }
+
+    /// Every `storageUri` format of OME's BenchmarkJob, as OME's documentation writes it.
+    #[test]
+    fn omes_storage_uri_formats_parse() {
+        let oci = bucket(
+            "oci://n/idqj093njucb/b/ome-benchmark-results/o/llama-3-1-70b-benchmark",
+            &[("region", "us-phoenix-1")],
+        );
+        assert_eq!(
+            (oci.service, oci.bucket.as_str(), oci.prefix.as_str()),
+            (
+                Service::S3,
+                "ome-benchmark-results",
+                "llama-3-1-70b-benchmark"
+            )
+        );
+        assert_eq!(
+            oci.endpoint.as_deref(),
+            Some("https://idqj093njucb.compat.objectstorage.us-phoenix-1.oraclecloud.com")
+        );
+        let no_region = parse("oci://n/ns/b/bkt/o/p", &params(&[])).expect_err("no region");
+        assert!(
+            no_region.to_string().contains("parameters.region"),
+            "{no_region}"
+        );
+        let s3 = bucket("s3://my-benchmarks@us-east-1/experiments/2024", &[]);
+        assert_eq!(
+            (s3.bucket.as_str(), s3.region.as_deref(), s3.prefix.as_str()),
+            ("my-benchmarks", Some("us-east-1"), "experiments/2024")
+        );
+        for uri in [
+            "az://myaccount/mycontainer/path/to/results",
+            "az://myaccount.blob.core.windows.net/mycontainer/path/to/results",
+        ] {
+            let azure = bucket(uri, &[]);
+            assert_eq!(
+                (
+                    azure.account.as_deref(),
+                    azure.bucket.as_str(),
+                    azure.prefix.as_str()
+                ),
+                (Some("myaccount"), "mycontainer", "path/to/results"),
+                "{uri}"
+            );
+        }
+        let gcs = bucket("gs://my-bucket/path/to/results", &[]);
+        assert_eq!(
+            (gcs.service, gcs.bucket.as_str()),
+            (Service::Gcs, "my-bucket")
+        );
+        match parse("github://myorg/myrepo@v1.0.0", &params(&[])).expect("github") {
+            Destination::GitHub(release) => assert_eq!(
+                (
+                    release.owner.as_str(),
+                    release.repo.as_str(),
+                    release.tag.as_deref()
+                ),
+                ("myorg", "myrepo", Some("v1.0.0"))
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse("pvc://default:my-pvc/results", &params(&[])).expect("pvc"),
+            Destination::Claim {
+                namespace: Some("default".into()),
+                claim: "my-pvc".into(),
+                path: "results".into()
+            }
+        );
+        assert!(parse("pvc://c/../x", &params(&[])).is_err());
+    }
+
+    #[test]
+    fn profiles_connection_strings_and_sas_tokens_are_credentials_too() {
+        let file = "[default]\naws_access_key_id = A\naws_secret_access_key = B\n\n\
+                    [production]\naws_access_key_id=PRODID\naws_secret_access_key=PRODKEY\n";
+        assert_eq!(
+            aws_profile_keys(file, "production"),
+            Some(("PRODID".into(), "PRODKEY".into(), None))
+        );
+        assert_eq!(aws_profile_keys(file, "missing"), None);
+        let profile_only = Credentials::from_lookup(
+            Service::S3,
+            |name| (name == "AWS_PROFILE").then(|| "production".to_owned()),
+            "Secret s",
+        )
+        .expect_err("a profile alone is no key");
+        assert!(
+            profile_only.to_string().contains("production"),
+            "{profile_only}"
+        );
+        let connection = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net";
+        match Credentials::from_lookup(
+            Service::Azure,
+            |name| (name == "AZURE_STORAGE_CONNECTION_STRING").then(|| connection.to_owned()),
+            "Secret s",
+        ) {
+            Ok(Credentials::Azure {
+                account: Some(account),
+                key: AzureKey::AccessKey(key),
+            }) => assert_eq!((account.as_str(), key.as_str()), ("acct", "a2V5")),
+            other => panic!("{other:?}"),
+        }
+        match Credentials::from_lookup(
+            Service::Azure,
+            |name| (name == "AZURE_STORAGE_SAS_TOKEN").then(|| "?sv=2024&sig=x".to_owned()),
+            "Secret s",
+        ) {
+            Ok(Credentials::Azure {
+                key: AzureKey::Sas(sas),
+                ..
+            }) => assert_eq!(sas, "sv=2024&sig=x"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

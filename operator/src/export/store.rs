@@ -8,18 +8,19 @@ use anyhow::Context;
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::aws::AmazonS3Builder;
-use object_store::azure::MicrosoftAzureBuilder;
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as Key;
 use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
+use super::github::{Release, Uploader};
 use super::http::{Failures, HyperConnectorFactory};
-use super::{BucketLocation, Credentials, Retry, Service};
+use super::{AzureKey, BucketLocation, Credentials, Retry, Service};
 
 /// An open destination. `Debug` shows where, never the credentials the store holds.
 pub struct Store {
-    inner: Arc<dyn ObjectStore>,
+    inner: Backend,
     /// Key prefix, without leading or trailing `/`; may be empty.
     prefix: String,
     /// Where, for messages.
@@ -36,6 +37,14 @@ impl std::fmt::Debug for Store {
             .field("location", &self.location)
             .finish_non_exhaustive()
     }
+}
+
+/// What a store writes through.
+enum Backend {
+    /// Object storage and directories.
+    Objects(Arc<dyn ObjectStore>),
+    /// GitHub release assets (written only).
+    GitHub(Box<Uploader>),
 }
 
 fn retry_config(retry: &Retry) -> RetryConfig {
@@ -59,7 +68,7 @@ impl Store {
         let inner = LocalFileSystem::new_with_prefix(root)
             .with_context(|| format!("cannot export to {}", root.display()))?;
         Ok(Self {
-            inner: Arc::new(inner),
+            inner: Backend::Objects(Arc::new(inner)),
             prefix: String::new(),
             location: format!("file://{}", root.display()),
             failures: Arc::default(),
@@ -128,13 +137,7 @@ impl Store {
                 }
                 Arc::new(builder.build().map_err(|e| configuration(location, e))?)
             }
-            (
-                Service::Azure,
-                Credentials::Azure {
-                    account,
-                    access_key,
-                },
-            ) => {
+            (Service::Azure, Credentials::Azure { account, key }) => {
                 let account = location
                     .account
                     .as_ref()
@@ -145,9 +148,12 @@ impl Store {
                          credential AZURE_STORAGE_ACCOUNT_NAME"
                         )
                     })?;
-                let mut builder = MicrosoftAzureBuilder::new()
-                    .with_account(account)
-                    .with_access_key(access_key)
+                let builder = MicrosoftAzureBuilder::new().with_account(account);
+                let builder = match key {
+                    AzureKey::AccessKey(key) => builder.with_access_key(key),
+                    AzureKey::Sas(sas) => builder.with_config(AzureConfigKey::SasKey, sas),
+                };
+                let mut builder = builder
                     .with_container_name(&location.bucket)
                     .with_http_connector(connector)
                     .with_retry(retry);
@@ -164,12 +170,42 @@ impl Store {
             ),
         };
         Ok(Self {
-            inner,
+            inner: Backend::Objects(inner),
             prefix: location.prefix.clone(),
             location: location.to_string(),
             failures,
             attempts,
         })
+    }
+
+    /// The assets of a GitHub release, uploaded with a token.
+    pub fn github(
+        release: Release,
+        credentials: &Credentials,
+        retry: &Retry,
+    ) -> anyhow::Result<Self> {
+        let Credentials::GitHub { token } = credentials else {
+            anyhow::bail!("{release}: {credentials:?} cannot be used for a github:// location");
+        };
+        let location = release.to_string();
+        Ok(Self {
+            inner: Backend::GitHub(Box::new(Uploader::new(release, token.clone())?)),
+            prefix: String::new(),
+            location,
+            failures: Arc::default(),
+            attempts: retry.attempts.max(1),
+        })
+    }
+
+    /// The object store, or an error saying the destination cannot do `what`.
+    fn objects(&self, what: &str) -> anyhow::Result<&Arc<dyn ObjectStore>> {
+        match &self.inner {
+            Backend::Objects(store) => Ok(store),
+            Backend::GitHub(_) => anyhow::bail!(
+                "{}: cannot {what} (release assets are written only)",
+                self.location
+            ),
+        }
     }
 
     /// Attempts per request, the first included.
@@ -192,7 +228,11 @@ impl Store {
 
     /// Writes one object (object_store retries what is worth retrying).
     pub async fn put(&self, name: &str, body: Bytes) -> anyhow::Result<()> {
-        self.inner
+        let store = match &self.inner {
+            Backend::Objects(store) => store,
+            Backend::GitHub(uploader) => return uploader.put(name, body).await,
+        };
+        store
             .put(&self.key(name), PutPayload::from(body))
             .await
             .map(|_| ())
@@ -202,7 +242,8 @@ impl Store {
     /// Reads one object.
     pub async fn get(&self, name: &str) -> anyhow::Result<Bytes> {
         let key = self.key(name);
-        let read = async { self.inner.get(&key).await?.bytes().await };
+        let store = self.objects("read objects")?;
+        let read = async { store.get(&key).await?.bytes().await };
         read.await
             .map_err(|error| anyhow::anyhow!("cannot read {key}: {}", describe(&error)))
     }
@@ -210,7 +251,7 @@ impl Store {
     /// Names (relative to the prefix) of every object under the prefix, sorted.
     pub async fn list(&self) -> anyhow::Result<Vec<String>> {
         let prefix = (!self.prefix.is_empty()).then(|| Key::from(self.prefix.as_str()));
-        let mut listing = self.inner.list(prefix.as_ref());
+        let mut listing = self.objects("list objects")?.list(prefix.as_ref());
         let mut names = Vec::new();
         while let Some(meta) = listing.next().await {
             let meta = meta.map_err(|error| {
@@ -279,7 +320,7 @@ mod tests {
         let key = "c2VjcmV0LWF6dXJlLWtleS1ieXRlcw=="; // base64, as Azure hands them out
         let credentials = Credentials::Azure {
             account: None,
-            access_key: key.into(),
+            key: AzureKey::AccessKey(key.into()),
         };
         let store = Store::bucket(
             &location("az://results/nightly", &[("account", "perfacct")]),
@@ -292,7 +333,10 @@ mod tests {
         assert!(!format!("{store:?}").contains(key));
 
         let no_account = Store::bucket(
-            &location("az://results/nightly", &[]),
+            &BucketLocation {
+                account: None,
+                ..location("az://results/nightly", &[])
+            },
             &credentials,
             &Retry::default(),
         )

@@ -136,11 +136,54 @@ fn default_sim_port() -> u16 {
     18000
 }
 
-/// Where the model is served: exactly one of url, service, inferenceService and simulator.
+/// OME's direct-URL endpoint, as a BenchmarkJob writes it:
+/// `endpoint: {endpoint: {url, apiFormat, modelName}}`. The URL may be the full request
+/// URL (`.../v1/completions` or `.../v1/chat/completions`, which picks the API) or the
+/// server's base URL.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectEndpoint {
+    /// e.g. `http://my-model-service:8080/v1/completions`.
+    #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+    /// The API the endpoint speaks.
+    #[serde(default)]
+    pub api_format: ApiFormat,
+    /// The model name sent in requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub model_name: Option<String>,
+}
+
+/// The request paths a direct URL may end in, and the API each picks.
+const DIRECT_PATHS: &[(&str, Option<Api>)] = &[
+    ("/v1/chat/completions", Some(Api::Chat)),
+    ("/v1/completions", Some(Api::Completions)),
+    ("/v1/embeddings", None),
+];
+
+impl DirectEndpoint {
+    /// The server's base URL (the request path taken off) and the API the URL picks.
+    pub fn split(&self) -> (String, Option<Api>) {
+        let url = self.url.trim_end_matches('/');
+        for (path, api) in DIRECT_PATHS {
+            if let Some(base) = url.strip_suffix(path) {
+                return (base.to_owned(), *api);
+            }
+        }
+        (url.to_owned(), None)
+    }
+}
+
+/// Where the model is served: exactly one of url, endpoint (OME's direct URL), service,
+/// inferenceService and simulator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("[has(self.url), has(self.service), has(self.inferenceService), has(self.simulator)].filter(x, x).size() == 1").message("set exactly one of url, service, inferenceService and simulator"))]
+#[x_kube(validation = Rule::new("[has(self.url), has(self.endpoint), has(self.service), has(self.inferenceService), has(self.simulator)].filter(x, x).size() == 1").message("set exactly one of url, endpoint, service, inferenceService and simulator"))]
 #[x_kube(validation = Rule::new("!has(self.url) || has(self.modelName)").message("modelName is required with url").field_path(".modelName"))]
+#[x_kube(validation = Rule::new("!has(self.endpoint) || has(self.endpoint.modelName) || has(self.modelName)").message("modelName is required with a direct endpoint").field_path(".endpoint.modelName"))]
+#[x_kube(validation = Rule::new("!has(self.endpoint) || !has(self.modelName) || !has(self.endpoint.modelName) || self.modelName == self.endpoint.modelName").message("name the model once: endpoint.modelName or modelName").field_path(".modelName"))]
 #[x_kube(validation = Rule::new("!has(self.tls) || !has(self.url) || self.url.startsWith('https://')").message("tls needs an https:// url").field_path(".tls"))]
+#[x_kube(validation = Rule::new("!has(self.tls) || !has(self.endpoint) || self.endpoint.url.startsWith('https://')").message("tls needs an https:// url").field_path(".tls"))]
 #[x_kube(validation = Rule::new("!has(self.tls) || !(has(self.inferenceService) || has(self.simulator))").message("tls applies to url and service endpoints").field_path(".tls"))]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
@@ -148,6 +191,10 @@ pub struct Endpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
     pub url: Option<String>,
+    /// OME's direct-URL form: `{url, apiFormat, modelName}`; a url ending in
+    /// `/v1/completions` or `/v1/chat/completions` picks the API (over `spec.api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<DirectEndpoint>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

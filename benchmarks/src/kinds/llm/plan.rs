@@ -53,6 +53,9 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
     if let Some(url) = &endpoint.url {
         return Ok(url.clone());
     }
+    if let Some(direct) = &endpoint.endpoint {
+        return Ok(direct.split().0);
+    }
     if let Some(service) = &endpoint.service {
         let host = match &service.namespace {
             Some(ns) => format!("{}.{ns}.svc", service.name),
@@ -98,7 +101,11 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
 /// The model name requests carry.
 pub fn model_name(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
     let endpoint = &spec.endpoint;
-    if let Some(model) = &endpoint.model_name {
+    if let Some(model) = endpoint.model_name.as_ref().or(endpoint
+        .endpoint
+        .as_ref()
+        .and_then(|d| d.model_name.as_ref()))
+    {
         return Ok(model.clone());
     }
     if let Some(isvc) = &endpoint.inference_service {
@@ -235,6 +242,15 @@ fn dataset_credentials(spec: &LLMInferenceSpec) -> Vec<SecretEnv> {
         .collect()
 }
 
+/// The API requests use: the one a direct endpoint's URL names, or `spec.api`.
+pub fn api(spec: &LLMInferenceSpec) -> Api {
+    spec.endpoint
+        .endpoint
+        .as_ref()
+        .and_then(|direct| direct.split().1)
+        .unwrap_or(spec.api)
+}
+
 pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     let model = model_name(spec)?;
     let mut args: Vec<String> = vec![
@@ -244,7 +260,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         "--model".into(),
         model.clone(),
         "--api".into(),
-        match spec.api {
+        match api(spec) {
             Api::Chat => "chat",
             Api::Completions => "completions",
         }

@@ -214,24 +214,45 @@ async fn upload(
 ) -> Result<String, Problem> {
     let destination = export::parse(&location.storage_uri, &location.sink_parameters())
         .map_err(|e| Problem::final_(format!("spec.outputLocation: {e:#}")))?;
-    let bucket = match destination {
-        Destination::Bucket(bucket) => bucket,
-        Destination::Directory(_) | Destination::Claim { .. } => {
+    let store = match destination {
+        Destination::Bucket(bucket) => {
+            let secret = bucket.secret_name.clone().ok_or_else(|| {
+                Problem::final_(format!(
+                    "spec.outputLocation names no Secret with the credentials (secretName; keys {})",
+                    export::credential_names(bucket.service).join(", ")
+                ))
+            })?;
+            let (data, source) = secret_data(engine, target, &secret).await?;
+            let credentials =
+                Credentials::from_lookup(bucket.service, |k| data.get(k).cloned(), &source)
+                    .map_err(|e| Problem::retry(format!("{e:#}")))?;
+            Store::bucket(&bucket, &credentials, &engine.export.requests)
+                .map_err(|e| Problem::final_(format!("{e:#}")))?
+        }
+        Destination::GitHub(release) => {
+            let secret = release.secret_name.clone().ok_or_else(|| {
+                Problem::final_(
+                    "spec.outputLocation names no Secret with the credentials (secretName; key GITHUB_TOKEN)",
+                )
+            })?;
+            let (data, source) = secret_data(engine, target, &secret).await?;
+            let credentials = Credentials::github_from_lookup(|k| data.get(k).cloned(), &source)
+                .map_err(|e| Problem::retry(format!("{e:#}")))?;
+            Store::github(release, &credentials, &engine.export.requests)
+                .map_err(|e| Problem::final_(format!("{e:#}")))?
+        }
+        Destination::Claim {
+            namespace,
+            claim,
+            path,
+        } => return written_by_pod(target, namespace.as_deref(), &claim, &path),
+        Destination::Directory(_) => {
             return Err(Problem::final_(
-                "spec.outputLocation: the operator exports to object storage only (s3://, \
-                 gs://, az://); file:// and pvc:// are for perfsweep run --export",
+                "spec.outputLocation: the operator's own filesystem is not kept: file:// is for \
+                 perfsweep run --export; use pvc://claim/path",
             ));
         }
     };
-    let secret = bucket.secret_name.clone().ok_or_else(|| {
-        Problem::final_(format!(
-            "spec.outputLocation names no Secret with the credentials (secretName; keys {})",
-            export::credential_names(bucket.service).join(", ")
-        ))
-    })?;
-    let credentials = credentials(engine, target, &secret, bucket.service).await?;
-    let store = Store::bucket(&bucket, &credentials, &engine.export.requests)
-        .map_err(|e| Problem::final_(format!("{e:#}")))?;
 
     let maps: Api<ConfigMap> = target.api(&engine.ctx);
     let evidence_map = labels::evidence_config_map(&target.name);
@@ -273,13 +294,41 @@ async fn upload(
     ))
 }
 
-/// The credentials in Secret `name` (read on each attempt: a fixed Secret is picked up).
-async fn credentials(
+/// A `pvc://` location: the benchmark's result pod mounted the claim and wrote its
+/// report and evidence there (the operator mounts no claim); the condition says where.
+fn written_by_pod(
+    target: &Target,
+    namespace: Option<&str>,
+    claim: &str,
+    path: &str,
+) -> Result<String, Problem> {
+    if let Some(namespace) = namespace.filter(|ns| *ns != target.namespace) {
+        return Err(Problem::final_(format!(
+            "spec.outputLocation: claim {namespace}:{claim} is in another namespace: a pod \
+             mounts claims of its own namespace ({}) only",
+            target.namespace
+        )));
+    }
+    let short: String = target.uid.chars().filter(|c| *c != '-').take(8).collect();
+    let run = format!("{}-{short}", target.name);
+    let under = if path.is_empty() {
+        run
+    } else {
+        format!("{path}/{run}")
+    };
+    Ok(format!(
+        "the benchmark's result pod wrote its report and evidence into claim {claim} under \
+         {under}/"
+    ))
+}
+
+/// The data of Secret `name` (read on each attempt: a fixed Secret is picked up), and
+/// how to name it in messages.
+async fn secret_data(
     engine: &Engine,
     target: &Target,
     name: &str,
-    service: export::Service,
-) -> Result<Credentials, Problem> {
+) -> Result<(BTreeMap<String, String>, String), Problem> {
     let secrets: Api<Secret> = target.api(&engine.ctx);
     let secret = match secrets.get_opt(name).await {
         Ok(Some(secret)) => secret,
@@ -296,19 +345,13 @@ async fn credentials(
             )));
         }
     };
-    let data = secret.data.unwrap_or_default();
-    let strings = secret.string_data.unwrap_or_default();
-    let lookup = |key: &str| {
-        data.get(key)
-            .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
-            .or_else(|| strings.get(key).cloned())
-    };
-    Credentials::from_lookup(
-        service,
-        lookup,
-        &format!("Secret {}/{name}", target.namespace),
-    )
-    .map_err(|e| Problem::retry(format!("{e:#}")))
+    let mut data: BTreeMap<String, String> = secret.string_data.unwrap_or_default();
+    for (key, bytes) in secret.data.unwrap_or_default() {
+        if let Ok(text) = String::from_utf8(bytes.0) {
+            data.insert(key, text);
+        }
+    }
+    Ok((data, format!("Secret {}/{name}", target.namespace)))
 }
 
 /// The run a benchmark's record belongs to: its set (children of one set share it) or

@@ -14,6 +14,7 @@ mod deadline;
 mod distributed;
 pub mod http;
 mod loops;
+pub mod outcome;
 mod progress;
 pub mod saturation;
 pub mod schedule;
@@ -39,6 +40,7 @@ use crate::llm::dataset::{self, DatasetOptions};
 use crate::llm::rng::Rng;
 use crate::llm::tokenizer::{PromptWords, Tokenizer};
 use http::{Connection, Endpoint, Target, TlsOptions};
+use outcome::Outcome;
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
 use workload::{Draw, Workload};
@@ -272,7 +274,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
     http::raise_open_file_limit();
     // The streams run on one thread of their own: a single-threaded event loop costs
     // the least CPU per request (no cross-thread wakeups), and it coalesces wakeups.
-    let report = {
+    let outcome = {
         let (model, url) = (args.model.clone(), args.url.clone());
         let args = args.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -295,17 +297,15 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
         // A run that cannot start (no tokenizer, no dataset, unknown model) is reported
         // as a failed result document, so the benchmark's status carries the reason.
         match result {
-            Ok(report) => report,
-            Err(error) => LLMInferenceResult {
-                format: result::FORMAT.into(),
+            Ok(report) => Outcome::Ran(Box::new(report)),
+            Err(error) => Outcome::NotStarted {
                 model: model.clone(),
                 url: url.clone(),
-                failure: Some(format!("{error:#}")),
-                ..Default::default()
+                message: format!("{error:#}"),
             },
         }
     };
-    let json = serde_json::to_string(&report).context("serializing the result")?;
+    let json = serde_json::to_string(&outcome.document()?).context("serializing the result")?;
     match &args.output {
         Some(path) => std::fs::write(path, json + "\n")
             .with_context(|| format!("writing {}", path.display()))?,
@@ -317,10 +317,11 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
                 .context("writing the result to standard output")?;
         }
     }
-    if let Some(failure) = &report.failure {
+    if let Some(failure) = outcome.failure() {
         eprintln!("perfsweep loadgen: {failure}");
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    // Scripts read the exit code: a failed run must not look like a successful one.
+    Ok(outcome.exit_code())
 }
 
 /// Refuses a load one process cannot offer (this worker's share of it, when several

@@ -3,6 +3,7 @@
 mod crds;
 mod export;
 mod files;
+mod import;
 mod operator;
 mod parse;
 mod render;

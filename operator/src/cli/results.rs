@@ -34,6 +34,10 @@ pub struct ResultsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ResultsCommand {
+    /// A result record from the logs of a benchmark's result pods run outside a cluster
+    /// (the image smoke runs), judged as the operator judges them. Exits 1 when the
+    /// benchmark failed (its record is written all the same).
+    Import(super::import::ImportArgs),
     /// One line per run: name, repetition, outcome, headline metric. Runs whose
     /// evidence is missing or altered are flagged.
     List {
@@ -184,6 +188,15 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 None => print!("{csv}"),
             }
             Ok(ExitCode::SUCCESS)
+        }
+        ResultsCommand::Import(import) => {
+            let (path, succeeded) = super::import::import(&import, &super::run::run_id())?;
+            println!("wrote {}", path.display());
+            Ok(if succeeded {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
         ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,

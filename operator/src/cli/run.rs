@@ -506,7 +506,7 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
 }
 
 /// A run id that sorts by time: `20261121T234501Z-1a2b3c`.
-fn run_id() -> String {
+pub(super) fn run_id() -> String {
     let now = jiff::Timestamp::now();
     let stamp = now.strftime("%Y%m%dT%H%M%SZ").to_string();
     let entropy = (now.subsec_nanosecond() as u64) ^ u64::from(std::process::id());

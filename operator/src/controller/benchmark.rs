@@ -16,7 +16,7 @@
 
 mod assess;
 pub mod export;
-mod outcome;
+pub(crate) mod outcome;
 
 use std::fmt::Debug;
 use std::future::Future;

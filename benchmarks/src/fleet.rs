@@ -318,22 +318,27 @@ pub fn judge(
             }
         })
         .collect();
+    // (pairs, outlier pairs) per node, in one pass: a 1,000-node fleet has 499,500 pairs.
+    let mut counts: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+    for pair in &pairs {
+        for node in &pair.nodes {
+            let entry = counts.entry(node.as_str()).or_default();
+            entry.0 += 1;
+            entry.1 += u32::from(pair.outlier);
+        }
+    }
     let nodes = by_node
         .keys()
         .map(|node| {
-            let mine: Vec<&PairVerdict> = pairs
-                .iter()
-                .filter(|p| p.nodes.iter().any(|n| n == node))
-                .collect();
-            let outlier_pairs = mine.iter().filter(|p| p.outlier).count() as u32;
+            let (count, outlier_pairs) = counts.get(node).copied().unwrap_or_default();
             let score = scores.get(node).copied().flatten();
             NodeVerdict {
                 node: (*node).to_owned(),
                 median: score,
                 deviation: score.and_then(deviation),
-                pairs: mine.len() as u32,
+                pairs: count,
                 outlier_pairs,
-                suspect: outlier_pairs * 2 > mine.len() as u32,
+                suspect: outlier_pairs * 2 > count,
             }
         })
         .collect();

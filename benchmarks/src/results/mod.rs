@@ -4,6 +4,8 @@
 
 pub mod compare;
 pub mod csv;
+pub mod fleet;
+pub mod heatmap;
 pub mod plot;
 pub mod raster;
 pub mod report;

@@ -26,7 +26,7 @@ const TEXT: &str = "#222222";
 
 const LEFT: f64 = 110.0;
 const TOP: f64 = 110.0;
-const LEGEND: f64 = 190.0;
+const LEGEND: f64 = 250.0;
 const BOTTOM: f64 = 40.0;
 
 /// The heatmap of one fleet group.
@@ -221,7 +221,7 @@ fn legend(
                 t = 1.0 - t;
             }
             let value = low + t * (high - low);
-            text(shapes, y + 13.0, format!("{}{unit}", si(value)), TEXT);
+            text(shapes, y + 13.0, quantity(value, unit), TEXT);
         }
     }
     let below = TOP + PALETTE.len() as f64 * step + 24.0;
@@ -248,6 +248,24 @@ fn legend(
             TEXT,
         );
     }
+}
+
+/// A value with its unit, three significant digits: `13.4 Gbit/s`, `2.31 µs`.
+pub fn quantity(value: f64, unit: &str) -> String {
+    let text = si(value);
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(text.len());
+    let (digits, prefix) = text.split_at(split);
+    let Ok(number) = digits.parse::<f64>() else {
+        return format!("{text} {unit}");
+    };
+    let decimals = match number.abs() {
+        n if n >= 100.0 => 0,
+        n if n >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{number:.decimals$} {prefix}{unit}")
 }
 
 /// Node names can be long (FQDNs): the first 14 characters.
@@ -339,6 +357,13 @@ mod tests {
             })
             .collect();
         assert!(fills.contains(&PALETTE[0]) && fills.contains(&PALETTE[PALETTE.len() - 1]));
+    }
+
+    #[test]
+    fn quantities_have_three_digits_and_the_unit() {
+        assert_eq!(quantity(13.4147e9, "bit/s"), "13.4 Gbit/s");
+        assert_eq!(quantity(9.5e9, "bit/s"), "9.50 Gbit/s");
+        assert_eq!(quantity(2.31e-6, "s"), "2.31 µs");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod csv;
 pub mod fleet;
+pub mod fleet_report;
 pub mod heatmap;
 pub mod plot;
 pub mod raster;

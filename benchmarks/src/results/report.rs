@@ -142,6 +142,20 @@ fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
 
 /// The report of `records` (sorted as the CLI loads them) grouped into `cases`.
 pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
+    render_with_fleet(
+        records,
+        cases,
+        &super::fleet_report::FleetSection::default(),
+    )
+}
+
+/// [`render`], with the fleet section of a node-pair sweep (see
+/// [`super::fleet_report::section`]) after the verdict.
+pub fn render_with_fleet(
+    records: &[ResultRecord],
+    cases: &[Case],
+    fleet: &super::fleet_report::FleetSection,
+) -> Report {
     let verdicts: Vec<RunVerdict> = records.iter().map(RunVerdict::of).collect();
     let mut overall = Overall::default();
     for v in &verdicts {
@@ -296,6 +310,7 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
     let _ = writeln!(md, "# perfsweep acceptance report\n");
     let _ = writeln!(md, "**{}**\n", overall.headline());
     let _ = writeln!(md, "{intro}\n");
+    md.push_str(&fleet.markdown);
     for (heading, t) in &sections {
         let _ = writeln!(md, "## {heading}\n");
         md.push_str(&t.markdown());
@@ -336,6 +351,7 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
         escape(&overall.headline()),
         escape(&intro)
     );
+    html.push_str(&fleet.html);
     for (heading, t) in &sections {
         let _ = writeln!(html, "<h2>{}</h2>", escape(heading));
         html.push_str(&t.html());
@@ -353,7 +369,11 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
         overall,
         markdown: md,
         html,
-        charts: charts.into_iter().map(|(f, _, svg)| (f, svg)).collect(),
+        charts: charts
+            .into_iter()
+            .map(|(f, _, svg)| (f, svg))
+            .chain(fleet.heatmaps.iter().cloned())
+            .collect(),
     }
 }
 

@@ -3,11 +3,13 @@
 mod crds;
 mod export;
 mod files;
+mod heatmap;
 mod operator;
 mod parse;
 mod render;
 mod results;
 mod run;
+mod run_fleet;
 mod validate;
 
 use std::path::PathBuf;

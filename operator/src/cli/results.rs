@@ -30,6 +30,13 @@ pub struct ResultsArgs {
     #[arg(long = "location-param", global = true, value_name = "KEY=VALUE",
           value_parser = super::export::key_value)]
     pub location_params: Vec<(String, String)>,
+    /// Node-pair sweeps: a pair is an outlier when it is more than this many robust
+    /// standard deviations (1.4826 × MAD of the node medians) worse than the fleet median…
+    #[arg(long, global = true, default_value_t = 3.0)]
+    pub outlier_mads: f64,
+    /// …and more than this fraction of the median worse (0.1 = 10%).
+    #[arg(long, global = true, default_value_t = 0.1)]
+    pub outlier_min_deviation: f64,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -89,6 +96,10 @@ pub enum ResultsCommand {
         /// otherwise `svg`).
         #[arg(long, value_enum)]
         format: Option<PlotFormat>,
+        /// Draw a node-pair sweep's pair matrix instead: node × node, coloured by the
+        /// judged metric, outlier pairs crossed out, suspect nodes in red.
+        #[arg(long, conflicts_with_all = ["metric", "parameter", "x_metric"])]
+        heatmap: bool,
     },
     /// An acceptance report: verdicts under the criteria in the records' spec
     /// (`acceptance`), statistics, SVG charts and lineage (run ids, spec digests,
@@ -113,6 +124,10 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
     let stability = Stability {
         max_cv: args.max_cv,
         min_repetitions: args.min_repetitions,
+    };
+    let rule = perfsweep_benchmarks::fleet::OutlierRule {
+        mads: args.outlier_mads,
+        min_deviation: args.outlier_min_deviation,
     };
     let params: std::collections::BTreeMap<String, String> =
         args.location_params.iter().cloned().collect();
@@ -169,7 +184,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
+        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability, rule),
         ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
         ResultsCommand::Plot {
             dir,
@@ -178,8 +193,14 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             x_metric,
             output,
             format,
+            heatmap,
         } => {
-            let cases = results::group(&load_any(dir).await?, stability);
+            let records = load_any(dir).await?;
+            if heatmap {
+                let scene = super::heatmap::scene(&records, rule)?;
+                return write_scene(&scene, &output, format);
+            }
+            let cases = results::group(&records, stability);
             let metric = match metric {
                 Some(metric) => metric,
                 None => cases
@@ -208,41 +229,48 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                     title: None,
                 },
             )?;
-            let format = format.unwrap_or(
-                if output
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-                {
-                    PlotFormat::Png
-                } else {
-                    PlotFormat::Svg
-                },
-            );
-            let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-            let (svg, png) = match format {
-                PlotFormat::Svg => (Some(output.clone()), None),
-                PlotFormat::Png => (None, Some(output.clone())),
-                PlotFormat::Both => (
-                    Some(output.with_extension("svg")),
-                    Some(output.with_extension("png")),
-                ),
-            };
-            if let Some(path) = svg {
-                files.push((path, plot::to_svg(&scene).into_bytes()));
-            }
-            if let Some(path) = png {
-                let bytes =
-                    raster::png(&scene).with_context(|| format!("drawing {}", path.display()))?;
-                files.push((path, bytes));
-            }
-            for (path, bytes) in files {
-                std::fs::write(&path, bytes)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
-            }
-            Ok(ExitCode::SUCCESS)
+            write_scene(&scene, &output, format)
         }
     }
+}
+
+/// Writes a chart as SVG, PNG or both, as `format` (or `output`'s extension) says.
+fn write_scene(
+    scene: &plot::Scene,
+    output: &Path,
+    format: Option<PlotFormat>,
+) -> anyhow::Result<ExitCode> {
+    let format = format.unwrap_or(
+        if output
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+        {
+            PlotFormat::Png
+        } else {
+            PlotFormat::Svg
+        },
+    );
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let (svg, png) = match format {
+        PlotFormat::Svg => (Some(output.to_path_buf()), None),
+        PlotFormat::Png => (None, Some(output.to_path_buf())),
+        PlotFormat::Both => (
+            Some(output.with_extension("svg")),
+            Some(output.with_extension("png")),
+        ),
+    };
+    if let Some(path) = svg {
+        files.push((path, plot::to_svg(scene).into_bytes()));
+    }
+    if let Some(path) = png {
+        let bytes = raster::png(scene).with_context(|| format!("drawing {}", path.display()))?;
+        files.push((path, bytes));
+    }
+    for (path, bytes) in files {
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `results plot` writes.
@@ -254,10 +282,19 @@ pub enum PlotFormat {
     Both,
 }
 
-fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Result<ExitCode> {
+fn write_report(
+    dir: &Path,
+    output: &Path,
+    stability: Stability,
+    rule: perfsweep_benchmarks::fleet::OutlierRule,
+) -> anyhow::Result<ExitCode> {
     let records = load(dir)?;
     let cases = results::group(&records, stability);
-    let report = results::report::render(&records, &cases);
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let fleet =
+        results::fleet_report::section(&records, rule, &super::heatmap::relative_link(output, dir));
+    let report = results::report::render_with_fleet(&records, &cases, &fleet);
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let mut files = vec![
@@ -269,6 +306,15 @@ fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Resu
         let path = output.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    for group in &fleet.groups {
+        eprintln!("{}: {}", group.label, group.verdict.headline());
+        // The full per-node and per-link table, next to the report.
+        let table = output.join("fleet.json");
+        let all: Vec<&perfsweep_benchmarks::fleet::FleetVerdict> =
+            fleet.groups.iter().map(|g| &g.verdict).collect();
+        std::fs::write(&table, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("cannot write {}", table.display()))?;
+    }
     let o = &report.overall;
     eprintln!(
         "wrote {} ({} accepted, {} rejected, {} failed, {} without criteria)",
@@ -278,11 +324,13 @@ fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Resu
         o.failed,
         o.without_criteria
     );
-    Ok(if o.accepted() == Some(false) {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if o.accepted() == Some(false) || fleet.passed() == Some(false) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// The records at an export location (`s3://...`, read through object_store) or under

@@ -25,6 +25,10 @@ pub struct RunArgs {
     /// Run on this machine as local processes over loopback (no cluster).
     #[arg(long)]
     pub local: bool,
+    /// With --local: stand-in nodes for a node-pair set (`permutations.nodePairs`),
+    /// each played by a loopback address of its own (`a,b,c`, or `@FILE`).
+    #[arg(long, value_name = "NODES", requires = "local")]
+    pub nodes: Option<String>,
     /// Write one JSON result record per run, and the raw evidence, into this directory
     /// (default for cluster runs, and for local runs with `--export`:
     /// `perfsweep-results/<run id>`).
@@ -63,7 +67,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let run_id = run_id();
     let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
-        let jobs = load_jobs(&args.files)?;
+        let nodes = super::run_fleet::loopback_nodes(args.nodes.as_deref())?;
+        let jobs = load_jobs(&args.files, &nodes)?;
         let options = LocalOptions::from_current_exe()?;
         // Exporting needs the local copy: it is written first and kept.
         let output = match (&args.output, &sink) {
@@ -71,7 +76,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             (None, Some(_)) => Some(default_output()),
             (None, None) => None,
         };
-        let code = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
+        let code = run_jobs(&jobs, &options, &nodes, output.as_deref(), &run_id).await?;
         return Ok(match (sink, output) {
             (Some(sink), Some(dir)) => {
                 if super::export::export(&dir, &sink, &args.export).await {
@@ -159,18 +164,23 @@ fn node_pair_selector(document: &Value) -> Option<String> {
     Some(labels)
 }
 
-fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
+fn load_jobs(
+    paths: &[PathBuf],
+    nodes: &crate::local::nodes::LoopbackNodes,
+) -> anyhow::Result<Vec<Job>> {
+    let node_names = (!nodes.is_empty()).then(|| nodes.names());
     let mut jobs = Vec::new();
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let checked = document::check(input.document).map_err(|error| {
-                anyhow::anyhow!(
-                    "{location}: {what}:\n  - {}",
-                    error.messages().join("\n  - ")
-                )
-            })?;
+            let checked = document::check_with_nodes(input.document, node_names.as_deref())
+                .map_err(|error| {
+                    anyhow::anyhow!(
+                        "{location}: {what}:\n  - {}",
+                        error.messages().join("\n  - ")
+                    )
+                })?;
             match checked.checked {
                 Checked::Set {
                     name, expansion, ..
@@ -205,6 +215,7 @@ fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
 async fn run_jobs(
     jobs: &[Job],
     options: &LocalOptions,
+    nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
     run_id: &str,
 ) -> anyhow::Result<ExitCode> {
@@ -219,8 +230,13 @@ async fn run_jobs(
     let mut rows = Vec::with_capacity(jobs.len());
     let mut chart_points = Vec::new();
     let mut failures = 0;
+    let mut runs = Vec::with_capacity(jobs.len());
     for (position, job) in jobs.iter().enumerate() {
-        let ignored = local::ignored_settings(&job.spec);
+        let mut ignored = local::ignored_settings(&job.spec);
+        if !nodes.is_empty() {
+            // Honoured: each placed role binds to its stand-in node's address.
+            ignored.retain(|setting| *setting != "placement");
+        }
         if !ignored.is_empty() {
             eprintln!(
                 "  note: {} ignored locally (loopback, one machine): {}",
@@ -235,7 +251,8 @@ async fn run_jobs(
             job.kind.kind,
             describe(job)
         );
-        let run = local::run(job.kind, &job.name, &job.spec, options).await;
+        let job_options = super::run_fleet::options_for(options, nodes, &job.spec);
+        let run = local::run(job.kind, &job.name, &job.spec, &job_options).await;
         let shown = match &run.outcome {
             LocalOutcome::Succeeded { summary, .. } => summary.clone(),
             LocalOutcome::Failed { reason, message } => {
@@ -263,10 +280,26 @@ async fn run_jobs(
             },
             seconds: run.elapsed.as_secs_f64(),
         });
+        runs.push(run);
     }
     print!("{}", table::render(&rows));
     if !chart_points.is_empty() {
         print!("\n{}", chart::render(&chart_points, 60, 14));
+    }
+    if !nodes.is_empty() {
+        let pairs: Vec<super::run_fleet::PairRun> = jobs
+            .iter()
+            .zip(&runs)
+            .map(|(job, run)| super::run_fleet::PairRun {
+                kind: job.kind,
+                name: &job.name,
+                spec: &job.spec,
+                run,
+            })
+            .collect();
+        if let Some(verdict) = super::run_fleet::verdict(&pairs) {
+            println!("\n{}", verdict.headline());
+        }
     }
     if let Some(dir) = output {
         eprintln!("records and evidence written to {}", dir.display());

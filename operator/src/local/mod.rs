@@ -2,6 +2,7 @@
 //! per process of the plan, talking over loopback instead of a pod network. The agents
 //! are the same as in pods; only where they run differs.
 
+pub mod nodes;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,9 @@ pub struct LocalOptions {
     pub agent_program: PathBuf,
     /// Where working directories go.
     pub scratch: PathBuf,
+    /// Roles whose first process binds to this address instead of a numbered one: the
+    /// stand-in node the role is placed on (`run --local --nodes`, see [`nodes`]).
+    pub role_addresses: BTreeMap<String, std::net::Ipv4Addr>,
 }
 
 impl LocalOptions {
@@ -33,6 +37,7 @@ impl LocalOptions {
         Ok(Self {
             agent_program: std::env::current_exe()?,
             scratch: std::env::temp_dir(),
+            role_addresses: BTreeMap::new(),
         })
     }
 }
@@ -210,7 +215,10 @@ async fn run_plan(
     let mut endpoints = BTreeMap::new();
     let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (number, (role, index)) in plan.processes().enumerate() {
-        let address = loopback_address(number).ok_or_else(|| {
+        let placed = (index == 0)
+            .then(|| options.role_addresses.get(&role.name).copied())
+            .flatten();
+        let address = placed.or_else(|| loopback_address(number)).ok_or_else(|| {
             (
                 "PlanInvalid".to_owned(),
                 format!("{number} processes do not fit in 127.0.0.0/8"),

@@ -244,7 +244,7 @@ fn legend(
         text(
             shapes,
             below + 40.0,
-            format!("fleet median {}{unit}", si(median)),
+            format!("fleet median {}", quantity(median, unit)),
             TEXT,
         );
     }

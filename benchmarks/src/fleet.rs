@@ -373,7 +373,7 @@ fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 0 {
+    Some(if sorted.len().is_multiple_of(2) {
         (sorted[mid - 1] + sorted[mid]) / 2.0
     } else {
         sorted[mid]
@@ -472,7 +472,7 @@ mod tests {
     fn failures_and_rejections_are_outliers_and_the_summary_is_bounded() {
         let mut results = fleet(30, None, None);
         for (i, result) in results.iter_mut().enumerate().take(40) {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 result.value = None;
             } else {
                 result.accepted = Some(false);

@@ -189,7 +189,7 @@ fn round_robin_covers_every_pair_once_in_disjoint_rounds_for_2_to_200_nodes() {
     use std::collections::BTreeSet;
     for n in 2..=200usize {
         let rounds = set::rounds::all_pairs(n);
-        let expected_rounds = if n % 2 == 0 { n - 1 } else { n };
+        let expected_rounds = if n.is_multiple_of(2) { n - 1 } else { n };
         assert_eq!(rounds.len(), expected_rounds, "n={n}");
         let mut seen = BTreeSet::new();
         for (index, round) in rounds.iter().enumerate() {

@@ -53,12 +53,14 @@ pub fn pair_of(record: &ResultRecord) -> Option<[String; 2]> {
     Some(pair)
 }
 
+/// A workload's records, by the pair they ran on.
+type RunsByPair<'a> = BTreeMap<[String; 2], Vec<&'a ResultRecord>>;
+
 /// Every node-pair workload in `records`, judged by `rule`; empty when none is a pair
 /// sweep.
 pub fn groups(records: &[ResultRecord], rule: fleet::OutlierRule) -> Vec<FleetGroup> {
     // Group label → (kind, pair → its records).
-    let mut grouped: BTreeMap<String, (String, BTreeMap<[String; 2], Vec<&ResultRecord>>)> =
-        BTreeMap::new();
+    let mut grouped: BTreeMap<String, (String, RunsByPair)> = BTreeMap::new();
     for record in records {
         let Some(pair) = pair_of(record) else {
             continue;
@@ -127,7 +129,7 @@ fn pair_result(
     values.sort_by(f64::total_cmp);
     let value = (!values.is_empty()).then(|| {
         let mid = values.len() / 2;
-        if values.len() % 2 == 0 {
+        if values.len().is_multiple_of(2) {
             (values[mid - 1] + values[mid]) / 2.0
         } else {
             values[mid]

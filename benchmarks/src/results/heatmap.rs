@@ -46,7 +46,8 @@ pub fn scene(group: &FleetGroup) -> Scene {
     let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     // Palette index 0 is the worst value, whichever way the metric is better.
     let colour = |value: f64| {
-        if !(high > low) {
+        // One distinct value (or none): everything is the best colour.
+        if high.partial_cmp(&low) != Some(std::cmp::Ordering::Greater) {
             return PALETTE[PALETTE.len() - 1];
         }
         let mut t = (value - low) / (high - low);

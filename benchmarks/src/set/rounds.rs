@@ -56,12 +56,12 @@ pub fn ring(n: usize) -> Vec<Round> {
     let mut rounds = vec![
         (0..n)
             .step_by(2)
-            .filter(|&i| n % 2 == 0 || i + 1 < n)
+            .filter(|&i| n.is_multiple_of(2) || i + 1 < n)
             .map(link)
             .collect(),
         (1..n).step_by(2).map(link).collect::<Round>(),
     ];
-    if n % 2 == 1 {
+    if !n.is_multiple_of(2) {
         rounds.push(vec![link(n - 1)]);
     }
     rounds
@@ -103,7 +103,7 @@ mod tests {
             let rounds = ring(n);
             let expected_rounds = match n {
                 2 => 1,
-                _ if n % 2 == 0 => 2,
+                _ if n.is_multiple_of(2) => 2,
                 _ => 3,
             };
             assert_eq!(rounds.len(), expected_rounds, "n={n}");

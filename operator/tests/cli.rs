@@ -144,7 +144,10 @@ fn render_expands_node_pairs_over_the_given_nodes() {
         assert_eq!(pair(1), ("b".into(), "c".into()));
         assert_eq!(pair(5), ("a".into(), "b".into()));
         let round = |i: usize| children[i]["metadata"]["labels"]["perfsweep.io/round"].clone();
-        assert_eq!([round(0), round(1), round(2), round(5)], ["0", "0", "1", "2"]);
+        assert_eq!(
+            [round(0), round(1), round(2), round(5)],
+            ["0", "0", "1", "2"]
+        );
         assert_eq!(round(6), "3", "the second repetition's first round");
     }
     let output = perfsweep(&["validate", "examples/iperf-node-pairs.yaml", "--nodes", "a"]);

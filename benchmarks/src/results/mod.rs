@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod fleet_report;
 pub mod heatmap;
 pub mod plot;
+pub mod provenance;
 pub mod raster;
 pub mod report;
 

@@ -299,7 +299,16 @@ pub fn render_with_fleet(
         run_ids.join(", "),
         cases.len()
     );
-    let sections: [(&str, &Table); 4] = [
+    // Where and when, first: what a reader outside the team needs to place the numbers.
+    let provenance = table(
+        &["what", "value"],
+        super::provenance::rows(records)
+            .into_iter()
+            .map(|(k, v)| vec![k, v])
+            .collect(),
+    );
+    let sections: [(&str, &Table); 5] = [
+        ("Where and when", &provenance),
         ("Runs", &runs),
         ("Acceptance criteria", &criteria),
         ("Statistics per case", &stats),

@@ -288,6 +288,19 @@ mod tests {
         assert!(section.html.contains("id=\"fleet-heatmap-0\"><svg"));
         assert!(section.markdown.contains("took 3m 12s"));
         assert_eq!(section.heatmaps.len(), 1);
+        let cases = crate::results::group(&records, crate::stats::Stability::default());
+        let report = crate::results::report::render_with_fleet(&records, &cases, &section);
+        assert!(
+            report.html.contains("FLEET NOT ACCEPTED"),
+            "{}",
+            report.html
+        );
+        assert!(
+            report
+                .charts
+                .iter()
+                .any(|(f, _)| f == "fleet-heatmap-0.svg")
+        );
     }
 
     #[test]

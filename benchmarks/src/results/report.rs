@@ -317,7 +317,15 @@ pub fn render_with_fleet(
 
     let mut md = String::new();
     let _ = writeln!(md, "# perfsweep acceptance report\n");
-    let _ = writeln!(md, "**{}**\n", overall.headline());
+    // A failed fleet verdict overrides runs that each met their criteria.
+    let headline = match fleet.passed() {
+        Some(false) => format!(
+            "{} — FLEET NOT ACCEPTED: suspect nodes or links (below)",
+            overall.headline()
+        ),
+        _ => overall.headline(),
+    };
+    let _ = writeln!(md, "**{headline}**\n");
     let _ = writeln!(md, "{intro}\n");
     md.push_str(&fleet.markdown);
     for (heading, t) in &sections {
@@ -349,15 +357,15 @@ pub fn render_with_fleet(
          .ok{{color:#1a7f37;font-weight:bold}}.bad{{color:#cf222e;font-weight:bold}}\
          </style></head><body>\n<h1>perfsweep acceptance report</h1>\n"
     );
-    let class = match overall.accepted() {
-        Some(true) => "ok",
-        Some(false) => "bad",
-        None => "",
+    let class = match (overall.accepted(), fleet.passed()) {
+        (_, Some(false)) | (Some(false), _) => "bad",
+        (Some(true), _) => "ok",
+        (None, _) => "",
     };
     let _ = writeln!(
         html,
         "<p class=\"{class}\">{}</p>\n<p>{}</p>",
-        escape(&overall.headline()),
+        escape(&headline),
         escape(&intro)
     );
     html.push_str(&fleet.html);

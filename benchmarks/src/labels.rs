@@ -10,6 +10,9 @@ pub const SET: &str = "perfsweep.io/set";
 pub const CASE: &str = "perfsweep.io/case";
 /// The repetition index of a child, from 0.
 pub const REPETITION: &str = "perfsweep.io/repetition";
+/// A node-pair child's round: the children of one round run together on disjoint
+/// node pairs.
+pub const ROUND: &str = "perfsweep.io/round";
 /// The benchmark a pod or helper object belongs to.
 pub const BENCHMARK: &str = "perfsweep.io/benchmark";
 /// The role a pod plays in its benchmark.

@@ -9,6 +9,7 @@ pub mod crds;
 pub mod digest;
 pub mod document;
 pub mod duration;
+pub mod fleet;
 pub mod kinds;
 pub mod labels;
 pub mod metrics;

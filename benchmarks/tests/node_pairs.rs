@@ -45,16 +45,20 @@ fn all_pairs_are_unordered_distinct_pairs_in_name_order() {
         let expansion = set::expand_with_nodes("pairs", &set, Some(&names)).expect("valid");
         assert_eq!(expansion.permutation_count, n * (n - 1) / 2);
     }
-    // Listed in any order, with a duplicate: sorted, deduplicated.
+    // Listed in any order, with a duplicate: sorted, deduplicated. In round order (3
+    // nodes: one pair a round, one node sitting out), the first role on the node earlier
+    // in name order.
     let expansion =
         set::expand_with_nodes("pairs", &set, Some(&nodes(&["c", "a", "b", "a"]))).expect("valid");
     assert_eq!(
         placements(&expansion),
-        [("a", "b"), ("a", "c"), ("b", "c")].map(|(s, c)| (s.to_owned(), c.to_owned()))
+        [("b", "c"), ("a", "c"), ("a", "b")].map(|(s, c)| (s.to_owned(), c.to_owned()))
     );
+    assert_eq!(expansion.rounds, 3);
     let first = &expansion.children[0];
-    assert_eq!(first.permutation["placement.server.nodes"], json!(["a"]));
-    assert_eq!(first.permutation["placement.client.nodes"], json!(["b"]));
+    assert_eq!(first.round, Some(0));
+    assert_eq!(first.permutation["placement.server.nodes"], json!(["b"]));
+    assert_eq!(first.permutation["placement.client.nodes"], json!(["c"]));
     assert_eq!(first.spec["duration"], json!(5));
 }
 
@@ -101,10 +105,13 @@ fn pairs_are_a_product_dimension_with_explicit_roles() {
     assert_eq!(expansion.permutation_count, 2 * 3);
     let first = &expansion.children[0];
     // Roles swapped: the client is on the first node of the pair.
-    assert_eq!(first.spec["placement"]["client"]["nodes"], json!(["a"]));
-    assert_eq!(first.spec["placement"]["server"]["nodes"], json!(["b"]));
+    assert_eq!(first.spec["placement"]["client"]["nodes"], json!(["b"]));
+    assert_eq!(first.spec["placement"]["server"]["nodes"], json!(["c"]));
     assert_eq!(first.spec["streams"], json!(1));
     assert_eq!(expansion.children[3].spec["streams"], json!(4));
+    // Each permutation's pairs have rounds of their own: a round never has a pair twice.
+    let rounds: Vec<u32> = expansion.children.iter().filter_map(|c| c.round).collect();
+    assert_eq!(rounds, [0, 1, 2, 3, 4, 5]);
 }
 
 #[test]
@@ -173,4 +180,96 @@ fn the_cap_counts_pairs() {
         matches!(error, SetError::TooManyChildren { count: 12, .. }),
         "{error:?}"
     );
+}
+
+/// The schedule's promise, for every fleet size from 2 to 200 nodes: each unordered pair
+/// exactly once, in n−1 rounds (n even) or n rounds (n odd), no node twice in a round.
+#[test]
+fn round_robin_covers_every_pair_once_in_disjoint_rounds_for_2_to_200_nodes() {
+    use std::collections::BTreeSet;
+    for n in 2..=200usize {
+        let rounds = set::rounds::all_pairs(n);
+        let expected_rounds = if n.is_multiple_of(2) { n - 1 } else { n };
+        assert_eq!(rounds.len(), expected_rounds, "n={n}");
+        let mut seen = BTreeSet::new();
+        for (index, round) in rounds.iter().enumerate() {
+            assert_eq!(round.len(), n / 2, "n={n} round {index}: {round:?}");
+            let mut busy = BTreeSet::new();
+            for &(a, b) in round {
+                assert!(a < n && b < n && a != b, "n={n}: bad pair ({a}, {b})");
+                assert!(
+                    busy.insert(a) && busy.insert(b),
+                    "n={n} round {index}: a node twice"
+                );
+                assert!(seen.insert((a.min(b), a.max(b))), "n={n}: ({a}, {b}) twice");
+            }
+        }
+        assert_eq!(seen.len(), n * (n - 1) / 2, "n={n}: every pair");
+    }
+}
+
+/// Through the expansion: children carry their round (label) and pair (placement), and
+/// children of one round share no node, for every mode and both directions.
+#[test]
+fn children_of_a_round_share_no_node_in_every_mode() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let modes = [
+        (json!({"selector": {"matchLabels": {}}}), 7, 21, 7),
+        (json!({"selector": {"matchLabels": {}}}), 8, 28, 7),
+        (
+            json!({"selector": {"matchLabels": {}}, "directional": true}),
+            6,
+            30,
+            10,
+        ),
+        (
+            json!({"selector": {"matchLabels": {}}, "mode": "Ring"}),
+            6,
+            6,
+            2,
+        ),
+        (
+            json!({"selector": {"matchLabels": {}}, "mode": "Ring"}),
+            5,
+            5,
+            3,
+        ),
+        (
+            json!({"selector": {"matchLabels": {}}, "mode": "AgainstReference", "reference": "n0"}),
+            5,
+            4,
+            4,
+        ),
+    ];
+    for (config, n, pairs, rounds) in modes {
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let set = spec(config.clone(), json!({}));
+        let expansion = set::expand_with_nodes("fleet", &set, Some(&names)).expect("valid");
+        assert_eq!(expansion.children.len(), pairs, "{config}");
+        assert_eq!(expansion.rounds, rounds, "{config}");
+        let mut by_round: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+        let mut directed = BTreeSet::new();
+        for child in &expansion.children {
+            let round = child.round.expect("a round");
+            let object = child.to_object(expansion.kind, &set::expand::SetRef::default());
+            assert_eq!(
+                object["metadata"]["labels"]["perfsweep.io/round"],
+                json!(round.to_string())
+            );
+            let [a, b] = child.pair.clone().expect("a pair");
+            assert_eq!(child.spec["placement"]["server"]["nodes"], json!([a]));
+            assert_eq!(child.spec["placement"]["client"]["nodes"], json!([b]));
+            let busy = by_round.entry(round).or_default();
+            assert!(
+                busy.insert(a.clone()) && busy.insert(b.clone()),
+                "{config}: round {round}"
+            );
+            assert!(directed.insert((a, b)), "{config}: a pair twice");
+        }
+        let order: Vec<u32> = expansion.children.iter().filter_map(|c| c.round).collect();
+        assert!(
+            order.windows(2).all(|w| w[0] <= w[1]),
+            "{config}: children in round order"
+        );
+    }
 }

@@ -692,24 +692,49 @@ async fn node_pairs_expand_over_the_labelled_nodes() {
 
     let status = wait_for_status(&double, "pairs", "three children", |s| s["total"] == 3).await;
     assert_eq!(status["permutationCount"], 3, "{status}");
-    let mut pairs: Vec<(String, String)> = wait_until(WAIT, "three children", || {
+    assert_eq!(
+        status["nodes"],
+        json!(["node-a", "node-b", "node-c"]),
+        "{status}"
+    );
+    // Three nodes: three rounds of one pair (one node sits out), one round at a time
+    // whatever maxParallel says.
+    let first = wait_until(WAIT, "the first round's child", || {
         match children(&double, "pairs") {
-            c if c.len() == 3 => Ok(c),
+            c if c.len() == 1 => Ok(c),
             c => Err(format!("{} children", c.len())),
         }
     })
-    .await
-    .iter()
-    .map(|child| {
-        let node = |role: &str| {
-            child["spec"]["placement"][role]["nodes"][0]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        };
-        (node("server"), node("client"))
-    })
-    .collect();
+    .await;
+    assert_eq!(first[0]["metadata"]["labels"]["perfsweep.io/round"], "0");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        children(&double, "pairs").len(),
+        1,
+        "round 1 waits for round 0"
+    );
+
+    // A node labelled mid-sweep does not change this generation's pairs.
+    create_node(&double, "node-d", json!({"bench": "yes"}));
+    let status = succeed_all_until_done(&double, "pairs").await;
+    assert_eq!(status["total"], 3, "{status}");
+    assert_eq!(
+        status["rounds"],
+        json!({"total": 3, "current": 3}),
+        "{status}"
+    );
+    let mut pairs: Vec<(String, String)> = children(&double, "pairs")
+        .iter()
+        .map(|child| {
+            let node = |role: &str| {
+                child["spec"]["placement"][role]["nodes"][0]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (node("server"), node("client"))
+        })
+        .collect();
     pairs.sort();
     let expected: Vec<(String, String)> = [
         ("node-a", "node-b"),
@@ -720,19 +745,6 @@ async fn node_pairs_expand_over_the_labelled_nodes() {
     .map(|(s, c)| ((*s).to_owned(), (*c).to_owned()))
     .collect();
     assert_eq!(pairs, expected, "the unlabelled node is in no pair");
-    assert_eq!(
-        status["nodes"],
-        json!(["node-a", "node-b", "node-c"]),
-        "{status}"
-    );
-
-    // A node labelled mid-sweep does not change this generation's pairs.
-    create_node(&double, "node-d", json!({"bench": "yes"}));
-    let first = name_of(&children(&double, "pairs")[0]).to_owned();
-    set_phase(&double, &first, "Succeeded");
-    let status = wait_for_status(&double, "pairs", "one succeeded", |s| s["succeeded"] == 1).await;
-    assert_eq!(status["total"], 3, "{status}");
-    assert_eq!(children(&double, "pairs").len(), 3);
     assert!(
         double
             .requests()

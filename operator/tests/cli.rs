@@ -132,10 +132,23 @@ fn render_expands_node_pairs_over_the_given_nodes() {
         let children = yaml::documents(&String::from_utf8_lossy(&output.stdout)).expect("YAML");
         // 4 nodes: 6 pairs × 3 repetitions.
         assert_eq!(children.len(), 18, "--nodes {nodes}");
-        assert_eq!(children[0]["spec"]["placement"]["server"]["nodes"][0], "a");
-        assert_eq!(children[0]["spec"]["placement"]["client"]["nodes"][0], "b");
-        assert_eq!(children[5]["spec"]["placement"]["server"]["nodes"][0], "c");
-        assert_eq!(children[5]["spec"]["placement"]["client"]["nodes"][0], "d");
+        // In rounds of two disjoint pairs (circle method): a–d with b–c, then b–d with
+        // a–c, then c–d with a–b; each repetition has rounds of its own.
+        let pair = |i: usize| {
+            (
+                children[i]["spec"]["placement"]["server"]["nodes"][0].clone(),
+                children[i]["spec"]["placement"]["client"]["nodes"][0].clone(),
+            )
+        };
+        assert_eq!(pair(0), ("a".into(), "d".into()));
+        assert_eq!(pair(1), ("b".into(), "c".into()));
+        assert_eq!(pair(5), ("a".into(), "b".into()));
+        let round = |i: usize| children[i]["metadata"]["labels"]["perfsweep.io/round"].clone();
+        assert_eq!(
+            [round(0), round(1), round(2), round(5)],
+            ["0", "0", "1", "2"]
+        );
+        assert_eq!(round(6), "3", "the second repetition's first round");
     }
     let output = perfsweep(&["validate", "examples/iperf-node-pairs.yaml", "--nodes", "a"]);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -23,6 +23,7 @@ fn options(name: &str) -> LocalOptions {
     LocalOptions {
         agent_program: PathBuf::from(env!("CARGO_BIN_EXE_perfsweep")),
         scratch,
+        role_addresses: Default::default(),
     }
 }
 

@@ -4,8 +4,12 @@
 
 pub mod compare;
 pub mod csv;
+pub mod fleet;
+pub mod fleet_report;
+pub mod heatmap;
 pub mod intake;
 pub mod plot;
+pub mod provenance;
 pub mod raster;
 pub mod report;
 

@@ -142,6 +142,20 @@ fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
 
 /// The report of `records` (sorted as the CLI loads them) grouped into `cases`.
 pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
+    render_with_fleet(
+        records,
+        cases,
+        &super::fleet_report::FleetSection::default(),
+    )
+}
+
+/// [`render`], with the fleet section of a node-pair sweep (see
+/// [`super::fleet_report::section`]) after the verdict.
+pub fn render_with_fleet(
+    records: &[ResultRecord],
+    cases: &[Case],
+    fleet: &super::fleet_report::FleetSection,
+) -> Report {
     let verdicts: Vec<RunVerdict> = records.iter().map(RunVerdict::of).collect();
     let mut overall = Overall::default();
     for v in &verdicts {
@@ -285,7 +299,16 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
         run_ids.join(", "),
         cases.len()
     );
-    let sections: [(&str, &Table); 4] = [
+    // Where and when, first: what a reader outside the team needs to place the numbers.
+    let provenance = table(
+        &["what", "value"],
+        super::provenance::rows(records)
+            .into_iter()
+            .map(|(k, v)| vec![k, v])
+            .collect(),
+    );
+    let sections: [(&str, &Table); 5] = [
+        ("Where and when", &provenance),
         ("Runs", &runs),
         ("Acceptance criteria", &criteria),
         ("Statistics per case", &stats),
@@ -294,8 +317,17 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
 
     let mut md = String::new();
     let _ = writeln!(md, "# perfsweep acceptance report\n");
-    let _ = writeln!(md, "**{}**\n", overall.headline());
+    // A failed fleet verdict overrides runs that each met their criteria.
+    let headline = match fleet.passed() {
+        Some(false) => format!(
+            "{} — FLEET NOT ACCEPTED: suspect nodes or links (below)",
+            overall.headline()
+        ),
+        _ => overall.headline(),
+    };
+    let _ = writeln!(md, "**{headline}**\n");
     let _ = writeln!(md, "{intro}\n");
+    md.push_str(&fleet.markdown);
     for (heading, t) in &sections {
         let _ = writeln!(md, "## {heading}\n");
         md.push_str(&t.markdown());
@@ -325,17 +357,18 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
          .ok{{color:#1a7f37;font-weight:bold}}.bad{{color:#cf222e;font-weight:bold}}\
          </style></head><body>\n<h1>perfsweep acceptance report</h1>\n"
     );
-    let class = match overall.accepted() {
-        Some(true) => "ok",
-        Some(false) => "bad",
-        None => "",
+    let class = match (overall.accepted(), fleet.passed()) {
+        (_, Some(false)) | (Some(false), _) => "bad",
+        (Some(true), _) => "ok",
+        (None, _) => "",
     };
     let _ = writeln!(
         html,
         "<p class=\"{class}\">{}</p>\n<p>{}</p>",
-        escape(&overall.headline()),
+        escape(&headline),
         escape(&intro)
     );
+    html.push_str(&fleet.html);
     for (heading, t) in &sections {
         let _ = writeln!(html, "<h2>{}</h2>", escape(heading));
         html.push_str(&t.html());
@@ -353,7 +386,11 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
         overall,
         markdown: md,
         html,
-        charts: charts.into_iter().map(|(f, _, svg)| (f, svg)).collect(),
+        charts: charts
+            .into_iter()
+            .map(|(f, _, svg)| (f, svg))
+            .chain(fleet.heatmaps.iter().cloned())
+            .collect(),
     }
 }
 

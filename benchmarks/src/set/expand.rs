@@ -40,6 +40,12 @@ pub struct Child {
     pub spec_digest: String,
     pub permutation_index: usize,
     pub repetition: u32,
+    /// A node-pair child's round: children of one round run on disjoint node pairs at
+    /// the same time, and a round starts when the previous one has ended. Rounds count
+    /// across repetitions and permutations, so a round never holds the same pair twice.
+    pub round: Option<u32>,
+    /// A node-pair child's nodes: the first role's, the second role's.
+    pub pair: Option<[String; 2]>,
     /// The permutation's own values (what varies), keyed as the user wrote them.
     pub permutation: Arc<Map<String, Value>>,
     /// The complete spec: template merged with the permutation.
@@ -54,6 +60,8 @@ pub struct Expansion {
     pub converted_from: Option<String>,
     pub permutation_count: usize,
     pub children: Vec<Child>,
+    /// Rounds of a node-pair set (0 otherwise); children are in round order.
+    pub rounds: u32,
 }
 
 /// Why a set cannot be expanded. Nothing is created for a set with any of these.
@@ -185,18 +193,31 @@ pub fn expand_with_nodes(
         return Err(SetError::InvalidField(error));
     }
 
-    let pairs = plan.map(|plan| plan.pairs()).unwrap_or_default();
+    let (pairs, rounds_per_sweep) = plan
+        .map(|plan| (plan.pairs(), plan.round_count()))
+        .unwrap_or_default();
     // Node pairs are the innermost product dimension: each permutation of `product` and
-    // `explicit` on every pair, in pair order.
-    let cases: Vec<(Source, Option<&Pair>)> = permutation_sources(spec)
+    // `explicit` on every pair, in round order. A permutation's pairs take rounds of
+    // their own: `(source index, round of its pair)` per case.
+    let sources = permutation_sources(spec);
+    let source_count = sources.len();
+    let mut case_rounds: Vec<Option<(usize, u32, [String; 2])>> = Vec::new();
+    let cases: Vec<(Source, Option<&Pair>)> = sources
         .into_iter()
-        .flat_map(|source| {
+        .enumerate()
+        .flat_map(|(source_index, source)| {
             let pairs: Vec<Option<&Pair>> = if pairs.is_empty() {
                 vec![None]
             } else {
                 pairs.iter().map(Some).collect()
             };
-            pairs.into_iter().map(move |pair| (source.clone(), pair))
+            pairs
+                .into_iter()
+                .map(move |pair| (source_index, source.clone(), pair))
+        })
+        .map(|(source_index, source, pair)| {
+            case_rounds.push(pair.map(|p| (source_index, p.round, p.nodes.clone())));
+            (source, pair)
         })
         .collect();
     let mut permutations = Vec::with_capacity(cases.len());
@@ -269,22 +290,35 @@ pub fn expand_with_nodes(
         for (index, ((digest, permutation, merged), case_id)) in
             permutations.iter().zip(&case_ids).enumerate()
         {
+            let round = case_rounds[index]
+                .as_ref()
+                .map(|(source_index, pair_round, _)| {
+                    let sweep = repetition as usize * source_count + *source_index;
+                    // Bounded by the child count, itself bounded by maxChildren (a u32).
+                    (sweep * rounds_per_sweep as usize + *pair_round as usize) as u32
+                });
             children.push(Child {
                 name: child_name(set_name, case_id, repetition),
                 case_id: case_id.clone(),
                 spec_digest: digest.clone(),
                 permutation_index: index,
                 repetition,
+                round,
+                pair: case_rounds[index]
+                    .as_ref()
+                    .map(|(_, _, nodes)| nodes.clone()),
                 permutation: Arc::clone(permutation),
                 spec: Arc::clone(merged),
             });
         }
     }
+    let rounds = children.last().and_then(|c| c.round).map_or(0, |r| r + 1);
     Ok(Expansion {
         kind,
         converted_from,
         permutation_count,
         children,
+        rounds,
     })
 }
 
@@ -581,6 +615,9 @@ impl Child {
                 labels::SPEC_DIGEST: self.spec_digest,
             },
         });
+        if let Some(round) = self.round {
+            metadata["labels"][labels::ROUND] = json!(round.to_string());
+        }
         if let Some(namespace) = &set.namespace {
             metadata["namespace"] = json!(namespace);
         }
@@ -616,6 +653,8 @@ pub struct SetRef {
 struct Pair {
     roles: [String; 2],
     nodes: [String; 2],
+    /// The round of the pair schedule it runs in.
+    round: u32,
 }
 
 impl Pair {
@@ -646,44 +685,68 @@ impl fmt::Display for Pair {
     }
 }
 
-/// A checked `nodePairs`: its roles and sorted nodes, and the reference node of
-/// `AgainstReference`.
+/// A checked `nodePairs`: its roles, sorted nodes and schedule.
 struct PairPlan {
     roles: [String; 2],
     nodes: Vec<String>,
-    reference: Option<String>,
+    mode: super::PairMode,
+    /// The index of `AgainstReference`'s reference node in `nodes`.
+    reference: Option<usize>,
+    directional: bool,
 }
 
 impl PairPlan {
+    /// How many pairs, computed without building them (a big node list over the cap
+    /// costs nothing).
     fn count(&self) -> usize {
         let n = self.nodes.len();
-        match self.reference {
-            Some(_) => n - 1,
-            None => n * (n - 1) / 2,
+        let one_way = match self.mode {
+            super::PairMode::AllPairs => n * (n - 1) / 2,
+            super::PairMode::Ring if n == 2 => 1,
+            super::PairMode::Ring => n,
+            super::PairMode::AgainstReference => n - 1,
+        };
+        if self.directional {
+            one_way * 2
+        } else {
+            one_way
         }
     }
 
-    /// The pairs, ordered by node name.
-    fn pairs(&self) -> Vec<Pair> {
-        let pair = |a: &String, b: &String| Pair {
-            roles: self.roles.clone(),
-            nodes: [a.clone(), b.clone()],
+    fn schedule(&self) -> Vec<super::rounds::Round> {
+        use super::rounds;
+        let n = self.nodes.len();
+        let one_way = match (self.mode, self.reference) {
+            (super::PairMode::Ring, _) => rounds::ring(n),
+            (super::PairMode::AgainstReference, Some(reference)) => {
+                rounds::against_reference(n, reference)
+            }
+            _ => rounds::all_pairs(n),
         };
-        match &self.reference {
-            None => self
-                .nodes
-                .iter()
-                .enumerate()
-                .flat_map(|(i, a)| self.nodes[i + 1..].iter().map(move |b| (a, b)))
-                .map(|(a, b)| pair(a, b))
-                .collect(),
-            Some(reference) => self
-                .nodes
-                .iter()
-                .filter(|n| *n != reference)
-                .map(|n| pair(reference, n))
-                .collect(),
+        if self.directional {
+            rounds::both_directions(one_way)
+        } else {
+            one_way
         }
+    }
+
+    fn round_count(&self) -> u32 {
+        self.schedule().len() as u32
+    }
+
+    /// The pairs, round by round.
+    fn pairs(&self) -> Vec<Pair> {
+        self.schedule()
+            .into_iter()
+            .enumerate()
+            .flat_map(|(round, pairs)| {
+                pairs.into_iter().map(move |(a, b)| Pair {
+                    roles: self.roles.clone(),
+                    nodes: [self.nodes[a].clone(), self.nodes[b].clone()],
+                    round: round as u32,
+                })
+            })
+            .collect()
     }
 }
 
@@ -779,13 +842,15 @@ fn pair_plan(
         ));
     }
     let reference = match config.mode {
-        super::PairMode::AllPairs if config.reference.is_some() => {
+        mode @ (super::PairMode::AllPairs | super::PairMode::Ring)
+            if config.reference.is_some() =>
+        {
             return Err(invalid(
                 ".reference",
-                "is only used by mode AgainstReference (mode is AllPairs)".to_owned(),
+                format!("is only used by mode AgainstReference (mode is {mode:?})"),
             ));
         }
-        super::PairMode::AllPairs => None,
+        super::PairMode::AllPairs | super::PairMode::Ring => None,
         super::PairMode::AgainstReference => {
             let Some(reference) = &config.reference else {
                 return Err(invalid(
@@ -802,12 +867,14 @@ fn pair_plan(
                     ),
                 ));
             }
-            Some(reference.clone())
+            nodes.iter().position(|n| n == reference)
         }
     };
     Ok(Some(PairPlan {
         roles,
         nodes,
+        mode: config.mode,
         reference,
+        directional: config.directional,
     }))
 }

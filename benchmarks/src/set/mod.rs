@@ -3,6 +3,7 @@
 
 pub mod expand;
 pub mod merge;
+pub mod rounds;
 pub mod status;
 pub mod summary;
 
@@ -89,7 +90,7 @@ pub struct BenchmarkSetSpec {
     /// The most children (permutations × repetitions) this set may expand to. A larger
     /// sweep is rejected before anything is created.
     #[serde(default = "default_max_children")]
-    #[schemars(range(min = 1, max = 100000))]
+    #[schemars(range(min = 1, max = 1000000))]
     pub max_children: u32,
 
     /// Acceptance criteria for every child, on top of any in the template, e.g.
@@ -157,9 +158,29 @@ pub struct NodePairs {
     pub selector: NodePairSelector,
 
     /// `AllPairs` (default): every unordered pair of distinct nodes once, n(n-1)/2
-    /// pairs. `AgainstReference`: each other node paired with `reference`, n-1 pairs.
+    /// pairs in rounds of disjoint pairs (n-1 rounds for even n, n for odd).
+    /// `Ring`: each node with its successor in name order, n pairs in 2 rounds (3 for
+    /// odd n). `AgainstReference`: each other node paired with `reference`, n-1 pairs,
+    /// one a round.
     #[serde(default)]
     pub mode: PairMode,
+
+    /// Test each pair both ways: after each round, the same pairs with the roles
+    /// swapped (twice the rounds).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub directional: bool,
+
+    /// How many pairs of a round run at once; default all of them. Rounds are
+    /// node-disjoint, so running them together does not make tests share a node. The
+    /// set's `maxParallel` does not apply to node-pair sets: a round starts when the
+    /// previous one has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_parallel_per_round: Option<u32>,
+
+    /// When a pair is an outlier in the fleet verdict (see `status.fleet`).
+    #[serde(default)]
+    pub outliers: crate::fleet::OutlierRule,
 
     /// The reference node of `AgainstReference`; it must match `selector`. It plays the
     /// first role of every pair.
@@ -198,9 +219,11 @@ impl NodePairSelector {
 /// How a [`NodePairs`] sweep pairs its nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum PairMode {
-    /// Every unordered pair of distinct nodes, once.
+    /// Every unordered pair of distinct nodes, once, in rounds of disjoint pairs.
     #[default]
     AllPairs,
+    /// Each node with its successor (the last with the first): a quick screen.
+    Ring,
     /// Every other node against `reference`.
     AgainstReference,
 }

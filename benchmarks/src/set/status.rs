@@ -11,6 +11,11 @@ use crate::status::Phase;
 /// Failures listed in status before the list is cut (the count stays exact).
 pub const FAILURES_LISTED: usize = 10;
 
+/// Above this many children, `status.children` is run-length encoded, so the status of
+/// a 1,000-node all-pairs sweep (499,500 children) stays well under the API server's
+/// object size limits.
+pub const CHILDREN_LISTED_PLAIN: usize = 100_000;
+
 /// Where a set is in its life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum SetPhase {
@@ -61,7 +66,8 @@ pub struct BenchmarkSetStatus {
     pub conditions: Vec<Condition>,
 
     /// One character per child in creation order: `-` not created yet, `P` pending,
-    /// `R` running, `S` succeeded, `F` failed.
+    /// `R` running, `S` succeeded, `F` failed. Above 100,000 children, run-length
+    /// encoded: `<count><character>` runs, e.g. `249500S500R249500-`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub children: Option<String>,
 
@@ -92,6 +98,25 @@ pub struct BenchmarkSetStatus {
     /// nodes labelled since.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+
+    /// A node-pair set's rounds: how many, and the one running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<RoundProgress>,
+
+    /// A node-pair set's fleet verdict so far: counts of outlier pairs, suspect nodes
+    /// and links, and the worst ten of each with how far below the fleet they are. The
+    /// full table is in the result records (`perfsweep results report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetSummary>,
+}
+
+/// Where a node-pair set is in its rounds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundProgress {
+    pub total: u32,
+    /// The round whose children may run now (from 0); `total` when all have ended.
+    pub current: u32,
 }
 
 /// A failed child.
@@ -128,6 +153,10 @@ impl ChildState {
     fn is_active(&self) -> bool {
         matches!(self, Self::Created { phase, .. } if !phase.is_finished())
     }
+
+    fn is_finished(&self) -> bool {
+        matches!(self, Self::Created { phase, .. } if phase.is_finished())
+    }
 }
 
 /// Counts and the per-child string for `states` (in creation order, named `names`).
@@ -163,7 +192,74 @@ pub fn summarize<'a>(states: impl IntoIterator<Item = (&'a str, &'a ChildState)>
             },
         }
     }
+    if summary.children.len() > CHILDREN_LISTED_PLAIN {
+        summary.children = run_length(&summary.children);
+    }
     summary
+}
+
+/// `aaab` → `3a1b`.
+fn run_length(symbols: &str) -> String {
+    let mut encoded = String::new();
+    let mut chars = symbols.chars().peekable();
+    while let Some(symbol) = chars.next() {
+        let mut count = 1;
+        while chars.next_if_eq(&symbol).is_some() {
+            count += 1;
+        }
+        encoded.push_str(&format!("{count}{symbol}"));
+    }
+    encoded
+}
+
+/// The round whose children may run now: the first with a child that has not finished
+/// (`rounds[i]` is child `i`'s round, in creation order, non-decreasing). `None` when
+/// every child has finished.
+pub fn current_round(states: &[ChildState], rounds: &[u32]) -> Option<u32> {
+    states
+        .iter()
+        .zip(rounds)
+        .find(|(state, _)| !state.is_finished())
+        .map(|(_, round)| *round)
+}
+
+/// [`next_to_create`] for a node-pair set: only children of the current round, up to
+/// `per_round` of them active at once. A round starts only when every child of the
+/// previous one has finished, so no node is in two tests at once.
+pub fn next_to_create_in_rounds(
+    states: &[ChildState],
+    rounds: &[u32],
+    per_round: u32,
+    policy: FailurePolicy,
+) -> Vec<usize> {
+    let Some(current) = current_round(states, rounds) else {
+        return Vec::new();
+    };
+    let in_round: Vec<usize> = rounds
+        .iter()
+        .enumerate()
+        .filter(|(_, round)| **round == current)
+        .map(|(i, _)| i)
+        .collect();
+    let round_states: Vec<ChildState> = in_round.iter().map(|&i| states[i].clone()).collect();
+    // A failure in an earlier round stops the set just as one in this round.
+    let failed_before = policy == FailurePolicy::Stop
+        && states.iter().any(|s| {
+            matches!(
+                s,
+                ChildState::Created {
+                    phase: Phase::Failed,
+                    ..
+                }
+            )
+        });
+    if failed_before {
+        return Vec::new();
+    }
+    next_to_create(&round_states, per_round, policy)
+        .into_iter()
+        .map(|i| in_round[i])
+        .collect()
 }
 
 /// Indexes of the children to create now: the next ones in order, while fewer than
@@ -271,6 +367,37 @@ mod tests {
         assert_eq!(summary.children.len(), 27);
         assert!(summary.children.ends_with("FS-"));
         assert_eq!(summary.pending, 1);
+    }
+
+    #[test]
+    fn rounds_start_only_when_the_previous_round_has_ended() {
+        let rounds = [0, 0, 1, 1, 2];
+        let mut states = vec![ChildState::NotCreated; 5];
+        let policy = FailurePolicy::Continue;
+        assert_eq!(
+            next_to_create_in_rounds(&states, &rounds, 10, policy),
+            [0, 1]
+        );
+        assert_eq!(next_to_create_in_rounds(&states, &rounds, 1, policy), [0]);
+        states[0] = created(Phase::Succeeded);
+        states[1] = created(Phase::Running);
+        assert!(next_to_create_in_rounds(&states, &rounds, 10, policy).is_empty());
+        states[1] = created(Phase::Failed);
+        assert_eq!(
+            next_to_create_in_rounds(&states, &rounds, 10, policy),
+            [2, 3]
+        );
+        assert!(next_to_create_in_rounds(&states, &rounds, 10, FailurePolicy::Stop).is_empty());
+        assert_eq!(current_round(&states, &rounds), Some(1));
+    }
+
+    #[test]
+    fn a_huge_children_string_is_run_length_encoded() {
+        let mut states = vec![created(Phase::Succeeded); 150_000];
+        states.extend(vec![ChildState::NotCreated; 50_000]);
+        let summary = summarize(states.iter().map(|s| ("", s)));
+        assert_eq!(summary.children, "150000S50000-");
+        assert_eq!(run_length("aab"), "2a1b");
     }
 
     #[test]

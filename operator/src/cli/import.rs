@@ -158,6 +158,11 @@ fn write_evidence(dir: &Path, report: &report::AgentReport) -> anyhow::Result<Op
         return Ok(None);
     }
     let path = record::evidence_path(sha256);
+    let file = dir.join(&path);
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
     output_dir::write_atomic(&dir.join(&path), raw.as_bytes())
         .with_context(|| format!("cannot write evidence {}", dir.join(&path).display()))?;
     Ok(Some(Evidence {

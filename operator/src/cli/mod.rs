@@ -3,12 +3,14 @@
 mod crds;
 mod export;
 mod files;
+mod heatmap;
 mod import;
 mod operator;
 mod parse;
 mod render;
 mod results;
 mod run;
+mod run_fleet;
 mod validate;
 
 use std::path::PathBuf;

@@ -30,6 +30,13 @@ pub struct ResultsArgs {
     #[arg(long = "location-param", global = true, value_name = "KEY=VALUE",
           value_parser = super::export::key_value)]
     pub location_params: Vec<(String, String)>,
+    /// Node-pair sweeps: a pair is an outlier when it is more than this many robust
+    /// standard deviations (1.4826 × MAD of the node medians) worse than the fleet median…
+    #[arg(long, global = true, default_value_t = 3.0)]
+    pub outlier_mads: f64,
+    /// …and more than this fraction of the median worse (0.1 = 10%).
+    #[arg(long, global = true, default_value_t = 0.1)]
+    pub outlier_min_deviation: f64,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -104,6 +111,10 @@ pub enum ResultsCommand {
         /// otherwise `svg`).
         #[arg(long, value_enum)]
         format: Option<PlotFormat>,
+        /// Draw a node-pair sweep's pair matrix instead: node × node, coloured by the
+        /// judged metric, outlier pairs crossed out, suspect nodes in red.
+        #[arg(long, conflicts_with_all = ["metric", "parameter", "x_metric"])]
+        heatmap: bool,
     },
     /// An acceptance report: verdicts under the criteria in the records' spec
     /// (`acceptance`), statistics, SVG charts and lineage (run ids, spec digests,
@@ -128,6 +139,10 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
     let stability = Stability {
         max_cv: args.max_cv,
         min_repetitions: args.min_repetitions,
+    };
+    let rule = perfsweep_benchmarks::fleet::OutlierRule {
+        mads: args.outlier_mads,
+        min_deviation: args.outlier_min_deviation,
     };
     let params: std::collections::BTreeMap<String, String> =
         args.location_params.iter().cloned().collect();
@@ -198,7 +213,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability),
+        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability, rule),
         ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
         ResultsCommand::Plot {
             dirs,
@@ -207,10 +222,16 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             x_metric,
             output,
             format,
+            heatmap,
         } => {
             // Refuse a file name that does not say what it holds before any work.
             let targets = plot_targets(&output, format)?;
-            let cases = results::group(&load_many(dirs).await?.records, stability);
+            let records = load_many(dirs).await?.records;
+            if heatmap {
+                let scene = super::heatmap::scene(&records, rule)?;
+                return write_scene(&scene, targets);
+            }
+            let cases = results::group(&records, stability);
             if cases.iter().all(|c| c.headline().is_none()) {
                 anyhow::bail!("no succeeded run has a metric to plot");
             }
@@ -236,23 +257,31 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                     title: None,
                 },
             )?;
-            let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-            for (path, format) in targets {
-                let bytes = match format {
-                    PlotFormat::Png => raster::png(&scene)
-                        .with_context(|| format!("drawing {}", path.display()))?,
-                    _ => plot::to_svg(&scene).into_bytes(),
-                };
-                files.push((path, bytes));
-            }
-            for (path, bytes) in files {
-                std::fs::write(&path, bytes)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
-            }
-            Ok(ExitCode::SUCCESS)
+            write_scene(&scene, targets)
         }
     }
+}
+
+/// Writes a chart to each of `targets` (see [`plot_targets`]).
+fn write_scene(
+    scene: &plot::Scene,
+    targets: Vec<(PathBuf, PlotFormat)>,
+) -> anyhow::Result<ExitCode> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for (path, format) in targets {
+        let bytes = match format {
+            PlotFormat::Png => {
+                raster::png(scene).with_context(|| format!("drawing {}", path.display()))?
+            }
+            _ => plot::to_svg(scene).into_bytes(),
+        };
+        files.push((path, bytes));
+    }
+    for (path, bytes) in files {
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `results plot` writes.
@@ -306,12 +335,19 @@ fn plot_targets(
     }
 }
 
-fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Result<ExitCode> {
+fn write_report(
+    dir: &Path,
+    output: &Path,
+    stability: Stability,
+    rule: perfsweep_benchmarks::fleet::OutlierRule,
+) -> anyhow::Result<ExitCode> {
     let records = load(dir)?;
     let cases = results::group(&records, stability);
-    let report = results::report::render(&records, &cases);
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
+    let fleet =
+        results::fleet_report::section(&records, rule, &super::heatmap::relative_link(output, dir));
+    let report = results::report::render_with_fleet(&records, &cases, &fleet);
     let mut files = vec![
         ("report.md".to_owned(), report.markdown),
         ("report.html".to_owned(), report.html),
@@ -320,6 +356,17 @@ fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Resu
     for (name, text) in &files {
         let path = output.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    for group in &fleet.groups {
+        eprintln!("{}: {}", group.label, group.verdict.headline());
+    }
+    if !fleet.groups.is_empty() {
+        // The full per-node and per-link table, next to the report.
+        let table = output.join("fleet.json");
+        let all: Vec<&perfsweep_benchmarks::fleet::FleetVerdict> =
+            fleet.groups.iter().map(|g| &g.verdict).collect();
+        std::fs::write(&table, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("cannot write {}", table.display()))?;
     }
     let o = &report.overall;
     eprintln!(
@@ -330,11 +377,13 @@ fn write_report(dir: &Path, output: &Path, stability: Stability) -> anyhow::Resu
         o.failed,
         o.without_criteria
     );
-    Ok(if o.accepted() == Some(false) {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if o.accepted() == Some(false) || fleet.passed() == Some(false) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// The records at an export location (`s3://...`, read through object_store) or under

@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Run on this machine as local processes over loopback (no cluster).
     #[arg(long)]
     pub local: bool,
+    /// With --local: stand-in nodes for a node-pair set (`permutations.nodePairs`),
+    /// each played by a loopback address of its own (`a,b,c`, or `@FILE`).
+    #[arg(long, value_name = "NODES", requires = "local")]
+    pub nodes: Option<String>,
     /// Write one JSON result record per run, and the raw evidence, into this directory
     /// (default for cluster runs, and for local runs with `--export`:
     /// `perfsweep-results/<run id>`).
@@ -100,7 +104,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let run_id = run_id();
     let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
-        let jobs = load_jobs(&args.files)?;
+        let nodes = super::run_fleet::loopback_nodes(args.nodes.as_deref())?;
+        let jobs = load_jobs(&args.files, &nodes)?;
         // Every tool of every benchmark, once, before the first one starts.
         if let Some(missing) = missing_tools(&jobs) {
             anyhow::bail!("{missing}; nothing was run");
@@ -123,7 +128,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let output = output
             .map(|dir| output_dir::prepare(&dir, args.existing(), &run_id))
             .transpose()?;
-        let ended = run_jobs(&jobs, &options, output.as_deref(), &run_id).await?;
+        let ended = run_jobs(&jobs, &options, &nodes, output.as_deref(), &run_id).await?;
         let mut code = ended.exit_code();
         // An interrupted run exports nothing: the user asked it to stop.
         if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped)
@@ -223,18 +228,23 @@ fn node_pair_selector(document: &Value) -> Option<String> {
     Some(labels)
 }
 
-fn load_jobs(paths: &[PathBuf]) -> anyhow::Result<Vec<Job>> {
+fn load_jobs(
+    paths: &[PathBuf],
+    nodes: &crate::local::nodes::LoopbackNodes,
+) -> anyhow::Result<Vec<Job>> {
+    let node_names = (!nodes.is_empty()).then(|| nodes.names());
     let mut jobs = Vec::new();
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let checked = document::check(input.document).map_err(|error| {
-                anyhow::anyhow!(
-                    "{location}: {what}:\n  - {}",
-                    error.messages().join("\n  - ")
-                )
-            })?;
+            let checked = document::check_with_nodes(input.document, node_names.as_deref())
+                .map_err(|error| {
+                    anyhow::anyhow!(
+                        "{location}: {what}:\n  - {}",
+                        error.messages().join("\n  - ")
+                    )
+                })?;
             files::tell_conversions(&location, &checked);
             let credentials = super::export::secret_data(&checked.secrets);
             match checked.checked {
@@ -277,11 +287,14 @@ struct Progress {
     chart_points: Vec<chart::Point>,
     tally: Tally,
     recorded: usize,
+    /// Every finished benchmark's run, in job order (the fleet verdict reads them).
+    runs: Vec<LocalRun>,
 }
 
 async fn run_jobs(
     jobs: &[Job],
     options: &LocalOptions,
+    nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
     run_id: &str,
 ) -> anyhow::Result<Ended> {
@@ -296,7 +309,16 @@ async fn run_jobs(
         jobs.len()
     );
     let mut progress = Progress::default();
-    let stopped = run_each(jobs, options, output, run_id, &mut signals, &mut progress).await;
+    let stopped = run_each(
+        jobs,
+        options,
+        nodes,
+        output,
+        run_id,
+        &mut signals,
+        &mut progress,
+    )
+    .await;
     // Every way out (done, a failure, a signal) ends every process the run started.
     local::tree::end(&BTreeSet::new(), STOP_GRACE).await;
     let stopped = stopped?;
@@ -304,6 +326,21 @@ async fn run_jobs(
     print!("{}", table::render(&progress.rows));
     if !progress.chart_points.is_empty() {
         print!("\n{}", chart::render(&progress.chart_points, 60, 14));
+    }
+    if !nodes.is_empty() {
+        let pairs: Vec<super::run_fleet::PairRun> = jobs
+            .iter()
+            .zip(&progress.runs)
+            .map(|(job, run)| super::run_fleet::PairRun {
+                kind: job.kind,
+                name: &job.name,
+                spec: &job.spec,
+                run,
+            })
+            .collect();
+        if let Some(verdict) = super::run_fleet::verdict(&pairs) {
+            println!("\n{}", verdict.headline());
+        }
     }
     let tally = progress.tally;
     if let Some(dir) = output {
@@ -344,13 +381,18 @@ async fn run_jobs(
 async fn run_each(
     jobs: &[Job],
     options: &LocalOptions,
+    nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
     run_id: &str,
     signals: &mut Signals,
     progress: &mut Progress,
 ) -> anyhow::Result<Option<(Stop, String)>> {
     for (position, job) in jobs.iter().enumerate() {
-        let ignored = local::ignored_settings(&job.spec);
+        let mut ignored = local::ignored_settings(&job.spec);
+        if !nodes.is_empty() {
+            // Honoured: each placed role binds to its stand-in node's address.
+            ignored.retain(|setting| *setting != "placement");
+        }
         if !ignored.is_empty() {
             eprintln!(
                 "  note: {} ignored locally (loopback, one machine): {}",
@@ -365,8 +407,9 @@ async fn run_each(
             job.kind.kind,
             describe(job)
         );
+        let job_options = super::run_fleet::options_for(options, nodes, &job.spec);
         let run = tokio::select! {
-            run = local::run(job.kind, &job.name, &job.spec, options) => run,
+            run = local::run(job.kind, &job.name, &job.spec, &job_options) => run,
             stop = signals.next() => {
                 eprintln!("{}", stop.name());
                 return Ok(Some((stop, job.name.clone())));
@@ -409,6 +452,7 @@ async fn run_each(
             verdict: verdict.cell().to_owned(),
             seconds: run.elapsed.as_secs_f64(),
         });
+        progress.runs.push(run);
     }
     Ok(None)
 }

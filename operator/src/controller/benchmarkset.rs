@@ -25,6 +25,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
+use perfsweep_benchmarks::fleet;
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
@@ -271,6 +272,8 @@ async fn advance(
         .collect();
     // Succeeded children's results by child index, for the results summary.
     let mut results: Vec<(usize, Value)> = Vec::new();
+    // Failed children by index, for the fleet verdict.
+    let mut failed: Vec<usize> = Vec::new();
     // Each child's acceptance verdict, in creation order.
     let mut judged: Vec<ChildAcceptance> = Vec::with_capacity(expansion.children.len());
     let mut states: Vec<ChildState> = expansion
@@ -293,6 +296,13 @@ async fn advance(
                 {
                     results.push((index, result.clone()));
                 }
+                if let ChildState::Created {
+                    phase: Phase::Failed,
+                    ..
+                } = state
+                {
+                    failed.push(index);
+                }
                 state
             }
         })
@@ -310,9 +320,25 @@ async fn advance(
         publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
     }
 
-    // Build and apply.
-    let to_create =
-        set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy);
+    // Build and apply. A node-pair set runs round by round: all pairs of a round
+    // together (they share no node), the next round once this one has ended.
+    let rounds: Vec<u32> = expansion
+        .children
+        .iter()
+        .filter_map(|child| child.round)
+        .collect();
+    let to_create = if expansion.rounds > 0 && rounds.len() == states.len() {
+        let per_round = set
+            .spec
+            .permutations
+            .node_pairs
+            .as_ref()
+            .and_then(|pairs| pairs.max_parallel_per_round)
+            .unwrap_or(u32::MAX);
+        set_status::next_to_create_in_rounds(&states, &rounds, per_round, set.spec.failure_policy)
+    } else {
+        set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy)
+    };
     let owner = set::expand::SetRef {
         name: name.clone(),
         namespace: Some(namespace.to_owned()),
@@ -360,6 +386,13 @@ async fn advance(
     status.summary = results_summary(expansion, &results);
     apply_acceptance(&mut status, set, expansion, &judged);
     status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
+    if expansion.rounds > 0 {
+        status.rounds = Some(set_status::RoundProgress {
+            total: expansion.rounds,
+            current: set_status::current_round(&states, &rounds).unwrap_or(expansion.rounds),
+        });
+        status.fleet = fleet_summary(set, expansion, &results, &failed, &judged);
+    }
     if status_differs(&old, &status) {
         if old.phase != status.phase {
             announce_phase(ctx, set, &status).await;
@@ -567,7 +600,61 @@ fn progress_status(
         summary: old.summary.clone(),
         acceptance: old.acceptance.clone(),
         nodes: Vec::new(),
+        rounds: None,
+        fleet: None,
     }
+}
+
+/// The fleet verdict of a node-pair set over the children finished so far: pairs
+/// judged against each other on the judged metric (see [`fleet`]); `None` before any.
+fn fleet_summary(
+    set: &BenchmarkSet,
+    expansion: &Expansion,
+    results: &[(usize, Value)],
+    failed: &[usize],
+    judged: &[ChildAcceptance],
+) -> Option<fleet::FleetSummary> {
+    if results.is_empty() && failed.is_empty() {
+        return None;
+    }
+    let criteria =
+        acceptance::criteria_of(&Value::Object((*expansion.children.first()?.spec).clone()));
+    let metric = fleet::judged_metric(expansion.kind, &criteria)?;
+    let pair_of = |index: usize| expansion.children[index].pair.clone();
+    let mut pairs: Vec<fleet::PairResult> = results
+        .iter()
+        .filter_map(|(index, result)| {
+            let value =
+                perfsweep_benchmarks::metrics::find(&expansion.kind.metrics(result), metric.name)
+                    .map(|m| m.value);
+            Some(fleet::PairResult {
+                nodes: pair_of(*index)?,
+                value,
+                accepted: match judged.get(*index) {
+                    Some(ChildAcceptance::Accepted) => Some(true),
+                    Some(ChildAcceptance::Rejected { .. }) => Some(false),
+                    _ => None,
+                },
+                evidence: Some(expansion.children[*index].name.clone()),
+            })
+        })
+        .collect();
+    pairs.extend(failed.iter().filter_map(|&index| {
+        Some(fleet::PairResult {
+            nodes: pair_of(index)?,
+            value: None,
+            accepted: None,
+            evidence: Some(expansion.children[index].name.clone()),
+        })
+    }));
+    let rule = set
+        .spec
+        .permutations
+        .node_pairs
+        .as_ref()
+        .map(|p| p.outliers)
+        .unwrap_or_default();
+    Some(fleet::judge(metric.name, metric.unit, metric.better, rule, &pairs).summary())
 }
 
 /// Per-case statistics of the headline metric over the succeeded children's results;

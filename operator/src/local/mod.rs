@@ -3,6 +3,7 @@
 //! are the same as in pods; only where they run differs.
 
 pub mod claim;
+pub mod nodes;
 pub mod table;
 pub mod tree;
 
@@ -27,6 +28,9 @@ pub struct LocalOptions {
     pub agent_program: PathBuf,
     /// Where working directories go.
     pub scratch: PathBuf,
+    /// Roles whose first process binds to this address instead of a numbered one: the
+    /// stand-in node the role is placed on (`run --local --nodes`, see [`nodes`]).
+    pub role_addresses: BTreeMap<String, std::net::Ipv4Addr>,
 }
 
 impl LocalOptions {
@@ -35,6 +39,7 @@ impl LocalOptions {
         Ok(Self {
             agent_program: std::env::current_exe()?,
             scratch: std::env::temp_dir(),
+            role_addresses: BTreeMap::new(),
         })
     }
 }
@@ -226,7 +231,10 @@ async fn run_plan(
     let mut endpoints = BTreeMap::new();
     let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (number, (role, index)) in plan.processes().enumerate() {
-        let address = block.address(number).ok_or_else(|| {
+        let placed = (index == 0)
+            .then(|| options.role_addresses.get(&role.name).copied())
+            .flatten();
+        let address = placed.or_else(|| block.address(number)).ok_or_else(|| {
             (
                 "PlanInvalid".to_owned(),
                 format!(

@@ -1,0 +1,108 @@
+//! `run --local --nodes a,b,c`: stand-in "nodes" for a node-pair sweep on one machine.
+//! Each named node is played by a loopback address of its own (127.77.0.1 for the
+//! first, 127.77.0.2 for the second, …), and a benchmark's processes bind to the address
+//! of the node their role is placed on (`placement.<role>.nodes`), so a pair's server
+//! and client talk between two "nodes" as they would across the fabric.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde_json::Value;
+
+/// The first node's address; far from the 127.0.0.x addresses processes get otherwise.
+const FIRST: Ipv4Addr = Ipv4Addr::new(127, 77, 0, 1);
+
+/// Why a `--nodes` list is unusable.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum NodesError {
+    #[error("--nodes: {0:?} is not a node name (letters, digits, '-', '.' and '_')")]
+    BadName(String),
+    #[error("--nodes: node {0:?} is listed twice")]
+    Duplicate(String),
+    #[error("--nodes: {0} nodes do not fit in the loopback range 127.77.0.0/16")]
+    TooMany(usize),
+}
+
+/// The stand-in nodes, each with its loopback address.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoopbackNodes {
+    addresses: BTreeMap<String, Ipv4Addr>,
+}
+
+impl LoopbackNodes {
+    /// From a `--nodes` list, in the order given.
+    pub fn new(names: &[String]) -> Result<Self, NodesError> {
+        if names.len() >= 65_000 {
+            return Err(NodesError::TooMany(names.len()));
+        }
+        let mut addresses = BTreeMap::new();
+        for (index, name) in names.iter().enumerate() {
+            let valid = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+            if !valid {
+                return Err(NodesError::BadName(name.clone()));
+            }
+            let address = Ipv4Addr::from(u32::from(FIRST) + index as u32);
+            if addresses.insert(name.clone(), address).is_some() {
+                return Err(NodesError::Duplicate(name.clone()));
+            }
+        }
+        Ok(Self { addresses })
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.addresses.keys().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.addresses.is_empty()
+    }
+
+    /// Role → address for a benchmark spec: the roles placed on one of these nodes.
+    pub fn role_addresses(&self, spec: &Value) -> BTreeMap<String, Ipv4Addr> {
+        spec.get("placement")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(role, placement)| {
+                let node = placement.get("nodes")?.get(0)?.as_str()?;
+                Some((role.clone(), *self.addresses.get(node)?))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn each_node_gets_its_own_address_and_roles_follow_their_placement() {
+        let nodes = LoopbackNodes::new(&names(&["a", "b", "c"])).expect("valid");
+        let spec = json!({"placement": {"server": {"nodes": ["c"]}, "client": {"nodes": ["a"]}}});
+        let roles = nodes.role_addresses(&spec);
+        assert_eq!(roles["server"], Ipv4Addr::new(127, 77, 0, 3));
+        assert_eq!(roles["client"], Ipv4Addr::new(127, 77, 0, 1));
+        let unknown = json!({"placement": {"server": {"nodes": ["zz"]}}});
+        assert!(nodes.role_addresses(&unknown).is_empty());
+    }
+
+    #[test]
+    fn bad_lists_are_refused() {
+        assert_eq!(
+            LoopbackNodes::new(&names(&["a", "a"])),
+            Err(NodesError::Duplicate("a".into()))
+        );
+        assert_eq!(
+            LoopbackNodes::new(&names(&["a b"])),
+            Err(NodesError::BadName("a b".into()))
+        );
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod distribute;
+pub mod doubt;
 pub mod histogram;
 pub mod plan;
 pub mod result;

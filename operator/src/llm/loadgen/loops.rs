@@ -161,7 +161,7 @@ impl Streams {
                 let mut worker = Worker::new(shared, recorder);
                 while let Some((ticket, measured)) = tickets.take() {
                     worker
-                        .request(&workload, seed, ticket, measured, None)
+                        .request(&workload, seed, ticket, measured, None, None)
                         .await;
                 }
             });
@@ -201,6 +201,9 @@ struct Job {
     ticket: u64,
     due: Instant,
     measured: bool,
+    /// From when a later send is the client's own delay: `due`, or when a full cap
+    /// freed a worker (waiting for that is the server's doing).
+    client_from: Instant,
 }
 
 /// The open loop's arrival process and cap.
@@ -338,6 +341,7 @@ async fn open_lane(
             // Behind schedule: catching up must not starve the workers on this thread.
             tokio::task::yield_now().await;
         }
+        let mut client_from = due;
         let index = match idle_rx.try_recv() {
             Ok(index) => index,
             Err(_)
@@ -354,7 +358,14 @@ async fn open_lane(
                 workers.spawn(async move {
                     while let Some(job) = rx.recv().await {
                         worker
-                            .request(&workload, seed, job.ticket, job.measured, Some(job.due))
+                            .request(
+                                &workload,
+                                seed,
+                                job.ticket,
+                                job.measured,
+                                Some(job.due),
+                                Some(job.client_from),
+                            )
                             .await;
                         if idle.send(index).is_err() {
                             break;
@@ -365,7 +376,10 @@ async fn open_lane(
             }
             // The cap is full: the request waits, and its latency counts from `due`.
             Err(_) => match idle_rx.recv().await {
-                Some(index) => index,
+                Some(index) => {
+                    client_from = client_from.max(Instant::now());
+                    index
+                }
                 None => break,
             },
         };
@@ -373,6 +387,7 @@ async fn open_lane(
             ticket,
             due,
             measured: is_measured,
+            client_from,
         };
         // An idle worker's channel has room; a worker that is gone (it panicked) is
         // skipped, and the request counts as cooldown.

@@ -795,6 +795,22 @@ struct Worker {
     body: Vec<u8>,
     body_text: String,
     recorder: Arc<Mutex<Recorder>>,
+    /// The client's own delays of the latest exchange (see [`ClientDelays`]).
+    delays: ClientDelays,
+}
+
+/// Where the latest exchange's timestamps may have been late because the load
+/// generator was: the evidence behind [`perfsweep_benchmarks::kinds::llm::doubt`].
+#[derive(Clone, Copy, Debug, Default)]
+struct ClientDelays {
+    /// From stamping the request sent (or the connection opened) to the request
+    /// written: a client descheduled in between sends later than it says.
+    send: Duration,
+    /// From the kernel's arrival time of the first content to reading it: a read this
+    /// late may have merged later tokens into it, under the last one's arrival time.
+    first_read: Duration,
+    /// The kernel's arrival time of the last bytes read.
+    last_arrival: Option<Instant>,
 }
 
 /// Why a request failed, by kind.
@@ -811,6 +827,7 @@ impl Worker {
             body: Vec::new(),
             body_text: String::with_capacity(4096),
             recorder,
+            delays: ClientDelays::default(),
         }
     }
 
@@ -878,12 +895,13 @@ impl Worker {
         ticket: u64,
         measured: bool,
         scheduled: Option<Instant>,
+        client_from: Option<Instant>,
     ) {
         let draw = self.build(workload, seed, ticket);
         let input_tokens = u64::from(draw.input_tokens);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
-        let outcome = match deadline::within(timeout, self.exchange()).await {
+        let outcome = match deadline::within(timeout, self.exchange(sent)).await {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.connection = None;
@@ -897,6 +915,21 @@ impl Worker {
         if !measured {
             return;
         }
+        // Open loop: how late the client itself sent after the request could go (when
+        // it was due, or when the concurrency cap let it); both latencies include it.
+        let late_send =
+            client_from.map_or(Duration::ZERO, |from| sent.saturating_duration_since(from));
+        let common = late_send + self.delays.send;
+        let end_read = self.delays.last_arrival.map_or(Duration::ZERO, |arrival| {
+            done.saturating_duration_since(arrival)
+        });
+        let e2e_client_delay = common + end_read;
+        // Without streamed tokens the first token is the end.
+        let ttft_client_delay = if self.stream.token_times.is_empty() {
+            e2e_client_delay
+        } else {
+            common + self.delays.first_read
+        };
         match outcome {
             Ok(usage) => {
                 let server_input = usage.and_then(|u| u.prompt_tokens);
@@ -915,6 +948,7 @@ impl Worker {
                             done,
                             input,
                             estimated_input,
+                            e2e_client_delay,
                             &self.shared.slo,
                         );
                     }
@@ -939,6 +973,8 @@ impl Worker {
                     input_tokens: input,
                     output_tokens,
                     estimated: estimated_output || estimated_input,
+                    ttft_client_delay,
+                    e2e_client_delay,
                 };
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
@@ -961,33 +997,44 @@ impl Worker {
         }
     }
 
-    /// Sends the prepared request and reads the response; the usage the server reported.
-    async fn exchange(&mut self) -> Result<Option<sse::Usage>, Failed> {
+    /// Sends the prepared request (stamped `sent`) and reads the response; the usage
+    /// the server reported.
+    async fn exchange(&mut self, sent: Instant) -> Result<Option<sse::Usage>, Failed> {
         self.stream.reset();
         self.body.clear();
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => Connection::open(&self.shared.endpoint)
-                .await
-                .map_err(|e| Failed("connect", format!("{e:#}")))?,
+        self.delays = ClientDelays::default();
+        let (mut connection, writing_from) = match self.connection.take() {
+            Some(connection) => (connection, sent),
+            None => {
+                let connection = Connection::open(&self.shared.endpoint)
+                    .await
+                    .map_err(|e| Failed("connect", format!("{e:#}")))?;
+                (connection, Instant::now())
+            }
         };
         connection
             .send(&self.request)
             .await
             .map_err(|e| Failed("connect", e.to_string()))?;
+        self.delays.send = writing_from.elapsed();
         let head = connection
             .read_head()
             .await
             .map_err(|e| Failed("protocol", format!("{e:#}")))?;
         let streaming = self.shared.stream && head.status == 200;
-        let (stream, body) = (&mut self.stream, &mut self.body);
+        let (stream, body, delays) = (&mut self.stream, &mut self.body, &mut self.delays);
         let read = connection
             .read_body(&head, |data, at| {
                 if streaming {
+                    let first = stream.token_times.is_empty();
                     stream.feed(data, at);
+                    if first && !stream.token_times.is_empty() {
+                        delays.first_read = at.elapsed();
+                    }
                 } else {
                     body.extend_from_slice(data);
                 }
+                delays.last_arrival = Some(at);
             })
             .await;
         if let Err(error) = read {

@@ -5,7 +5,10 @@
 //! Handled: comment lines (`:`), `data:` with or without a space, multi-line data, CRLF,
 //! events split across reads, role-only and empty finish chunks (not token events),
 //! usage in the finish chunk, in a separate chunk with empty `choices`, or in every chunk
-//! (continuous usage stats; the last one wins), `data: [DONE]`, and error events.
+//! (continuous usage stats; the last one wins), `data: [DONE]`, and error events. A line
+//! that is neither a field (`data:`, `event:`, `id:`, `retry:`), a comment nor blank
+//! fails the request as a protocol error of its own kind ([`BARE_LINE`],
+//! [`UNKNOWN_FIELD`]) instead of being dropped with whatever token it carried.
 
 use std::borrow::Cow;
 
@@ -127,8 +130,16 @@ impl StreamState {
             }
             self.data.extend_from_slice(value);
             self.has_data = true;
+            return;
         }
-        // Other fields (event:, id:, retry:) carry nothing we measure.
+        if let Some((kind, message)) = invalid_line(line) {
+            // The line's content is lost either way: the request fails rather than
+            // reporting a token count and gaps that miss it.
+            if self.error.is_none() {
+                self.error = Some((kind, message));
+            }
+        }
+        // The other fields (event:, id:, retry:) carry nothing we measure.
     }
 
     fn dispatch(&mut self, at: Instant) {
@@ -202,6 +213,39 @@ impl StreamState {
             self.chars += chars;
             self.token_times.push(at);
         }
+    }
+}
+
+/// Failure kind of a line that is neither a field nor a comment, e.g. a JSON chunk
+/// without its `data:` prefix.
+pub const BARE_LINE: &str = "protocol_sse_bare_line";
+/// Failure kind of a field other than `data`, `event`, `id` and `retry`.
+pub const UNKNOWN_FIELD: &str = "protocol_sse_unknown_field";
+
+/// Why a non-empty line that is neither a comment nor `data:` breaks the protocol, if it
+/// does: the SSE fields the OpenAI streams use are `data`, `event`, `id` and `retry`.
+fn invalid_line(line: &[u8]) -> Option<(&'static str, String)> {
+    let shown = || String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+    // A field name is a word; anything else before the first colon (a JSON chunk's
+    // `{"choices"`) means the line is no field at all.
+    let name = line
+        .iter()
+        .position(|&b| b == b':')
+        .map(|colon| &line[..colon])
+        .filter(|name| {
+            name.iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+        });
+    match name {
+        None => Some((
+            BARE_LINE,
+            format!("a stream line is not an SSE field: {:?}", shown()),
+        )),
+        Some(b"event" | b"id" | b"retry") => None,
+        Some(_) => Some((
+            UNKNOWN_FIELD,
+            format!("a stream line has an unknown SSE field: {:?}", shown()),
+        )),
     }
 }
 
@@ -511,6 +555,31 @@ mod tests {
                 let _ = scan::chunk(&text.as_bytes()[..cut]);
             }
         }
+    }
+
+    #[test]
+    fn lines_that_are_no_sse_field_are_protocol_errors_by_kind() {
+        // A chunk without its `data:` prefix: its token would be lost.
+        let text = "data: {\"choices\":[{\"text\":\"a\"}]}\n\n\
+            {\"choices\":[{\"text\":\"b\"}]}\n\n\
+            data: [DONE]\n\n";
+        for piece in [1, 5, 1000] {
+            let state = feed_all(text, piece);
+            assert_eq!(
+                state.error.as_ref().map(|e| e.0),
+                Some(BARE_LINE),
+                "{piece}"
+            );
+        }
+        let state = feed_all("delta: {}\n\ndata: [DONE]\n\n", 3);
+        assert_eq!(state.error.map(|e| e.0), Some(UNKNOWN_FIELD));
+        // The fields OpenAI-compatible servers send, comments and CRLF are fine.
+        let fine = "event: message\r\nid: 7\r\nretry: 100\r\n: keep-alive\r\n\
+            data: {\"choices\":[{\"text\":\"a\"}]}\r\n\r\ndata: [DONE]\r\n\r\n";
+        let state = feed_all(fine, 4);
+        assert!(state.error.is_none(), "{:?}", state.error);
+        assert_eq!(state.token_times.len(), 1);
+        assert!(state.done);
     }
 
     #[test]

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use perfsweep_benchmarks::kinds::llm::histogram;
 use perfsweep_benchmarks::kinds::llm::result::{Goodput, Iteration, RawHistograms, RawIteration};
+use perfsweep_benchmarks::kinds::llm::{doubt, histogram};
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.
@@ -34,6 +34,11 @@ pub struct Sample<'a> {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub estimated: bool,
+    /// How much of the client's own delay the time to first token may include (see
+    /// [`perfsweep_benchmarks::kinds::llm::doubt`]).
+    pub ttft_client_delay: Duration,
+    /// How much of the client's own delay the end-to-end latency may include.
+    pub e2e_client_delay: Duration,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -68,8 +73,18 @@ pub struct Recorder {
     estimated: u64,
     first_sent: Option<Instant>,
     last_done: Option<Instant>,
+    /// Successful requests whose TTFT / end-to-end latency may include more than the
+    /// tolerance of the client's own delay, and the longest such delay.
+    delayed_ttft: u64,
+    delayed_e2e: u64,
+    max_client_delay: Duration,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
+}
+
+/// Client delays beyond this make a request count as delayed.
+fn client_delay_tolerance() -> Duration {
+    Duration::from_secs_f64(doubt::CLIENT_DELAY_TOLERANCE_MILLIS / 1000.0)
 }
 
 impl Default for Recorder {
@@ -92,6 +107,9 @@ impl Default for Recorder {
             estimated: 0,
             first_sent: None,
             last_done: None,
+            delayed_ttft: 0,
+            delayed_e2e: 0,
+            max_client_delay: Duration::ZERO,
             usage: Default::default(),
         }
     }
@@ -131,6 +149,7 @@ impl Recorder {
         if sample.estimated {
             self.estimated += 1;
         }
+        self.client_delay(sample.ttft_client_delay, sample.e2e_client_delay);
         let e2e = sample.done - origin;
         let _ = self.e2e.record(micros(e2e));
         // Without streaming the first token arrives with the last.
@@ -170,6 +189,23 @@ impl Recorder {
         }
     }
 
+    fn client_delay(&mut self, ttft: Duration, e2e: Duration) {
+        let tolerance = client_delay_tolerance();
+        self.delayed_ttft += u64::from(ttft > tolerance);
+        self.delayed_e2e += u64::from(e2e > tolerance);
+        self.max_client_delay = self.max_client_delay.max(ttft).max(e2e);
+    }
+
+    /// The client delay evidence; `None` before any request succeeded.
+    fn client_delay_report(&self) -> Option<doubt::ClientDelay> {
+        (self.ok > 0).then(|| doubt::ClientDelay {
+            tolerance_millis: doubt::CLIENT_DELAY_TOLERANCE_MILLIS,
+            delayed_ttft_requests: self.delayed_ttft,
+            delayed_e2e_requests: self.delayed_e2e,
+            max_millis: self.max_client_delay.as_secs_f64() * 1000.0,
+        })
+    }
+
     /// An embeddings request: no tokens stream back, so no time to first token; its
     /// end-to-end latency (from `origin`: when it was due in open loop, sent otherwise)
     /// is held against the TTFT objective.
@@ -179,10 +215,12 @@ impl Recorder {
         done: Instant,
         input_tokens: u64,
         estimated: bool,
+        client_delay: Duration,
         slo: &Slo,
     ) {
         self.span(origin, done);
         self.ok += 1;
+        self.client_delay(client_delay, client_delay);
         self.input_tokens += input_tokens;
         if estimated {
             self.estimated += 1;
@@ -216,6 +254,9 @@ impl Recorder {
         self.user_rate_count += other.user_rate_count;
         self.meeting_slo += other.meeting_slo;
         self.estimated += other.estimated;
+        self.delayed_ttft += other.delayed_ttft;
+        self.delayed_e2e += other.delayed_e2e;
+        self.max_client_delay = self.max_client_delay.max(other.max_client_delay);
         if let (Some(sent), Some(done)) = (other.first_sent, other.last_done) {
             self.span(sent, done);
         }
@@ -235,7 +276,7 @@ impl Recorder {
             n if n == self.ok => "estimated",
             _ => "mixed",
         };
-        Iteration {
+        let mut iteration = Iteration {
             scenario,
             concurrency,
             requests: self.ok,
@@ -273,7 +314,15 @@ impl Recorder {
             }),
             usage_check: self.usage.report(),
             ..Iteration::default()
-        }
+        };
+        doubt::judge(
+            &mut iteration,
+            self.client_delay_report(),
+            &self.ttft,
+            &self.e2e,
+            &self.itl,
+        );
+        iteration
     }
 }
 
@@ -303,6 +352,7 @@ impl Recorder {
             estimated: self.estimated,
             first_sent_seconds: self.first_sent.map(since),
             last_done_seconds: self.last_done.map(since),
+            client_delay: self.client_delay_report(),
         })
     }
 }
@@ -336,6 +386,8 @@ mod raw_tests {
                     input_tokens: 7,
                     output_tokens: tokens,
                     estimated: sent == 5,
+                    ttft_client_delay: ms(sent),
+                    e2e_client_delay: Duration::ZERO,
                 },
                 &slo,
             );
@@ -372,6 +424,17 @@ mod raw_tests {
             (own.requests, own.errors)
         );
         assert_eq!(rebuilt.token_counts, own.token_counts);
+        // One request (sent at 9 ms) counted as delayed past the 5 ms tolerance.
+        assert_eq!(
+            own.client_delay.as_ref().map(|d| d.delayed_ttft_requests),
+            Some(1)
+        );
+        assert_eq!(rebuilt.client_delay, own.client_delay);
+        assert_eq!(rebuilt.doubts, own.doubts);
+        assert_eq!(
+            rebuilt.token_gaps_under_1ms_percent,
+            own.token_gaps_under_1ms_percent
+        );
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
         assert!(close(rebuilt.duration_seconds, own.duration_seconds));
         assert!(close(
@@ -412,6 +475,8 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 3,
                 estimated: false,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
             },
             &slo,
         );
@@ -426,6 +491,8 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 3,
                 estimated: true,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
             },
             &slo,
         );
@@ -472,6 +539,8 @@ mod tests {
                 input_tokens: 1,
                 output_tokens: 2,
                 estimated: false,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
             },
             &slo,
         );

@@ -129,3 +129,59 @@ spec:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A BenchmarkSet permutes the shared-prefix workload against the simulator's prefix
+/// cache: the permutation that shares a 1,600-token system prompt is served from the
+/// cache (the cached tokens the simulator reported) and reaches the first token sooner
+/// than the one whose prompts of the same length share nothing.
+#[test]
+fn a_local_shared_prefix_set_shows_prefix_cache_hits_and_a_lower_ttft() {
+    let dir = scratch("llm-shared-prefix");
+    let sweep = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: prefix
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: LLMInference
+    spec:
+      endpoint:
+        simulator:
+          ttftMillis: 5
+          itlMillis: 2
+          prefillMillisPerToken: 0.05
+          prefixCache:
+            blocks: 4096
+            blockTokens: 16
+          port: 18444
+      numConcurrency: [2]
+      maxRequestsPerIteration: 30
+  permutations:
+    product:
+      sharedPrefix:
+        - {groups: 2, systemPromptTokens: 1600, questionTokens: 32, outputTokens: 4}
+        - {groups: 1, systemPromptTokens: 0, questionTokens: 1632, outputTokens: 4}
+"#;
+    let (out, _) = run_local_sweep(&dir, "shared-prefix", sweep);
+    let records = records(&out);
+    assert_eq!(records.len(), 2);
+    let mut by_system = std::collections::BTreeMap::new();
+    for record in &records {
+        let result = &record["outcome"]["result"];
+        let iteration = &result["iterations"][0];
+        let label = iteration["scenario"].as_str().expect("label").to_owned();
+        let cached = iteration["cachedInputTokensPercent"]
+            .as_f64()
+            .expect("the simulator reports cached tokens");
+        let ttft = iteration["ttftMillis"]["p50"].as_f64().expect("TTFT");
+        by_system.insert(label, (cached, ttft));
+    }
+    let (shared_cached, shared_ttft) = by_system["shared-prefix(2x1600+32/4)"];
+    let (unshared_cached, unshared_ttft) = by_system["shared-prefix(1x0+1632/4)"];
+    assert!(shared_cached > 90.0, "{by_system:?}");
+    assert!(unshared_cached < 5.0, "{by_system:?}");
+    assert!(shared_ttft * 2.0 < unshared_ttft, "{by_system:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

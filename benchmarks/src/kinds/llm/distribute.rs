@@ -128,6 +128,7 @@ pub fn summarize(
         ..Iteration::default()
     };
     super::doubt::judge(&mut iteration, raw.client_delay.clone(), &ttft, &e2e, &itl);
+    super::result::CachedTokens::apply(raw.cached_input_tokens, &mut iteration);
     Ok(iteration)
 }
 
@@ -287,6 +288,13 @@ fn merge_iteration(
         client_delay: super::doubt::ClientDelay::combine(
             raws.iter().filter_map(|r| r.client_delay.as_ref()),
         ),
+        cached_input_tokens: raws
+            .iter()
+            .filter_map(|r| r.cached_input_tokens)
+            .reduce(|a, b| super::result::CachedTokens {
+                cached: a.cached + b.cached,
+                of_input: a.of_input + b.of_input,
+            }),
     };
     let mut iteration = summarize(
         &raw,
@@ -402,6 +410,7 @@ mod tests {
                 delayed_e2e_requests: 0,
                 max_millis: 3.0 * f64::from(index + 1),
             }),
+            cached_input_tokens: None,
         };
         let errors_by_kind = if errors > 0 {
             BTreeMap::from([("http_500".to_owned(), errors)])

@@ -123,6 +123,61 @@ pub struct SimulatorSpec {
     #[serde(default = "default_sim_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
+    /// Extra time to first token per prompt token not in the prefix cache (prefill),
+    /// milliseconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0.0, max = 1000.0))]
+    pub prefill_millis_per_token: f64,
+    /// A prefix cache (as vLLM's automatic prefix caching): prompt blocks seen before
+    /// cost no prefill, and usage reports them as `cached_tokens`. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<SimPrefixCacheSpec>,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// The simulator's prefix cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SimPrefixCacheSpec {
+    /// Blocks it holds, least recently used out.
+    #[serde(default = "default_prefix_cache_blocks")]
+    #[schemars(range(min = 1, max = 100000000))]
+    pub blocks: u32,
+    /// Prompt tokens per block; a block is cached only with everything before it.
+    #[serde(default = "default_prefix_block_tokens")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub block_tokens: u32,
+}
+
+fn default_prefix_cache_blocks() -> u32 {
+    65536
+}
+
+fn default_prefix_block_tokens() -> u32 {
+    16
+}
+
+/// Shared-prefix prompts for prefix-cache tests (genai-bench's and aiperf's
+/// shared-prefix synthetic workloads): `groups` system prompts, each request one of
+/// them followed by a question of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedPrefixSpec {
+    /// Distinct system prompts.
+    #[schemars(range(min = 1, max = 100000))]
+    pub groups: u32,
+    /// Tokens of each system prompt.
+    #[schemars(range(min = 0, max = 1000000))]
+    pub system_prompt_tokens: u32,
+    /// Tokens of each request's question.
+    #[schemars(range(min = 1, max = 1000000))]
+    pub question_tokens: u32,
+    /// Tokens each request generates.
+    #[schemars(range(min = 1, max = 1000000))]
+    pub output_tokens: u32,
 }
 
 fn default_sim_ttft() -> f64 {
@@ -575,6 +630,11 @@ pub struct LLMInferenceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
 
+    /// Shared-prefix synthetic prompts (prefix-cache tests); the traffic scenarios are
+    /// then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefixSpec>,
+
     /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
     /// request budgets and warmup are split among them (the remainder one each to the
     /// first workers), each draws its own prompts, all start every iteration at the
@@ -704,6 +764,30 @@ impl crate::registry::BenchmarkKind for LLMInference {
                 "spec.trafficScenarios",
                 "a dataset replaces the traffic scenarios: set one or the other",
             ));
+        }
+        if spec.shared_prefix.is_some() {
+            if spec.dataset.is_some() {
+                errors.push(FieldError::new(
+                    "spec.sharedPrefix",
+                    "sharedPrefix and dataset both choose the prompts: set one or the other",
+                ));
+            }
+            if spec
+                .traffic_scenarios
+                .iter()
+                .any(|s| s.0 != default_scenarios()[0].0)
+            {
+                errors.push(FieldError::new(
+                    "spec.trafficScenarios",
+                    "sharedPrefix replaces the traffic scenarios: set one or the other",
+                ));
+            }
+            if spec.task == Task::TextToEmbeddings {
+                errors.push(FieldError::new(
+                    "spec.sharedPrefix",
+                    "shared-prefix prompts are for text-to-text",
+                ));
+            }
         }
         for (path, file) in [
             (

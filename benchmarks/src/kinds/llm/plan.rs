@@ -265,7 +265,18 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     if !spec.streaming {
         args.push("--no-stream".into());
     }
-    if spec.dataset.is_none() {
+    if let Some(shared) = &spec.shared_prefix {
+        args.extend([
+            "--shared-prefix-groups".into(),
+            shared.groups.to_string(),
+            "--shared-prefix-system-tokens".into(),
+            shared.system_prompt_tokens.to_string(),
+            "--shared-prefix-question-tokens".into(),
+            shared.question_tokens.to_string(),
+            "--shared-prefix-output-tokens".into(),
+            shared.output_tokens.to_string(),
+        ]);
+    } else if spec.dataset.is_none() {
         for scenario in &spec.traffic_scenarios {
             args.extend(["--scenario".into(), scenario.0.clone()]);
         }
@@ -466,6 +477,20 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
     ];
     if let Some(capacity) = sim.capacity {
         args.extend(["--capacity".into(), capacity.to_string()]);
+    }
+    if sim.prefill_millis_per_token > 0.0 {
+        args.extend([
+            "--prefill-ms-per-token".into(),
+            sim.prefill_millis_per_token.to_string(),
+        ]);
+    }
+    if let Some(cache) = &sim.prefix_cache {
+        args.extend([
+            "--prefix-cache-blocks".into(),
+            cache.blocks.to_string(),
+            "--prefix-block-tokens".into(),
+            cache.block_tokens.to_string(),
+        ]);
     }
     // Past the open-file limit the simulator spreads connections over file tables.
     if let Some(connections) = connections {

@@ -132,6 +132,14 @@ pub struct Iteration {
     /// Server-reported token counts against the tokenizer, when the server reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_check: Option<UsageCheck>,
+    /// Prompt tokens the server's prefix cache held (`usage.prompt_tokens_details.
+    /// cached_tokens`), when it reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    /// `cachedInputTokens` in percent of the prompt tokens of the requests reporting
+    /// it: the prefix cache's hit rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens_percent: Option<f64>,
     /// The load generator's own delays of the measured requests (the evidence of a
     /// `clientDelay` doubt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +233,30 @@ pub struct RawIteration {
     /// The worker's own delays of its measured requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_delay: Option<super::doubt::ClientDelay>,
+    /// Prefix cache hits the server reported: cached prompt tokens, and the prompt
+    /// tokens of the requests that reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<CachedTokens>,
+}
+
+/// Prompt tokens a server's prefix cache held, over the requests that said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedTokens {
+    /// Cached prompt tokens.
+    pub cached: u64,
+    /// Prompt tokens of the requests that reported their cached tokens.
+    pub of_input: u64,
+}
+
+impl CachedTokens {
+    /// The iteration's figures: cached tokens and their percentage.
+    pub fn apply(this: Option<CachedTokens>, iteration: &mut Iteration) {
+        iteration.cached_input_tokens = this.map(|c| c.cached);
+        iteration.cached_input_tokens_percent = this
+            .filter(|c| c.of_input > 0)
+            .map(|c| 100.0 * c.cached as f64 / c.of_input as f64);
+    }
 }
 
 /// The histograms of [`RawIteration`], one per latency metric.

@@ -40,6 +40,7 @@ use crate::llm::tokenizer::{PromptWords, Tokenizer};
 use http::{Connection, Endpoint, Target, TlsOptions};
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
+use workload::shared_prefix::{SharedPrefix, SharedPrefixShape};
 use workload::{Draw, Workload};
 
 /// Which OpenAI API the requests use.
@@ -128,6 +129,19 @@ pub struct LoadgenArgs {
     /// (`endpoint`, `region`, `account`); credentials come from the environment.
     #[arg(long = "dataset-param")]
     pub dataset_params: Vec<String>,
+    /// Shared-prefix prompts instead of the scenarios (prefix-cache tests): this many
+    /// system prompts, each request one of them and a question of its own.
+    #[arg(long)]
+    pub shared_prefix_groups: Option<u32>,
+    /// Tokens of each shared system prompt.
+    #[arg(long, default_value_t = 1000)]
+    pub shared_prefix_system_tokens: u32,
+    /// Tokens of each request's own question after the system prompt.
+    #[arg(long, default_value_t = 100)]
+    pub shared_prefix_question_tokens: u32,
+    /// Output tokens of each shared-prefix request.
+    #[arg(long, default_value_t = 100)]
+    pub shared_prefix_output_tokens: u32,
     /// Closed-loop concurrency levels, one iteration each; `1` when no rate and no
     /// saturation search is given either.
     #[arg(long = "concurrency")]
@@ -848,6 +862,19 @@ impl Worker {
                 _ if shared.embeddings => {
                     let _ = write!(body, r#""input":{prompt},"#);
                 }
+                Api::Chat if draw.system_bytes > 0 => {
+                    // A system prompt, then the question (shared-prefix prompts).
+                    let (system, question) = self
+                        .prompt
+                        .split_at_checked(draw.system_bytes)
+                        .unwrap_or(("", &self.prompt));
+                    let system = serde_json::to_string(system).unwrap_or_default();
+                    let question = serde_json::to_string(question.trim_start()).unwrap_or_default();
+                    let _ = write!(
+                        body,
+                        r#""messages":[{{"role":"system","content":{system}}},{{"role":"user","content":{question}}}],"#
+                    );
+                }
                 Api::Chat => {
                     let _ = write!(
                         body,
@@ -981,6 +1008,9 @@ impl Worker {
                     if let Some(server) = server_input {
                         recorder.usage.input.add(server, input_tokens);
                     }
+                    if let Some(cached) = usage.and_then(|u| u.cached_tokens()) {
+                        recorder.cached_tokens(cached, input);
+                    }
                     if let (Some(server), Some(counted)) = (server_output, counted_output) {
                         recorder.usage.output.add(server, counted);
                     }
@@ -1098,6 +1128,9 @@ async fn workloads(
     tokenizer: &Tokenizer,
     embeddings: bool,
 ) -> anyhow::Result<Vec<Workload>> {
+    if args.dataset.is_some() && args.shared_prefix_groups.is_some() {
+        bail!("--dataset and --shared-prefix-groups both choose the prompts: give one");
+    }
     if let Some(location) = &args.dataset {
         let mut parameters = std::collections::BTreeMap::new();
         for param in &args.dataset_params {
@@ -1124,6 +1157,24 @@ async fn workloads(
         }]);
     }
     let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+    if let Some(groups) = args.shared_prefix_groups {
+        if groups == 0 {
+            bail!("--shared-prefix-groups must be at least 1");
+        }
+        if embeddings {
+            bail!("shared-prefix prompts are for text-to-text, not embeddings");
+        }
+        let shape = SharedPrefixShape {
+            groups,
+            system_tokens: args.shared_prefix_system_tokens,
+            question_tokens: args.shared_prefix_question_tokens,
+            output_tokens: args.shared_prefix_output_tokens,
+        };
+        // Every worker builds the same system prompts: the run's seed, not its own.
+        return Ok(vec![Workload::SharedPrefix(SharedPrefix::new(
+            shape, words, args.seed,
+        ))]);
+    }
     scenarios
         .iter()
         .map(|&scenario| {

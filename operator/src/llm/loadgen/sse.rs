@@ -48,6 +48,23 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens the server's prefix cache held, when it says.
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct PromptTokensDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Prompt tokens served from the prefix cache, when the server reported them.
+    pub fn cached_tokens(&self) -> Option<u64> {
+        self.prompt_tokens_details.and_then(|d| d.cached_tokens)
+    }
 }
 
 /// What one streamed response amounted to.
@@ -293,6 +310,15 @@ mod scan {
                     match key {
                         b"prompt_tokens" => p.count(&mut usage.prompt_tokens),
                         b"completion_tokens" => p.count(&mut usage.completion_tokens),
+                        b"prompt_tokens_details" => {
+                            let mut details = super::PromptTokensDetails::default();
+                            p.nullable_object(|p, key| match key {
+                                b"cached_tokens" => p.count(&mut details.cached_tokens),
+                                _ => p.skip(0),
+                            })?;
+                            usage.prompt_tokens_details = Some(details);
+                            Some(())
+                        }
                         _ => p.skip(0),
                     }
                 })?;
@@ -482,7 +508,8 @@ mod tests {
                 state.usage,
                 Some(Usage {
                     prompt_tokens: Some(7),
-                    completion_tokens: Some(2)
+                    completion_tokens: Some(2),
+                    prompt_tokens_details: None,
                 })
             );
             assert_eq!(state.chars, " Hello".len() + " wörld".len());
@@ -518,10 +545,11 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(p),
                 completion_tokens: Some(c),
+                prompt_tokens_details: None,
             })
         };
         type Expected = Option<(usize, Option<Usage>)>;
-        let cases: [(&str, Expected); 9] = [
+        let cases: [(&str, Expected); 10] = [
             (
                 r#"{"id":"x","choices":[{"index":0,"delta":{"content":" to"},"finish_reason":null}]}"#,
                 Some((3, None)),
@@ -537,6 +565,19 @@ mod tests {
             (
                 r#"{"choices":[{"delta":{"reasoning_content":"hm","content":null}}]}"#,
                 Some((2, None)),
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+                Some((
+                    0,
+                    Some(Usage {
+                        prompt_tokens: Some(7),
+                        completion_tokens: Some(2),
+                        prompt_tokens_details: Some(PromptTokensDetails {
+                            cached_tokens: Some(4),
+                        }),
+                    }),
+                )),
             ),
             // Escapes, errors, trailing garbage and truncation go to serde_json.
             (r#"{"choices":[{"delta":{"content":" w\u00f6rld"}}]}"#, None),

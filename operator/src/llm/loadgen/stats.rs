@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use perfsweep_benchmarks::kinds::llm::result::{Goodput, Iteration, RawHistograms, RawIteration};
+use perfsweep_benchmarks::kinds::llm::result::{
+    CachedTokens, Goodput, Iteration, RawHistograms, RawIteration,
+};
 use perfsweep_benchmarks::kinds::llm::{doubt, histogram};
 use tokio::time::Instant;
 
@@ -78,6 +80,8 @@ pub struct Recorder {
     delayed_ttft: u64,
     delayed_e2e: u64,
     max_client_delay: Duration,
+    /// Prefix cache hits the server reported.
+    cached: Option<CachedTokens>,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
 }
@@ -110,6 +114,7 @@ impl Default for Recorder {
             delayed_ttft: 0,
             delayed_e2e: 0,
             max_client_delay: Duration::ZERO,
+            cached: None,
             usage: Default::default(),
         }
     }
@@ -189,6 +194,14 @@ impl Recorder {
         }
     }
 
+    /// A successful request's prompt of `input` tokens of which the server's prefix
+    /// cache held `cached`.
+    pub fn cached_tokens(&mut self, cached: u64, input: u64) {
+        let sum = self.cached.get_or_insert_with(CachedTokens::default);
+        sum.cached += cached;
+        sum.of_input += input;
+    }
+
     fn client_delay(&mut self, ttft: Duration, e2e: Duration) {
         let tolerance = client_delay_tolerance();
         self.delayed_ttft += u64::from(ttft > tolerance);
@@ -257,6 +270,9 @@ impl Recorder {
         self.delayed_ttft += other.delayed_ttft;
         self.delayed_e2e += other.delayed_e2e;
         self.max_client_delay = self.max_client_delay.max(other.max_client_delay);
+        if let Some(theirs) = other.cached {
+            self.cached_tokens(theirs.cached, theirs.of_input);
+        }
         if let (Some(sent), Some(done)) = (other.first_sent, other.last_done) {
             self.span(sent, done);
         }
@@ -322,6 +338,7 @@ impl Recorder {
             &self.e2e,
             &self.itl,
         );
+        CachedTokens::apply(self.cached, &mut iteration);
         iteration
     }
 }
@@ -353,6 +370,7 @@ impl Recorder {
             first_sent_seconds: self.first_sent.map(since),
             last_done_seconds: self.last_done.map(since),
             client_delay: self.client_delay_report(),
+            cached_input_tokens: self.cached,
         })
     }
 }

@@ -71,3 +71,85 @@ async fn shared_prefixes_hit_the_simulators_cache_and_reach_the_first_token_soon
         "median TTFT {fast} ms with shared prefixes, {slow} ms without"
     );
 }
+
+/// A Mooncake-style trace: 600 requests 2 ms apart (500 per second), each of three
+/// 32-token blocks: two shared by every fourth request (`groups` of them), one its own
+/// — or, with `shared` false, all three its own.
+fn trace(dir: &std::path::Path, shared: bool) -> String {
+    let mut text = String::new();
+    for i in 0..600u64 {
+        let group = i % 4;
+        let ids = if shared {
+            [group * 100, group * 100 + 1, 10_000 + i]
+        } else {
+            [20_000 + 3 * i, 20_001 + 3 * i, 20_002 + 3 * i]
+        };
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": 96, \"output_length\": 2, \"hash_ids\": [{}, {}, {}]}}\n",
+            1000 + 2 * i,
+            ids[0],
+            ids[1],
+            ids[2]
+        ));
+    }
+    let path = dir.join(if shared {
+        "shared.jsonl"
+    } else {
+        "unique.jsonl"
+    });
+    std::fs::write(&path, text).expect("trace written");
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_trace_shares_prefixes_by_hash_id_and_keeps_its_schedule() {
+    let dir = std::env::temp_dir().join(format!("perfsweep-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
+    args.ttft_ms = 5.0;
+    args.itl_ms = 2.0;
+    args.prefill_ms_per_token = 0.5;
+    args.prefix_cache_blocks = 100_000;
+    args.prefix_block_tokens = 32;
+    let sim = Simulator::start(args).await.expect("simulator starts");
+    let replay = |path: String| {
+        let mut args = LoadgenArgs::new(&format!("http://{}", sim.address), "perfsweep-sim");
+        args.progress = false;
+        args.dataset = Some(path);
+        args.dataset_format = perfsweep::llm::dataset::Format::MooncakeTrace;
+        args.trace_block_tokens = 32;
+        args
+    };
+    let shared = loadgen::execute(&replay(trace(&dir, true)))
+        .await
+        .expect("replay");
+    let stats = sim.stats();
+    let iteration = &shared.iterations[0];
+    assert_eq!((iteration.requests, iteration.errors), (600, 0));
+    assert_eq!(iteration.arrivals.as_deref(), Some("trace"));
+    let rate = iteration.request_rate.expect("the trace's rate");
+    assert!((rate - 500.0).abs() < 1.0, "{rate}");
+    // Every request but the first of each group finds its group's two blocks cached.
+    assert_eq!(stats.prefix_cache_hit_tokens, 596 * 64);
+    let percent = iteration.cached_input_tokens_percent.expect("reported");
+    assert!((percent - 100.0 * 596.0 * 64.0 / (600.0 * 96.0)).abs() < 0.01);
+    let lag = iteration.schedule_lag_millis.as_ref().expect("open loop");
+    eprintln!(
+        "trace replay at 500 req/s: schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        lag.p50, lag.p99, lag.max
+    );
+
+    let unique = loadgen::execute(&replay(trace(&dir, false)))
+        .await
+        .expect("replay");
+    let (fast, slow) = (
+        iteration.ttft_millis.p50,
+        unique.iterations[0].ttft_millis.p50,
+    );
+    // 32 uncached prompt tokens (16 ms of prefill) against 96 (48 ms).
+    assert!(
+        fast + 20.0 < slow,
+        "median TTFT {fast} ms with shared hash ids, {slow} ms without"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -419,6 +419,12 @@ pub enum DatasetFormat {
     Sharegpt,
     /// One prompt per line (blank lines skipped).
     Prompts,
+    /// A Mooncake-style JSON Lines trace (`timestamp` ms, `input_length`,
+    /// `output_length`, `hash_ids`), replayed on its own schedule: one open-loop
+    /// iteration (the load levels are not used), latency from each request's scheduled
+    /// time, prompts sharing their leading hash ids sharing those prefixes.
+    #[serde(rename = "mooncakeTrace")]
+    MooncakeTrace,
 }
 
 /// Where a dataset file comes from: exactly one.
@@ -466,7 +472,7 @@ pub struct DatasetSource {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DatasetSpec {
-    /// `sharegpt` or `prompts`.
+    /// `sharegpt`, `prompts` or `mooncakeTrace`.
     pub format: DatasetFormat,
     /// Where the file is.
     pub source: DatasetSource,
@@ -482,6 +488,11 @@ pub struct DatasetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000000))]
     pub output_tokens: Option<u32>,
+    /// `mooncakeTrace`: prompt tokens each hash id stands for (512 in Mooncake's
+    /// traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub block_tokens: Option<u32>,
 }
 
 /// Where results are exported (OME's BenchmarkJob shape); every kind has it now, through

@@ -191,6 +191,7 @@ fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
             match dataset.format {
                 DatasetFormat::Sharegpt => "sharegpt",
                 DatasetFormat::Prompts => "prompts",
+                DatasetFormat::MooncakeTrace => "mooncake-trace",
             }
             .into(),
             "--dataset-seed".into(),
@@ -201,6 +202,9 @@ fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
         }
         if let Some(tokens) = dataset.output_tokens {
             args.extend(["--dataset-output-tokens".into(), tokens.to_string()]);
+        }
+        if let Some(tokens) = dataset.block_tokens {
+            args.extend(["--trace-block-tokens".into(), tokens.to_string()]);
         }
         for (key, value) in &source.parameters {
             args.extend(["--dataset-param".into(), format!("{key}={value}")]);

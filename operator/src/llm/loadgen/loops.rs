@@ -207,11 +207,13 @@ struct Job {
 }
 
 /// The open loop's arrival process and cap.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct OpenLoad {
     pub rate: f64,
     pub arrivals: Arrivals,
     pub max_concurrency: Option<u32>,
+    /// A replayed trace's offsets, which replace the arrival process.
+    pub replay: Option<std::sync::Arc<[Duration]>>,
 }
 
 /// Requests due on an arrival schedule at `load.rate` per second, each handed to an idle
@@ -231,17 +233,32 @@ pub async fn open(
     let tables = load.max_concurrency.map_or(1, |cap| {
         fd_tables::tables_needed(u64::from(cap), fd_tables::open_file_limit())
     });
+    // A trace's lanes take every `tables`th request at its own time: no phase.
+    let phased = load.replay.is_none();
     let lane = |index: usize| Lane {
         index: index as u64,
         count: tables as u64,
-        phase: Duration::from_secs_f64(index as f64 / load.rate.max(f64::MIN_POSITIVE)),
+        phase: if phased {
+            Duration::from_secs_f64(index as f64 / load.rate.max(f64::MIN_POSITIVE))
+        } else {
+            Duration::ZERO
+        },
     };
     let (warmup, measured) = if tables == 1 {
         let whole = Lane {
             phase: Duration::ZERO,
             ..lane(0)
         };
-        open_lane(shared, workload, load, budget, seed, recorder, whole).await
+        open_lane(
+            shared,
+            workload,
+            load.clone(),
+            budget,
+            seed,
+            recorder,
+            whole,
+        )
+        .await
     } else {
         let caps = fd_tables::split(u64::from(load.max_concurrency.unwrap_or(0)), tables);
         let warmups = fd_tables::split(budget.warmup, tables);
@@ -250,7 +267,7 @@ pub async fn open(
             let lane_load = OpenLoad {
                 rate: load.rate / tables as f64,
                 max_concurrency: Some((caps[index] as u32).max(1)),
-                ..load
+                ..load.clone()
             };
             let lane_budget = Budget {
                 warmup: warmups[index],
@@ -310,7 +327,12 @@ async fn open_lane(
 ) -> (u64, u64) {
     // Lanes draw different arrival times; lane 0 (and an undivided loop) keeps the seed.
     let schedule_seed = seed ^ lane.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut schedule = Schedule::new(load.arrivals, load.rate, schedule_seed);
+    let mut schedule = match &load.replay {
+        Some(offsets) => {
+            Schedule::replay(offsets.clone(), lane.index as usize, lane.count as usize)
+        }
+        None => Schedule::new(load.arrivals, load.rate, schedule_seed),
+    };
     // Workers announce themselves idle here; at most one message per worker is queued.
     let (idle_tx, mut idle_rx) = mpsc::unbounded_channel::<usize>();
     let mut jobs: Vec<mpsc::Sender<Job>> = Vec::new();

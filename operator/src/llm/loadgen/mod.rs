@@ -129,6 +129,10 @@ pub struct LoadgenArgs {
     /// (`endpoint`, `region`, `account`); credentials come from the environment.
     #[arg(long = "dataset-param")]
     pub dataset_params: Vec<String>,
+    /// `--dataset-format mooncake-trace`: prompt tokens each of the trace's hash ids
+    /// stands for.
+    #[arg(long, default_value_t = 512)]
+    pub trace_block_tokens: u32,
     /// Shared-prefix prompts instead of the scenarios (prefix-cache tests): this many
     /// system prompts, each request one of them and a question of its own.
     #[arg(long)]
@@ -339,7 +343,9 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
 /// Closed loops coalesce wakeups; an open loop sends on a schedule, so it never waits
 /// longer than it must.
 fn wakeup_window(args: &LoadgenArgs) -> Duration {
-    let open_loop = !args.request_rates.is_empty() || args.saturate == Some(SaturationLoad::Rate);
+    let open_loop = !args.request_rates.is_empty()
+        || args.saturate == Some(SaturationLoad::Rate)
+        || replays_trace(args);
     if open_loop {
         Duration::ZERO
     } else {
@@ -556,7 +562,11 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         .iter()
         .map(|&c| Load::Closed(c))
         .chain(args.request_rates.iter().map(|&r| Load::Open(r)));
-    let loads: Vec<Load> = loads.collect();
+    let mut loads: Vec<Load> = loads.collect();
+    if let Some(Workload::Trace(trace)) = workloads.first() {
+        // A trace sets its own load: one open-loop iteration on its schedule.
+        loads = vec![Load::Open(trace.mean_rate())];
+    }
     for (scenario_index, workload) in workloads.iter().enumerate() {
         for &load in &loads {
             let number = report.iterations.len();
@@ -644,8 +654,18 @@ async fn run_iteration(
     number: usize,
     progress: &mut progress::Progress,
 ) -> anyhow::Result<Iteration> {
+    let replay = match workload {
+        Workload::Trace(trace) => Some(trace),
+        _ => None,
+    };
     let (total_streams, default_requests, default_warmup) = match load {
         Load::Closed(c) => (c as u64, (c as u64 * 4).max(100), c as u64),
+        // A trace is replayed whole, every request measured.
+        Load::Open(_) if let Some(trace) = replay => (
+            args.max_concurrency.map_or(0, u64::from),
+            trace.len() as u64,
+            0,
+        ),
         Load::Open(rate) => (
             args.max_concurrency.map_or(0, u64::from),
             ((rate * 10.0).ceil() as u64).max(100),
@@ -718,6 +738,7 @@ async fn run_iteration(
                 max_concurrency: args.max_concurrency.map(|cap| {
                     (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
                 }),
+                replay: replay.map(|trace| trace.offsets()),
             };
             loops::open(shared, workload, open, budget, seed, &recorder).await?
         }
@@ -738,7 +759,14 @@ async fn run_iteration(
     iteration.cooldown_requests = outcome.cooldown_requests;
     if let Load::Open(rate) = load {
         iteration.request_rate = Some(rate);
-        iteration.arrivals = Some(arrivals_name(args).into());
+        iteration.arrivals = Some(
+            if replay.is_some() {
+                "trace"
+            } else {
+                arrivals_name(args)
+            }
+            .into(),
+        );
         iteration.burstiness = (args.arrivals == ArrivalKind::Gamma).then_some(args.burstiness);
     }
     progress.finished(&iteration);
@@ -1131,6 +1159,31 @@ async fn workloads(
     if args.dataset.is_some() && args.shared_prefix_groups.is_some() {
         bail!("--dataset and --shared-prefix-groups both choose the prompts: give one");
     }
+    if let Some(location) = args.dataset.as_ref().filter(|_| replays_trace(args)) {
+        if embeddings {
+            bail!("--trace replays text-to-text requests, not embeddings");
+        }
+        if args.workers > 1 || args.saturate.is_some() {
+            bail!("a trace sets the load itself: it runs with one worker and no saturation search");
+        }
+        let mut parameters = std::collections::BTreeMap::new();
+        for param in &args.dataset_params {
+            if let Some((key, value)) = param.split_once('=') {
+                parameters.insert(key.to_owned(), value.to_owned());
+            }
+        }
+        let text = dataset::fetch(location, &parameters).await?;
+        let requests =
+            workload::trace::parse(&text).with_context(|| format!("trace {location}"))?;
+        let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+        return Ok(vec![Workload::Trace(workload::trace::Trace::new(
+            requests,
+            args.trace_block_tokens,
+            words,
+            args.seed,
+            location.clone(),
+        ))]);
+    }
     if let Some(location) = &args.dataset {
         let mut parameters = std::collections::BTreeMap::new();
         for param in &args.dataset_params {
@@ -1194,6 +1247,11 @@ async fn workloads(
             })
         })
         .collect()
+}
+
+/// The dataset is a trace replayed on its own schedule.
+fn replays_trace(args: &LoadgenArgs) -> bool {
+    args.dataset.is_some() && args.dataset_format == dataset::Format::MooncakeTrace
 }
 
 fn http_kind(status: u16) -> &'static str {

@@ -16,7 +16,9 @@ use crate::llm::rng::Rng;
 use crate::llm::tokenizer::PromptWords;
 
 pub mod shared_prefix;
+pub mod trace;
 use shared_prefix::SharedPrefix;
+use trace::Trace;
 
 impl RandomSource for Rng {
     fn unit(&mut self) -> f64 {
@@ -68,6 +70,8 @@ pub enum Workload {
     },
     /// Prompts sharing system prompts (prefix-cache tests).
     SharedPrefix(SharedPrefix),
+    /// A production trace, replayed on its own schedule.
+    Trace(Trace),
 }
 
 impl Workload {
@@ -77,6 +81,7 @@ impl Workload {
             Self::Scenario { scenario, .. } => scenario.to_string(),
             Self::Dataset { .. } => "dataset".into(),
             Self::SharedPrefix(shared) => shared.label(),
+            Self::Trace(trace) => trace.label(),
         }
     }
 
@@ -85,7 +90,7 @@ impl Workload {
         match self {
             Self::Scenario { scenario, .. } => scenario.is_embedding(),
             Self::Dataset { embeddings, .. } => *embeddings,
-            Self::SharedPrefix(_) => false,
+            Self::SharedPrefix(_) | Self::Trace(_) => false,
         }
     }
 
@@ -126,6 +131,7 @@ impl Workload {
                 }
             }
             Self::SharedPrefix(shared) => shared.next(rng, prompt),
+            Self::Trace(trace) => trace.next(ticket, prompt),
         }
     }
 }

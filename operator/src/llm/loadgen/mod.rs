@@ -663,7 +663,7 @@ async fn run_iteration(
         // A trace is replayed whole, every request measured.
         Load::Open(_) if let Some(trace) = replay => (
             args.max_concurrency.map_or(0, u64::from),
-            trace.len() as u64,
+            trace.requests() as u64,
             0,
         ),
         Load::Open(rate) => (

@@ -211,7 +211,7 @@ impl Recorder {
 
     /// The client delay evidence; `None` before any request succeeded.
     fn client_delay_report(&self) -> Option<doubt::ClientDelay> {
-        (self.ok > 0).then(|| doubt::ClientDelay {
+        (self.ok > 0).then_some(doubt::ClientDelay {
             tolerance_millis: doubt::CLIENT_DELAY_TOLERANCE_MILLIS,
             delayed_ttft_requests: self.delayed_ttft,
             delayed_e2e_requests: self.delayed_e2e,

@@ -108,8 +108,8 @@ impl Trace {
         format!("trace {}", self.origin)
     }
 
-    /// Requests in the trace.
-    pub fn len(&self) -> usize {
+    /// Requests in the trace (never none: [`parse`] refuses an empty trace).
+    pub fn requests(&self) -> usize {
         self.requests.len()
     }
 
@@ -148,7 +148,7 @@ impl Trace {
                 prompt.push(' ');
             }
             // The block's words depend on its hash id only (and the run's seed).
-            let mut rng = Rng::derive(self.seed ^ 0x7472_6163_65, hash);
+            let mut rng = Rng::derive(self.seed ^ 0x74_7261_6365, hash);
             self.words.prompt(&mut rng, take, prompt);
             left -= take;
         }

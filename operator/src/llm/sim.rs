@@ -134,6 +134,13 @@ pub struct SimArgs {
     /// Prompt tokens (words) per prefix cache block.
     #[arg(long, default_value_t = 16)]
     pub prefix_block_tokens: u32,
+    /// A reasoning model served besides --model: its chat streams send their first
+    /// --reasoning-tokens tokens as `delta.reasoning_content`, then the answer.
+    #[arg(long)]
+    pub reasoning_model: Option<String>,
+    /// Reasoning tokens of each --reasoning-model stream (part of its output tokens).
+    #[arg(long, default_value_t = 8)]
+    pub reasoning_tokens: u32,
 }
 
 impl SimArgs {
@@ -654,6 +661,7 @@ async fn handle(
                 .args
                 .models
                 .iter()
+                .chain(&state.args.reasoning_model)
                 .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "perfsweep"}))
                 .collect();
             json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
@@ -882,7 +890,9 @@ async fn generate(
         Ok(ask) => ask,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
     };
-    if !state.args.models.contains(&ask.model) {
+    if !state.args.models.contains(&ask.model)
+        && state.args.reasoning_model.as_deref() != Some(ask.model.as_str())
+    {
         return error_response(
             StatusCode::NOT_FOUND,
             &format!("The model `{}` does not exist.", ask.model),
@@ -991,6 +1001,11 @@ async fn generate(
         output_tokens: ask.output_tokens,
         prompt_tokens,
         cached_tokens: cached,
+        reasoning_tokens: if state.args.reasoning_model.as_deref() == Some(ask.model.as_str()) {
+            state.args.reasoning_tokens
+        } else {
+            0
+        },
         fail_midstream,
         include_usage: ask.include_usage,
         continuous_usage: ask.continuous_usage,
@@ -1123,6 +1138,8 @@ struct Generation {
     prompt_tokens: u32,
     /// Prompt tokens the prefix cache held, when it is on.
     cached_tokens: Option<u32>,
+    /// Leading output tokens sent as reasoning (a reasoning model's chat stream).
+    reasoning_tokens: u32,
     fail_midstream: bool,
     include_usage: bool,
     continuous_usage: bool,
@@ -1158,7 +1175,11 @@ impl Generation {
             return Some(self.due);
         }
         let word = WORDS[self.rng.below(0, WORDS.len() as u64) as usize];
-        let choices = if self.chat {
+        let choices = if self.chat && self.next < self.reasoning_tokens {
+            format!(
+                r#"[{{"index":0,"delta":{{"reasoning_content":" {word}"}},"finish_reason":null}}]"#
+            )
+        } else if self.chat {
             format!(r#"[{{"index":0,"delta":{{"content":" {word}"}},"finish_reason":null}}]"#)
         } else {
             format!(r#"[{{"index":0,"text":" {word}","logprobs":null,"finish_reason":null}}]"#)

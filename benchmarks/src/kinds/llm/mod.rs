@@ -132,6 +132,11 @@ pub struct SimulatorSpec {
     /// cost no prefill, and usage reports them as `cached_tokens`. Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<SimPrefixCacheSpec>,
+    /// Serve the model as a reasoning model: each chat stream sends this many of its
+    /// output tokens first as `delta.reasoning_content`, then the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub reasoning_tokens: Option<u32>,
 }
 
 fn is_zero(value: &f64) -> bool {

@@ -488,6 +488,14 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
             sim.prefill_millis_per_token.to_string(),
         ]);
     }
+    if let Some(tokens) = sim.reasoning_tokens {
+        args.extend([
+            "--reasoning-model".into(),
+            model.into(),
+            "--reasoning-tokens".into(),
+            tokens.to_string(),
+        ]);
+    }
     if let Some(cache) = &sim.prefix_cache {
         args.extend([
             "--prefix-cache-blocks".into(),

@@ -132,6 +132,17 @@ pub struct Iteration {
     /// Server-reported token counts against the tokenizer, when the server reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_check: Option<UsageCheck>,
+    /// A reasoning model's streams: time to the first `reasoning_content` token.
+    /// (Single-worker results only: distributed merges leave the reasoning figures
+    /// out.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_reasoning_token_millis: Option<Distribution>,
+    /// A reasoning model's streams: time to the first answer (`content`) token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_answer_token_millis: Option<Distribution>,
+    /// Mean reasoning tokens (streamed `reasoning_content` events) per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_mean: Option<f64>,
     /// Prompt tokens the server's prefix cache held (`usage.prompt_tokens_details.
     /// cached_tokens`), when it reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

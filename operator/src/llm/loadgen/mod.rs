@@ -1030,6 +1030,11 @@ impl Worker {
                     estimated: estimated_output || estimated_input,
                     ttft_client_delay,
                     e2e_client_delay,
+                    reasoning: self.stream.first_reasoning.map(|first| stats::Reasoning {
+                        tokens: u64::from(self.stream.reasoning_events),
+                        first,
+                        first_answer: self.stream.first_answer,
+                    }),
                 };
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);

@@ -75,6 +75,11 @@ pub struct StreamState {
     has_data: bool,
     /// When each event carrying content arrived.
     pub token_times: Vec<Instant>,
+    /// Events carrying reasoning (`delta.reasoning_content`), and when the first of
+    /// them and the first carrying the answer arrived.
+    pub reasoning_events: u32,
+    pub first_reasoning: Option<Instant>,
+    pub first_answer: Option<Instant>,
     /// Characters of content received.
     pub chars: usize,
     /// The content received (for the tokenizer: fallback counts and the usage check).
@@ -93,6 +98,9 @@ impl StreamState {
         self.data.clear();
         self.has_data = false;
         self.token_times.clear();
+        self.reasoning_events = 0;
+        self.first_reasoning = None;
+        self.first_answer = None;
         self.chars = 0;
         self.text.clear();
         self.usage = None;
@@ -186,6 +194,7 @@ impl StreamState {
             if scan.chars > 0 {
                 self.chars += scan.chars;
                 self.token_times.push(at);
+                self.classify(scan.reasoning_chars, scan.chars - scan.reasoning_chars, at);
             }
             return;
         }
@@ -210,13 +219,16 @@ impl StreamState {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        let mut chars = 0;
+        let (mut chars, mut reasoning) = (0, 0);
         for choice in &chunk.choices {
             if let Some(text) = &choice.text {
                 chars += text.len();
                 self.text.push_str(text);
             }
             if let Some(delta) = &choice.delta {
+                if let Some(text) = &delta.reasoning_content {
+                    reasoning += text.len();
+                }
                 for text in [&delta.content, &delta.reasoning_content]
                     .into_iter()
                     .flatten()
@@ -229,6 +241,18 @@ impl StreamState {
         if chars > 0 {
             self.chars += chars;
             self.token_times.push(at);
+            self.classify(reasoning, chars - reasoning, at);
+        }
+    }
+
+    /// Counts a content event as reasoning and/or answer.
+    fn classify(&mut self, reasoning_chars: usize, answer_chars: usize, at: Instant) {
+        if reasoning_chars > 0 {
+            self.reasoning_events += 1;
+            self.first_reasoning.get_or_insert(at);
+        }
+        if answer_chars > 0 {
+            self.first_answer.get_or_insert(at);
         }
     }
 }
@@ -273,6 +297,8 @@ mod scan {
 
     pub struct Scan {
         pub chars: usize,
+        /// Of `chars`, those of `reasoning_content`.
+        pub reasoning_chars: usize,
         pub usage: Option<Usage>,
     }
 
@@ -289,6 +315,7 @@ mod scan {
         let mut p = Parser { b: data, i: 0 };
         let mut scan = Scan {
             chars: 0,
+            reasoning_chars: 0,
             usage: None,
         };
         p.object(|p, key| match key {
@@ -296,7 +323,13 @@ mod scan {
                 p.object(|p, key| match key {
                     b"text" => p.content(&mut scan.chars, text),
                     b"delta" => p.nullable_object(|p, key| match key {
-                        b"content" | b"reasoning_content" => p.content(&mut scan.chars, text),
+                        b"content" => p.content(&mut scan.chars, text),
+                        b"reasoning_content" => {
+                            let before = scan.chars;
+                            p.content(&mut scan.chars, text)?;
+                            scan.reasoning_chars += scan.chars - before;
+                            Some(())
+                        }
                         _ => p.skip(0),
                     }),
                     _ => p.skip(0),

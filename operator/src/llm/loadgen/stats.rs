@@ -41,6 +41,17 @@ pub struct Sample<'a> {
     pub ttft_client_delay: Duration,
     /// How much of the client's own delay the end-to-end latency may include.
     pub e2e_client_delay: Duration,
+    /// A reasoning model's stream: streamed reasoning events (tokens), and when the
+    /// first reasoning and the first answer content arrived.
+    pub reasoning: Option<Reasoning>,
+}
+
+/// What a reasoning model streamed before its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Reasoning {
+    pub tokens: u64,
+    pub first: Instant,
+    pub first_answer: Option<Instant>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -82,6 +93,11 @@ pub struct Recorder {
     max_client_delay: Duration,
     /// Prefix cache hits the server reported.
     cached: Option<CachedTokens>,
+    /// Reasoning streams: time to the first reasoning and the first answer token, and
+    /// reasoning tokens in all.
+    ttf_reasoning: Histogram<u64>,
+    ttf_answer: Histogram<u64>,
+    reasoning_tokens: u64,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
 }
@@ -115,6 +131,9 @@ impl Default for Recorder {
             delayed_e2e: 0,
             max_client_delay: Duration::ZERO,
             cached: None,
+            ttf_reasoning: histogram(),
+            ttf_answer: histogram(),
+            reasoning_tokens: 0,
             usage: Default::default(),
         }
     }
@@ -155,6 +174,17 @@ impl Recorder {
             self.estimated += 1;
         }
         self.client_delay(sample.ttft_client_delay, sample.e2e_client_delay);
+        if let Some(reasoning) = &sample.reasoning {
+            self.reasoning_tokens += reasoning.tokens;
+            let _ = self
+                .ttf_reasoning
+                .record(micros(reasoning.first.saturating_duration_since(origin)));
+            if let Some(answer) = reasoning.first_answer {
+                let _ = self
+                    .ttf_answer
+                    .record(micros(answer.saturating_duration_since(origin)));
+            }
+        }
         let e2e = sample.done - origin;
         let _ = self.e2e.record(micros(e2e));
         // Without streaming the first token arrives with the last.
@@ -270,6 +300,9 @@ impl Recorder {
         self.delayed_ttft += other.delayed_ttft;
         self.delayed_e2e += other.delayed_e2e;
         self.max_client_delay = self.max_client_delay.max(other.max_client_delay);
+        let _ = self.ttf_reasoning.add(&other.ttf_reasoning);
+        let _ = self.ttf_answer.add(&other.ttf_answer);
+        self.reasoning_tokens += other.reasoning_tokens;
         if let Some(theirs) = other.cached {
             self.cached_tokens(theirs.cached, theirs.of_input);
         }
@@ -339,6 +372,13 @@ impl Recorder {
             &self.itl,
         );
         CachedTokens::apply(self.cached, &mut iteration);
+        if !self.ttf_reasoning.is_empty() {
+            iteration.time_to_first_reasoning_token_millis =
+                Some(histogram::distribution(&self.ttf_reasoning));
+            iteration.time_to_first_answer_token_millis =
+                (!self.ttf_answer.is_empty()).then(|| histogram::distribution(&self.ttf_answer));
+            iteration.reasoning_tokens_mean = Some(self.reasoning_tokens as f64 / self.ok as f64);
+        }
         iteration
     }
 }
@@ -406,6 +446,7 @@ mod raw_tests {
                     estimated: sent == 5,
                     ttft_client_delay: ms(sent),
                     e2e_client_delay: Duration::ZERO,
+                    reasoning: None,
                 },
                 &slo,
             );
@@ -495,6 +536,7 @@ mod tests {
                 estimated: false,
                 ttft_client_delay: Duration::ZERO,
                 e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );
@@ -511,6 +553,7 @@ mod tests {
                 estimated: true,
                 ttft_client_delay: Duration::ZERO,
                 e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );
@@ -559,6 +602,7 @@ mod tests {
                 estimated: false,
                 ttft_client_delay: Duration::ZERO,
                 e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );

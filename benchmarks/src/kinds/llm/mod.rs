@@ -143,6 +143,18 @@ fn is_zero(value: &f64) -> bool {
     *value == 0.0
 }
 
+/// One model of a `modelMix`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedModel {
+    /// The model name sent in requests.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its share of the requests, relative to the others' weights.
+    #[schemars(range(min = 0.000001, max = 1000000.0))]
+    pub weight: f64,
+}
+
 /// The simulator's prefix cache.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -645,6 +657,13 @@ pub struct LLMInferenceSpec {
     /// Prompts from a dataset; the traffic scenarios are then not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
+
+    /// A weighted mix of model names sent in one run (a base model and its LoRA
+    /// adapters): each request draws one by weight, and every iteration reports its
+    /// figures per model (`perModel`). The simulator serves every name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub model_mix: Vec<WeightedModel>,
 
     /// Shared-prefix synthetic prompts (prefix-cache tests); the traffic scenarios are
     /// then not used.

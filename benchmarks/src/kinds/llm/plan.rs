@@ -269,6 +269,12 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     if !spec.streaming {
         args.push("--no-stream".into());
     }
+    for model in &spec.model_mix {
+        args.extend([
+            "--model-mix".into(),
+            format!("{}={}", model.name, model.weight),
+        ]);
+    }
     if let Some(shared) = &spec.shared_prefix {
         args.extend([
             "--shared-prefix-groups".into(),
@@ -430,7 +436,15 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         volumes: ca_volume.into_iter().chain(volumes).collect(),
     }];
     if let Some(sim) = simulator {
-        roles.insert(0, simulator_role(sim, &model, connections_at_most(spec)));
+        let mut role = simulator_role(sim, &model, connections_at_most(spec));
+        // The simulator serves every model of a mix too.
+        for mixed in spec.model_mix.iter().filter(|m| m.name != model) {
+            role.command.args.extend([
+                Arg::Literal("--model".into()),
+                Arg::Literal(mixed.name.clone()),
+            ]);
+        }
+        roles.insert(0, role);
     }
     Ok(Plan {
         kind: "LLMInference".into(),

@@ -132,6 +132,10 @@ pub struct Iteration {
     /// Server-reported token counts against the tokenizer, when the server reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_check: Option<UsageCheck>,
+    /// A run with a model mix: this iteration's figures per model (single-worker
+    /// results; distributed merges leave them out).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_model: std::collections::BTreeMap<String, Iteration>,
     /// A reasoning model's streams: time to the first `reasoning_content` token.
     /// (Single-worker results only: distributed merges leave the reasoning figures
     /// out.)

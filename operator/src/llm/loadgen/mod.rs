@@ -14,6 +14,7 @@ mod deadline;
 mod distributed;
 pub mod http;
 mod loops;
+pub mod model_mix;
 mod progress;
 pub mod saturation;
 pub mod schedule;
@@ -93,6 +94,11 @@ pub struct LoadgenArgs {
     /// Model name sent in requests; checked against `/v1/models` first.
     #[arg(long)]
     pub model: String,
+    /// A weighted mix of model names instead (`NAME=WEIGHT`, repeated), e.g. a base
+    /// model and its LoRA adapters: each request draws one, and every iteration
+    /// reports its figures per model (`perModel`) too.
+    #[arg(long = "model-mix")]
+    pub model_mix: Vec<String>,
     #[arg(long, value_enum, default_value_t = Api::Chat)]
     pub api: Api,
     /// Ask for whole responses instead of streams (TTFT then equals end-to-end latency).
@@ -361,6 +367,8 @@ struct Shared {
     stream: bool,
     /// The request body's fixed fields, serialized once: `{"model":...,` (open object).
     body_prefix: String,
+    /// `--model-mix`: the models requests draw from (empty: `body_prefix` only).
+    mix: Vec<model_mix::MixedModel>,
     /// Which per-request fields `--param` overrides (then the param's value is sent).
     override_prompt: bool,
     override_max_tokens: bool,
@@ -487,8 +495,12 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             "application/json"
         },
     );
+    let mix_models = model_mix::parse(&args.model_mix)?;
     if !args.skip_model_check {
         check_model(&endpoint, &head_extra, &args.model).await?;
+        for (name, _) in &mix_models {
+            check_model(&endpoint, &head_extra, name).await?;
+        }
     }
     let slo = Slo {
         ttft_ms: args.slo_ttft_ms,
@@ -510,6 +522,9 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         override_ignore_eos: params.contains_key("ignore_eos"),
         embeddings,
         tokenizer: tokenizer.clone(),
+        mix: model_mix::build(&mix_models, |name| {
+            body_prefix(name, (!embeddings).then_some(stream), params.clone())
+        }),
         body_prefix: body_prefix(&args.model, (!embeddings).then_some(stream), params),
         vllm_extensions: !args.plain_openai,
         // Each worker draws its own prompts; worker 0 draws what a single process does.
@@ -839,6 +854,8 @@ struct Worker {
     recorder: Arc<Mutex<Recorder>>,
     /// The client's own delays of the latest exchange (see [`ClientDelays`]).
     delays: ClientDelays,
+    /// The latest request's model in the `--model-mix`.
+    model: Option<usize>,
 }
 
 /// Where the latest exchange's timestamps may have been late because the load
@@ -870,6 +887,7 @@ impl Worker {
             body_text: String::with_capacity(4096),
             recorder,
             delays: ClientDelays::default(),
+            model: None,
         }
     }
 
@@ -883,7 +901,12 @@ impl Worker {
         // are written per request (no JSON tree is built).
         let body = &mut self.body_text;
         body.clear();
-        body.push_str(&shared.body_prefix);
+        self.model = model_mix::choose(&shared.mix, seed, ticket);
+        body.push_str(
+            self.model
+                .and_then(|index| shared.mix.get(index))
+                .map_or(&shared.body_prefix, |m| &m.body_prefix),
+        );
         if !shared.override_prompt {
             let prompt = serde_json::to_string(&self.prompt).unwrap_or_default();
             match shared.api {
@@ -1048,6 +1071,11 @@ impl Worker {
                         recorder.usage.output.add(server, counted);
                     }
                     recorder.success(&sample, &self.shared.slo);
+                    if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
+                        recorder
+                            .of_model(&model.name)
+                            .success(&sample, &self.shared.slo);
+                    }
                 }
             }
             Err(Failed(kind, message)) => {
@@ -1055,6 +1083,11 @@ impl Worker {
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
                     recorder.error(kind, scheduled.unwrap_or(sent), done);
+                    if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
+                        recorder
+                            .of_model(&model.name)
+                            .error(kind, scheduled.unwrap_or(sent), done);
+                    }
                 }
             }
         }

@@ -98,6 +98,8 @@ pub struct Recorder {
     ttf_reasoning: Histogram<u64>,
     ttf_answer: Histogram<u64>,
     reasoning_tokens: u64,
+    /// `--model-mix`: the same, per model.
+    by_model: BTreeMap<String, Recorder>,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
 }
@@ -134,6 +136,7 @@ impl Default for Recorder {
             ttf_reasoning: histogram(),
             ttf_answer: histogram(),
             reasoning_tokens: 0,
+            by_model: BTreeMap::new(),
             usage: Default::default(),
         }
     }
@@ -232,6 +235,11 @@ impl Recorder {
         sum.of_input += input;
     }
 
+    /// The recorder of one model of a `--model-mix`.
+    pub fn of_model(&mut self, model: &str) -> &mut Recorder {
+        self.by_model.entry(model.to_owned()).or_default()
+    }
+
     fn client_delay(&mut self, ttft: Duration, e2e: Duration) {
         let tolerance = client_delay_tolerance();
         self.delayed_ttft += u64::from(ttft > tolerance);
@@ -303,6 +311,9 @@ impl Recorder {
         let _ = self.ttf_reasoning.add(&other.ttf_reasoning);
         let _ = self.ttf_answer.add(&other.ttf_answer);
         self.reasoning_tokens += other.reasoning_tokens;
+        for (model, theirs) in other.by_model {
+            self.of_model(&model).merge(theirs);
+        }
         if let Some(theirs) = other.cached {
             self.cached_tokens(theirs.cached, theirs.of_input);
         }
@@ -372,6 +383,16 @@ impl Recorder {
             &self.itl,
         );
         CachedTokens::apply(self.cached, &mut iteration);
+        iteration.per_model = self
+            .by_model
+            .iter()
+            .map(|(model, recorder)| {
+                let mut part = recorder.summary(model.clone(), concurrency, slo);
+                // The part's own doubts are its whole's; its evidence stays.
+                part.doubts.clear();
+                (model.clone(), part)
+            })
+            .collect();
         if !self.ttf_reasoning.is_empty() {
             iteration.time_to_first_reasoning_token_millis =
                 Some(histogram::distribution(&self.ttf_reasoning));

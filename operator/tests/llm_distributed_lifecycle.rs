@@ -122,6 +122,8 @@ fn worker_output(worker: u32) -> String {
                 estimated: 0,
                 first_sent_seconds: Some(0.001 * f64::from(worker)),
                 last_done_seconds: Some(2.0 + 0.1 * f64::from(worker)),
+                client_delay: None,
+                cached_input_tokens: None,
             };
             let errors_by_kind = if errors > 0 {
                 [("http_503".to_owned(), errors)].into_iter().collect()

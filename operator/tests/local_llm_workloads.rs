@@ -129,3 +129,113 @@ spec:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A BenchmarkSet permutes the shared-prefix workload against the simulator's prefix
+/// cache: the permutation that shares a 1,600-token system prompt is served from the
+/// cache (the cached tokens the simulator reported) and reaches the first token sooner
+/// than the one whose prompts of the same length share nothing.
+#[test]
+fn a_local_shared_prefix_set_shows_prefix_cache_hits_and_a_lower_ttft() {
+    let dir = scratch("llm-shared-prefix");
+    let sweep = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: prefix
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: LLMInference
+    spec:
+      endpoint:
+        simulator:
+          ttftMillis: 5
+          itlMillis: 2
+          prefillMillisPerToken: 0.05
+          prefixCache:
+            blocks: 4096
+            blockTokens: 16
+          port: 18444
+      numConcurrency: [2]
+      maxRequestsPerIteration: 30
+  permutations:
+    product:
+      sharedPrefix:
+        - {groups: 2, systemPromptTokens: 1600, questionTokens: 32, outputTokens: 4}
+        - {groups: 1, systemPromptTokens: 0, questionTokens: 1632, outputTokens: 4}
+"#;
+    let (out, _) = run_local_sweep(&dir, "shared-prefix", sweep);
+    let records = records(&out);
+    assert_eq!(records.len(), 2);
+    let mut by_system = std::collections::BTreeMap::new();
+    for record in &records {
+        let result = &record["outcome"]["result"];
+        let iteration = &result["iterations"][0];
+        let label = iteration["scenario"].as_str().expect("label").to_owned();
+        let cached = iteration["cachedInputTokensPercent"]
+            .as_f64()
+            .expect("the simulator reports cached tokens");
+        let ttft = iteration["ttftMillis"]["p50"].as_f64().expect("TTFT");
+        by_system.insert(label, (cached, ttft));
+    }
+    let (shared_cached, shared_ttft) = by_system["shared-prefix(2x1600+32/4)"];
+    let (unshared_cached, unshared_ttft) = by_system["shared-prefix(1x0+1632/4)"];
+    assert!(shared_cached > 90.0, "{by_system:?}");
+    assert!(unshared_cached < 5.0, "{by_system:?}");
+    assert!(shared_ttft * 2.0 < unshared_ttft, "{by_system:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Mooncake-style trace as the dataset: replayed once on its own schedule (20
+/// requests 10 ms apart), its shared hash ids served from the simulator's prefix cache.
+#[test]
+fn a_local_trace_replay_runs_on_the_traces_schedule_with_prefix_hits() {
+    let dir = scratch("llm-trace");
+    let mut trace = String::new();
+    for i in 0..20u64 {
+        trace.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": 48, \"output_length\": 3, \"hash_ids\": [1, 2, {}]}}\n",
+            10 * i,
+            100 + i
+        ));
+    }
+    let trace_path = dir.join("trace.jsonl");
+    std::fs::write(&trace_path, trace).expect("trace written");
+    let sweep = format!(
+        r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: LLMInference
+metadata:
+  name: local-trace
+spec:
+  endpoint:
+    simulator:
+      ttftMillis: 2
+      itlMillis: 1
+      prefixCache:
+        blockTokens: 16
+      port: 18445
+  dataset:
+    format: mooncakeTrace
+    blockTokens: 16
+    source:
+      file: {trace}
+"#,
+        trace = trace_path.display()
+    );
+    let (out, _) = run_local_sweep(&dir, "trace", &sweep);
+    let records = records(&out);
+    assert_eq!(records.len(), 1);
+    let iteration = &records[0]["outcome"]["result"]["iterations"][0];
+    assert_eq!(iteration["arrivals"], "trace", "{iteration}");
+    assert_eq!(iteration["requests"], 20, "{iteration}");
+    let rate = iteration["requestRate"].as_f64().expect("rate");
+    assert!((rate - 100.0).abs() < 1.0, "{rate}");
+    // Blocks 1 and 2 (32 of 48 tokens) are cached for all but the first request.
+    let cached = iteration["cachedInputTokens"]
+        .as_u64()
+        .expect("cached tokens");
+    assert_eq!(cached, 19 * 32, "{iteration}");
+    assert!(iteration["scheduleLagMillis"]["p99"].is_number());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,6 +32,9 @@ pub enum Format {
     Sharegpt,
     /// One prompt per line.
     Prompts,
+    /// A Mooncake-style JSON Lines trace, replayed on its own schedule (see
+    /// `loadgen::workload::trace`).
+    MooncakeTrace,
 }
 
 /// One request of the dataset.
@@ -164,6 +167,9 @@ pub fn build(
     let (raws, skipped) = match options.format {
         Format::Sharegpt => parse_sharegpt(text).with_context(|| format!("dataset {origin}"))?,
         Format::Prompts => (parse_prompts(text), 0),
+        Format::MooncakeTrace => {
+            bail!("dataset {origin}: a Mooncake trace is replayed, not sampled as prompts")
+        }
     };
     if skipped > 0 {
         eprintln!(

@@ -36,6 +36,9 @@ use tokio::time::Instant;
 use super::fd_tables;
 use super::loadgen::http::{SharedArrival, Socket};
 use super::rng::Rng;
+use prefix_cache::PrefixCache;
+
+pub mod prefix_cache;
 
 /// How latencies vary around their means.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -122,6 +125,22 @@ pub struct SimArgs {
     /// (SO_REUSEPORT), so one simulator can serve more streams than the limit.
     #[arg(long)]
     pub max_connections: Option<u64>,
+    /// Blocks the prefix cache holds (least recently used out); 0 turns it off. A
+    /// request's leading prompt blocks found in it cost no prefill
+    /// (--prefill-ms-per-token), and its usage reports them as
+    /// `prompt_tokens_details.cached_tokens`.
+    #[arg(long, default_value_t = 0)]
+    pub prefix_cache_blocks: u32,
+    /// Prompt tokens (words) per prefix cache block.
+    #[arg(long, default_value_t = 16)]
+    pub prefix_block_tokens: u32,
+    /// A reasoning model served besides --model: its chat streams send their first
+    /// --reasoning-tokens tokens as `delta.reasoning_content`, then the answer.
+    #[arg(long)]
+    pub reasoning_model: Option<String>,
+    /// Reasoning tokens of each --reasoning-model stream (part of its output tokens).
+    #[arg(long, default_value_t = 8)]
+    pub reasoning_tokens: u32,
 }
 
 impl SimArgs {
@@ -162,6 +181,9 @@ pub struct RequestRecord {
     pub active_at_arrival: u64,
     /// `ok`, `http_500` or `midstream_error`.
     pub outcome: String,
+    /// Prompt tokens found in the prefix cache (no prefill cost).
+    #[serde(default)]
+    pub cached_tokens: u32,
 }
 
 /// Aggregate of what the simulator did, from `GET /sim/stats`.
@@ -174,6 +196,12 @@ pub struct SimStats {
     pub ttft_p99_ms: f64,
     pub itl_mean_ms: f64,
     pub max_active: u64,
+    /// Prompt tokens of the successful requests, and how many of them the prefix
+    /// cache held.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub prefix_cache_hit_tokens: u64,
     pub records: Vec<RequestRecord>,
 }
 
@@ -209,6 +237,8 @@ impl SimStats {
             ttft_p99_ms: quantile(0.99),
             itl_mean_ms: mean(&itls),
             max_active,
+            prompt_tokens: ok.iter().map(|r| u64::from(r.input_tokens)).sum(),
+            prefix_cache_hit_tokens: ok.iter().map(|r| u64::from(r.cached_tokens)).sum(),
             records: records.to_vec(),
         }
     }
@@ -221,6 +251,7 @@ struct State {
     max_active: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
     record_file: Option<Mutex<std::fs::File>>,
+    prefix_cache: Option<Mutex<PrefixCache>>,
 }
 
 /// A running simulator.
@@ -310,8 +341,15 @@ impl Simulator {
             fd_tables::tables_needed(connections, fd_tables::open_file_limit())
         });
         let listen_on = args.listen;
+        let prefix_cache = (args.prefix_cache_blocks > 0).then(|| {
+            Mutex::new(PrefixCache::new(
+                args.prefix_cache_blocks as usize,
+                args.prefix_block_tokens as usize,
+            ))
+        });
         let state = Arc::new(State {
             args,
+            prefix_cache,
             next_id: AtomicU64::new(0),
             active: AtomicU64::new(0),
             max_active: AtomicU64::new(0),
@@ -623,6 +661,7 @@ async fn handle(
                 .args
                 .models
                 .iter()
+                .chain(&state.args.reasoning_model)
                 .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "perfsweep"}))
                 .collect();
             json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
@@ -658,6 +697,8 @@ async fn handle(
 
 /// What a generation request asks for.
 struct Ask {
+    /// The prompt's text (every message's), kept for the prefix cache.
+    prompt: Option<String>,
     model: String,
     stream: bool,
     include_usage: bool,
@@ -666,7 +707,12 @@ struct Ask {
     output_tokens: u32,
 }
 
-fn read_ask(body: &[u8], chat: bool, default_max_tokens: u32) -> Result<Ask, String> {
+fn read_ask(
+    body: &[u8],
+    chat: bool,
+    default_max_tokens: u32,
+    keep_prompt: bool,
+) -> Result<Ask, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let model = value
@@ -674,7 +720,15 @@ fn read_ask(body: &[u8], chat: bool, default_max_tokens: u32) -> Result<Ask, Str
         .and_then(Value::as_str)
         .ok_or("model is required")?
         .to_owned();
-    let words = |text: &str| text.split_whitespace().count() as u32;
+    let kept = std::cell::RefCell::new(String::new());
+    let words = |text: &str| {
+        if keep_prompt {
+            let mut kept = kept.borrow_mut();
+            kept.push_str(text);
+            kept.push(' ');
+        }
+        text.split_whitespace().count() as u32
+    };
     let input_tokens = if chat {
         let messages = value
             .get("messages")
@@ -717,6 +771,7 @@ fn read_ask(body: &[u8], chat: bool, default_max_tokens: u32) -> Result<Ask, Str
             .unwrap_or(false)
     };
     Ok(Ask {
+        prompt: keep_prompt.then(|| kept.into_inner()),
         model,
         stream,
         include_usage: option("include_usage"),
@@ -757,6 +812,21 @@ impl State {
                 1.0 + ((active - capacity).max(0.0) / capacity)
             }
             _ => 1.0,
+        }
+    }
+
+    /// The prompt tokens of `prompt` the prefix cache holds (it holds all of them
+    /// afterwards); 0 without a cache.
+    fn cached_tokens(&self, prompt: Option<&str>) -> u32 {
+        let (Some(cache), Some(prompt)) = (&self.prefix_cache, prompt) else {
+            return 0;
+        };
+        match cache.lock() {
+            Ok(mut cache) => {
+                let blocks = cache.block_hashes(prompt.split_whitespace());
+                cache.admit(&blocks)
+            }
+            Err(_) => 0,
         }
     }
 
@@ -811,11 +881,18 @@ async fn generate(
         Ok(read) => read,
         Err(response) => return response,
     };
-    let ask = match read_ask(&body, chat, state.args.default_max_tokens) {
+    let ask = match read_ask(
+        &body,
+        chat,
+        state.args.default_max_tokens,
+        state.prefix_cache.is_some(),
+    ) {
         Ok(ask) => ask,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
     };
-    if !state.args.models.contains(&ask.model) {
+    if !state.args.models.contains(&ask.model)
+        && state.args.reasoning_model.as_deref() != Some(ask.model.as_str())
+    {
         return error_response(
             StatusCode::NOT_FOUND,
             &format!("The model `{}` does not exist.", ask.model),
@@ -827,8 +904,9 @@ async fn generate(
     state.max_active.fetch_max(active, Ordering::Relaxed);
     let guard = ActiveGuard(state.clone());
 
+    let cached_tokens = state.cached_tokens(ask.prompt.as_deref());
     let drawn_ttft = state.draw(&mut rng, state.args.ttft_ms, state.args.ttft_jitter_ms)
-        + state.args.prefill_ms_per_token * ask.input_tokens as f64;
+        + state.args.prefill_ms_per_token * ask.input_tokens.saturating_sub(cached_tokens) as f64;
     let fail_now = rng.unit() < state.args.error_rate;
     let fail_midstream = rng.unit() < state.args.midstream_error_rate;
     let mut record = RequestRecord {
@@ -843,6 +921,7 @@ async fn generate(
         e2e_ms: 0.0,
         active_at_arrival: active,
         outcome: "ok".into(),
+        cached_tokens,
     };
     if fail_now {
         drop(guard);
@@ -859,7 +938,8 @@ async fn generate(
     };
     let request_id = format!("{}-{id}", if chat { "chatcmpl" } else { "cmpl" });
     let prompt_tokens = ask.input_tokens;
-    let usage = move |completion: u32| usage_json(prompt_tokens, completion);
+    let cached = state.prefix_cache.is_some().then_some(cached_tokens);
+    let usage = move |completion: u32| usage_json(prompt_tokens, completion, cached);
 
     if !ask.stream {
         // The whole generation, then one response.
@@ -920,6 +1000,12 @@ async fn generate(
         stop_after,
         output_tokens: ask.output_tokens,
         prompt_tokens,
+        cached_tokens: cached,
+        reasoning_tokens: if state.args.reasoning_model.as_deref() == Some(ask.model.as_str()) {
+            state.args.reasoning_tokens
+        } else {
+            0
+        },
         fail_midstream,
         include_usage: ask.include_usage,
         continuous_usage: ask.continuous_usage,
@@ -960,12 +1046,16 @@ async fn generate(
     response
 }
 
-fn usage_json(prompt: u32, completion: u32) -> Value {
-    json!({
+fn usage_json(prompt: u32, completion: u32, cached: Option<u32>) -> Value {
+    let mut usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-    })
+    });
+    if let Some(cached) = cached {
+        usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    usage
 }
 
 /// Streams waiting for their next token: one task emits every token that is due at
@@ -1046,6 +1136,10 @@ struct Generation {
     stop_after: u32,
     output_tokens: u32,
     prompt_tokens: u32,
+    /// Prompt tokens the prefix cache held, when it is on.
+    cached_tokens: Option<u32>,
+    /// Leading output tokens sent as reasoning (a reasoning model's chat stream).
+    reasoning_tokens: u32,
     fail_midstream: bool,
     include_usage: bool,
     continuous_usage: bool,
@@ -1081,7 +1175,11 @@ impl Generation {
             return Some(self.due);
         }
         let word = WORDS[self.rng.below(0, WORDS.len() as u64) as usize];
-        let choices = if self.chat {
+        let choices = if self.chat && self.next < self.reasoning_tokens {
+            format!(
+                r#"[{{"index":0,"delta":{{"reasoning_content":" {word}"}},"finish_reason":null}}]"#
+            )
+        } else if self.chat {
             format!(r#"[{{"index":0,"delta":{{"content":" {word}"}},"finish_reason":null}}]"#)
         } else {
             format!(r#"[{{"index":0,"text":" {word}","logprobs":null,"finish_reason":null}}]"#)
@@ -1089,7 +1187,7 @@ impl Generation {
         self.next += 1;
         let continuous = self
             .continuous_usage
-            .then(|| usage_json(self.prompt_tokens, self.next));
+            .then(|| usage_json(self.prompt_tokens, self.next, self.cached_tokens));
         let token = self.chunk(&choices, continuous);
         self.pending.push_back(Piece::Token(token));
         if self.next < self.stop_after {
@@ -1116,7 +1214,8 @@ impl Generation {
                 .push_back(Piece::Data(Bytes::from(format!("data: {error}\n\n"))));
             record.outcome = "midstream_error".into();
         } else {
-            let final_usage = usage_json(self.prompt_tokens, self.output_tokens);
+            let final_usage =
+                usage_json(self.prompt_tokens, self.output_tokens, self.cached_tokens);
             let finish = if self.chat {
                 r#"[{"index":0,"delta":{},"finish_reason":"length"}]"#
             } else {
@@ -1253,6 +1352,7 @@ async fn embeddings(
         e2e_ms: 0.0,
         active_at_arrival: active,
         outcome: "ok".into(),
+        cached_tokens: 0,
     };
     if rng.unit() < state.args.error_rate {
         drop(guard);

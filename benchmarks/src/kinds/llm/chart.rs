@@ -25,10 +25,15 @@ pub fn points(result: &LLMInferenceResult) -> Vec<Point> {
             throughput: it.output_tokens_per_second,
             ttft_p50_ms: it.ttft_millis.p50,
             ttft_p99_ms: it.ttft_millis.p99,
-            label: match it.request_rate {
-                Some(rate) => format!("{rate}/s"),
-                None => format!("c{}", it.concurrency),
-            },
+            // A `?` marks an iteration whose figures are in doubt (see its `doubts`).
+            label: format!(
+                "{}{}",
+                match it.request_rate {
+                    Some(rate) => format!("{rate}/s"),
+                    None => format!("c{}", it.concurrency),
+                },
+                if it.doubts.is_empty() { "" } else { "?" }
+            ),
         })
         .collect()
 }
@@ -89,6 +94,9 @@ pub fn render(points: &[Point], width: usize, height: usize) -> String {
     let mut out = format!(
         "time to first token (ms; {P50} median, {P99} p99) against output throughput (tokens/s)\n"
     );
+    if finite.iter().any(|p| p.label.ends_with('?')) {
+        out.push_str("(a label ending in ? marks an iteration whose figures are in doubt)\n");
+    }
     for (i, cells) in grid.iter().enumerate() {
         let axis = if i == 0 {
             format_number(y_max)

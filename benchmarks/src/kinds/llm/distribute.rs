@@ -88,7 +88,10 @@ pub fn summarize(
                     .map(|h| histogram::distribution(&h))
             })
     };
-    Ok(Iteration {
+    let ttft = histogram::merge([raw.histograms.ttft.as_str()])?;
+    let e2e = histogram::merge([raw.histograms.e2e.as_str()])?;
+    let itl = histogram::merge([raw.histograms.itl.as_str()])?;
+    let mut iteration = Iteration {
         scenario,
         concurrency,
         requests,
@@ -107,11 +110,11 @@ pub fn summarize(
         input_tokens_mean: mean_of(raw.input_tokens),
         output_tokens_mean: mean_of(raw.output_tokens),
         token_counts: token_counts.into(),
-        ttft_millis: distribution(&raw.histograms.ttft)?,
+        ttft_millis: histogram::distribution(&ttft),
         time_to_second_token_millis: distribution(&raw.histograms.ttst)?,
-        inter_token_latency_millis: distribution(&raw.histograms.itl)?,
+        inter_token_latency_millis: histogram::distribution(&itl),
         tpot_millis: distribution(&raw.histograms.tpot)?,
-        e2e_latency_millis: distribution(&raw.histograms.e2e)?,
+        e2e_latency_millis: histogram::distribution(&e2e),
         ttft_from_send_millis: optional(raw.histograms.ttft_from_send.as_deref())?,
         schedule_lag_millis: optional(raw.histograms.schedule_lag.as_deref())?,
         goodput: slo_set.then(|| Goodput {
@@ -123,7 +126,10 @@ pub fn summarize(
             },
         }),
         ..Iteration::default()
-    })
+    };
+    super::doubt::judge(&mut iteration, raw.client_delay.clone(), &ttft, &e2e, &itl);
+    super::result::CachedTokens::apply(raw.cached_input_tokens, &mut iteration);
+    Ok(iteration)
 }
 
 fn unmergeable(message: impl Into<String>) -> ParseError {
@@ -279,6 +285,16 @@ fn merge_iteration(
         estimated: raws.iter().map(|r| r.estimated).sum(),
         first_sent_seconds: earliest(raws.iter().map(|r| r.first_sent_seconds).collect()),
         last_done_seconds: latest(raws.iter().map(|r| r.last_done_seconds).collect()),
+        client_delay: super::doubt::ClientDelay::combine(
+            raws.iter().filter_map(|r| r.client_delay.as_ref()),
+        ),
+        cached_input_tokens: raws
+            .iter()
+            .filter_map(|r| r.cached_input_tokens)
+            .reduce(|a, b| super::result::CachedTokens {
+                cached: a.cached + b.cached,
+                of_input: a.of_input + b.of_input,
+            }),
     };
     let mut iteration = summarize(
         &raw,
@@ -388,6 +404,13 @@ mod tests {
             estimated: 0,
             first_sent_seconds: (!ttft.is_empty()).then_some(offset),
             last_done_seconds: (!ttft.is_empty()).then_some(offset + 2.0),
+            client_delay: Some(crate::kinds::llm::doubt::ClientDelay {
+                tolerance_millis: 5.0,
+                delayed_ttft_requests: u64::from(index),
+                delayed_e2e_requests: 0,
+                max_millis: 3.0 * f64::from(index + 1),
+            }),
+            cached_input_tokens: None,
         };
         let errors_by_kind = if errors > 0 {
             BTreeMap::from([("http_500".to_owned(), errors)])
@@ -462,6 +485,13 @@ mod tests {
         assert_eq!(merged.worker, None);
         assert!(it.raw.is_none());
         assert_eq!(merged.saturated_clients.len(), 1);
+        // The workers' client delays add up; the longest is kept.
+        let delay = merged.iterations[0]
+            .client_delay
+            .as_ref()
+            .expect("combined");
+        assert_eq!(delay.delayed_ttft_requests, 1 + 2);
+        assert_eq!(delay.max_millis, 9.0);
         assert_eq!(merged.saturated_clients[0].worker, 1);
     }
 

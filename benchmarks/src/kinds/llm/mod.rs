@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod distribute;
+pub mod doubt;
 pub mod histogram;
 pub mod plan;
 pub mod result;
@@ -122,6 +123,78 @@ pub struct SimulatorSpec {
     #[serde(default = "default_sim_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
+    /// Extra time to first token per prompt token not in the prefix cache (prefill),
+    /// milliseconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0.0, max = 1000.0))]
+    pub prefill_millis_per_token: f64,
+    /// A prefix cache (as vLLM's automatic prefix caching): prompt blocks seen before
+    /// cost no prefill, and usage reports them as `cached_tokens`. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<SimPrefixCacheSpec>,
+    /// Serve the model as a reasoning model: each chat stream sends this many of its
+    /// output tokens first as `delta.reasoning_content`, then the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub reasoning_tokens: Option<u32>,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// One model of a `modelMix`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedModel {
+    /// The model name sent in requests.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its share of the requests, relative to the others' weights.
+    #[schemars(range(min = 0.000001, max = 1000000.0))]
+    pub weight: f64,
+}
+
+/// The simulator's prefix cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SimPrefixCacheSpec {
+    /// Blocks it holds, least recently used out.
+    #[serde(default = "default_prefix_cache_blocks")]
+    #[schemars(range(min = 1, max = 100000000))]
+    pub blocks: u32,
+    /// Prompt tokens per block; a block is cached only with everything before it.
+    #[serde(default = "default_prefix_block_tokens")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub block_tokens: u32,
+}
+
+fn default_prefix_cache_blocks() -> u32 {
+    65536
+}
+
+fn default_prefix_block_tokens() -> u32 {
+    16
+}
+
+/// Shared-prefix prompts for prefix-cache tests (genai-bench's and aiperf's
+/// shared-prefix synthetic workloads): `groups` system prompts, each request one of
+/// them followed by a question of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedPrefixSpec {
+    /// Distinct system prompts.
+    #[schemars(range(min = 1, max = 100000))]
+    pub groups: u32,
+    /// Tokens of each system prompt.
+    #[schemars(range(min = 0, max = 1000000))]
+    pub system_prompt_tokens: u32,
+    /// Tokens of each request's question.
+    #[schemars(range(min = 1, max = 1000000))]
+    pub question_tokens: u32,
+    /// Tokens each request generates.
+    #[schemars(range(min = 1, max = 1000000))]
+    pub output_tokens: u32,
 }
 
 fn default_sim_ttft() -> f64 {
@@ -410,6 +483,12 @@ pub enum DatasetFormat {
     Sharegpt,
     /// One prompt per line (blank lines skipped).
     Prompts,
+    /// A Mooncake-style JSON Lines trace (`timestamp` ms, `input_length`,
+    /// `output_length`, `hash_ids`), replayed on its own schedule: one open-loop
+    /// iteration (the load levels are not used), latency from each request's scheduled
+    /// time, prompts sharing their leading hash ids sharing those prefixes.
+    #[serde(rename = "mooncakeTrace")]
+    MooncakeTrace,
 }
 
 /// Where a dataset file comes from: exactly one.
@@ -457,7 +536,7 @@ pub struct DatasetSource {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DatasetSpec {
-    /// `sharegpt` or `prompts`.
+    /// `sharegpt`, `prompts` or `mooncakeTrace`.
     pub format: DatasetFormat,
     /// Where the file is.
     pub source: DatasetSource,
@@ -473,6 +552,11 @@ pub struct DatasetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000000))]
     pub output_tokens: Option<u32>,
+    /// `mooncakeTrace`: prompt tokens each hash id stands for (512 in Mooncake's
+    /// traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub block_tokens: Option<u32>,
 }
 
 /// Where results are exported (OME's BenchmarkJob shape); every kind has it now, through
@@ -621,6 +705,18 @@ pub struct LLMInferenceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
 
+    /// A weighted mix of model names sent in one run (a base model and its LoRA
+    /// adapters): each request draws one by weight, and every iteration reports its
+    /// figures per model (`perModel`). The simulator serves every name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub model_mix: Vec<WeightedModel>,
+
+    /// Shared-prefix synthetic prompts (prefix-cache tests); the traffic scenarios are
+    /// then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefixSpec>,
+
     /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
     /// request budgets and warmup are split among them (the remainder one each to the
     /// first workers), each draws its own prompts, all start every iteration at the
@@ -750,6 +846,30 @@ impl crate::registry::BenchmarkKind for LLMInference {
                 "spec.trafficScenarios",
                 "a dataset replaces the traffic scenarios: set one or the other",
             ));
+        }
+        if spec.shared_prefix.is_some() {
+            if spec.dataset.is_some() {
+                errors.push(FieldError::new(
+                    "spec.sharedPrefix",
+                    "sharedPrefix and dataset both choose the prompts: set one or the other",
+                ));
+            }
+            if spec
+                .traffic_scenarios
+                .iter()
+                .any(|s| s.0 != default_scenarios()[0].0)
+            {
+                errors.push(FieldError::new(
+                    "spec.trafficScenarios",
+                    "sharedPrefix replaces the traffic scenarios: set one or the other",
+                ));
+            }
+            if spec.task == Task::TextToEmbeddings {
+                errors.push(FieldError::new(
+                    "spec.sharedPrefix",
+                    "shared-prefix prompts are for text-to-text",
+                ));
+            }
         }
         for (path, file) in [
             (

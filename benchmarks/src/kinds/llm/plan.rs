@@ -198,6 +198,7 @@ fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
             match dataset.format {
                 DatasetFormat::Sharegpt => "sharegpt",
                 DatasetFormat::Prompts => "prompts",
+                DatasetFormat::MooncakeTrace => "mooncake-trace",
             }
             .into(),
             "--dataset-seed".into(),
@@ -208,6 +209,9 @@ fn inputs(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<RoleVolume>) {
         }
         if let Some(tokens) = dataset.output_tokens {
             args.extend(["--dataset-output-tokens".into(), tokens.to_string()]);
+        }
+        if let Some(tokens) = dataset.block_tokens {
+            args.extend(["--trace-block-tokens".into(), tokens.to_string()]);
         }
         for (key, value) in &source.parameters {
             args.extend(["--dataset-param".into(), format!("{key}={value}")]);
@@ -281,7 +285,24 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     if !spec.streaming {
         args.push("--no-stream".into());
     }
-    if spec.dataset.is_none() {
+    for model in &spec.model_mix {
+        args.extend([
+            "--model-mix".into(),
+            format!("{}={}", model.name, model.weight),
+        ]);
+    }
+    if let Some(shared) = &spec.shared_prefix {
+        args.extend([
+            "--shared-prefix-groups".into(),
+            shared.groups.to_string(),
+            "--shared-prefix-system-tokens".into(),
+            shared.system_prompt_tokens.to_string(),
+            "--shared-prefix-question-tokens".into(),
+            shared.question_tokens.to_string(),
+            "--shared-prefix-output-tokens".into(),
+            shared.output_tokens.to_string(),
+        ]);
+    } else if spec.dataset.is_none() {
         for scenario in &spec.traffic_scenarios {
             args.extend(["--scenario".into(), scenario.0.clone()]);
         }
@@ -431,7 +452,15 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         volumes: ca_volume.into_iter().chain(volumes).collect(),
     }];
     if let Some(sim) = simulator {
-        roles.insert(0, simulator_role(sim, &model, connections_at_most(spec)));
+        let mut role = simulator_role(sim, &model, connections_at_most(spec));
+        // The simulator serves every model of a mix too.
+        for mixed in spec.model_mix.iter().filter(|m| m.name != model) {
+            role.command.args.extend([
+                Arg::Literal("--model".into()),
+                Arg::Literal(mixed.name.clone()),
+            ]);
+        }
+        roles.insert(0, role);
     }
     Ok(Plan {
         kind: "LLMInference".into(),
@@ -485,6 +514,28 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
     ];
     if let Some(capacity) = sim.capacity {
         args.extend(["--capacity".into(), capacity.to_string()]);
+    }
+    if sim.prefill_millis_per_token > 0.0 {
+        args.extend([
+            "--prefill-ms-per-token".into(),
+            sim.prefill_millis_per_token.to_string(),
+        ]);
+    }
+    if let Some(tokens) = sim.reasoning_tokens {
+        args.extend([
+            "--reasoning-model".into(),
+            model.into(),
+            "--reasoning-tokens".into(),
+            tokens.to_string(),
+        ]);
+    }
+    if let Some(cache) = &sim.prefix_cache {
+        args.extend([
+            "--prefix-cache-blocks".into(),
+            cache.blocks.to_string(),
+            "--prefix-block-tokens".into(),
+            cache.block_tokens.to_string(),
+        ]);
     }
     // Past the open-file limit the simulator spreads connections over file tables.
     if let Some(connections) = connections {

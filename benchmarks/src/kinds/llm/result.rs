@@ -73,7 +73,9 @@ pub struct Iteration {
     /// Measured requests that failed.
     pub errors: u64,
     /// Failed requests by kind: `http_<status>`, `connect`, `timeout`, `stream_error`,
-    /// `incomplete`, `protocol`.
+    /// `incomplete`, `protocol` (a response or streamed event that is not JSON),
+    /// `protocol_sse_bare_line` (a stream line that is no SSE field, e.g. a chunk without
+    /// `data:`), `protocol_sse_unknown_field` (a field other than data, event, id, retry).
     #[serde(default)]
     pub errors_by_kind: std::collections::BTreeMap<String, u64>,
     /// Seconds from the first measured request to the last completion.
@@ -130,6 +132,41 @@ pub struct Iteration {
     /// Server-reported token counts against the tokenizer, when the server reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_check: Option<UsageCheck>,
+    /// A run with a model mix: this iteration's figures per model (single-worker
+    /// results; distributed merges leave them out).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_model: std::collections::BTreeMap<String, Iteration>,
+    /// A reasoning model's streams: time to the first `reasoning_content` token.
+    /// (Single-worker results only: distributed merges leave the reasoning figures
+    /// out.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_reasoning_token_millis: Option<Distribution>,
+    /// A reasoning model's streams: time to the first answer (`content`) token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_answer_token_millis: Option<Distribution>,
+    /// Mean reasoning tokens (streamed `reasoning_content` events) per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_mean: Option<f64>,
+    /// Prompt tokens the server's prefix cache held (`usage.prompt_tokens_details.
+    /// cached_tokens`), when it reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    /// `cachedInputTokens` in percent of the prompt tokens of the requests reporting
+    /// it: the prefix cache's hit rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens_percent: Option<f64>,
+    /// The load generator's own delays of the measured requests (the evidence of a
+    /// `clientDelay` doubt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_delay: Option<super::doubt::ClientDelay>,
+    /// Share of inter-token gaps under 1 ms, percent (the evidence of a `tokenBursts`
+    /// doubt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_gaps_under_1ms_percent: Option<f64>,
+    /// Why this iteration's figures are in doubt; empty when they are not. A flagged
+    /// iteration is not the headline while an unflagged one qualifies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doubts: Vec<super::doubt::Doubt>,
 }
 
 /// How server-reported token counts compare with the load generator's tokenizer.
@@ -208,6 +245,33 @@ pub struct RawIteration {
     /// When the last measured request ended, seconds after the synchronized start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_done_seconds: Option<f64>,
+    /// The worker's own delays of its measured requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_delay: Option<super::doubt::ClientDelay>,
+    /// Prefix cache hits the server reported: cached prompt tokens, and the prompt
+    /// tokens of the requests that reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<CachedTokens>,
+}
+
+/// Prompt tokens a server's prefix cache held, over the requests that said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedTokens {
+    /// Cached prompt tokens.
+    pub cached: u64,
+    /// Prompt tokens of the requests that reported their cached tokens.
+    pub of_input: u64,
+}
+
+impl CachedTokens {
+    /// The iteration's figures: cached tokens and their percentage.
+    pub fn apply(this: Option<CachedTokens>, iteration: &mut Iteration) {
+        iteration.cached_input_tokens = this.map(|c| c.cached);
+        iteration.cached_input_tokens_percent = this
+            .filter(|c| c.of_input > 0)
+            .map(|c| 100.0 * c.cached as f64 / c.of_input as f64);
+    }
 }
 
 /// The histograms of [`RawIteration`], one per latency metric.
@@ -387,6 +451,13 @@ pub struct LLMInferenceResult {
     /// What the endpoint runs, as declared in the spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_metadata: Option<ServiceMetadata>,
+    /// Indices into `iterations` of the iterations whose figures are in doubt (see
+    /// each one's `doubts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doubtful_iterations: Vec<usize>,
+    /// Why the headline comes from an iteration in doubt, when every qualifying one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline_note: Option<String>,
 }
 
 fn one() -> u32 {
@@ -409,6 +480,22 @@ impl LLMInferenceResult {
         }
         if self.workers > 1 {
             text.push_str(&format!(" ({} workers)", self.workers));
+        }
+        if !self.doubtful_iterations.is_empty() {
+            let kinds: std::collections::BTreeSet<&str> = self
+                .doubtful_iterations
+                .iter()
+                .filter_map(|&i| self.iterations.get(i))
+                .flat_map(|it| it.doubts.iter().map(|d| d.kind.as_str()))
+                .collect();
+            text.push_str(&format!(
+                "; in doubt: {} iteration(s) ({})",
+                self.doubtful_iterations.len(),
+                kinds.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+            if let Some(note) = &self.headline_note {
+                text.push_str(&format!(", {note}"));
+            }
         }
         if !self.saturated_clients.is_empty() {
             text.push_str(&format!(
@@ -499,18 +586,37 @@ impl LLMInferenceResult {
         self.choose_best();
     }
 
-    /// Picks the headline iteration and copies its figures to the top level.
+    /// Picks the headline iteration and copies its figures to the top level: the
+    /// fastest qualifying iteration whose figures are not in doubt, or, when every
+    /// qualifying one is, the fastest of those with a note saying so.
     pub fn choose_best(&mut self) {
-        let best = self
+        self.doubtful_iterations = self
             .iterations
             .iter()
             .enumerate()
-            .filter(|(_, it)| self.meets_slo(it))
-            .max_by(|a, b| {
-                a.1.output_tokens_per_second
-                    .total_cmp(&b.1.output_tokens_per_second)
-            })
-            .map(|(index, _)| index);
+            .filter(|(_, it)| !it.doubts.is_empty())
+            .map(|(index, _)| index)
+            .collect();
+        let fastest = |trusted_only: bool| {
+            self.iterations
+                .iter()
+                .enumerate()
+                .filter(|(_, it)| self.meets_slo(it) && (!trusted_only || it.doubts.is_empty()))
+                .max_by(|a, b| {
+                    a.1.output_tokens_per_second
+                        .total_cmp(&b.1.output_tokens_per_second)
+                })
+                .map(|(index, _)| index)
+        };
+        let trusted = fastest(true);
+        let best = trusted.or_else(|| fastest(false));
+        self.headline_note = match (trusted, best) {
+            (None, Some(_)) => Some(
+                "headline from an iteration in doubt: no qualifying iteration is free of doubt"
+                    .into(),
+            ),
+            _ => None,
+        };
         self.best_iteration = best;
         let best = best.and_then(|i| self.iterations.get(i));
         self.output_tokens_per_second = best.map(|it| it.output_tokens_per_second);
@@ -578,6 +684,42 @@ mod tests {
             result
                 .summary()
                 .starts_with("650 tok/s, TTFT 0.0 ms at 12.5 req/s")
+        );
+    }
+
+    #[test]
+    fn the_headline_skips_iterations_in_doubt_or_says_why_not() {
+        let doubt = || super::super::doubt::Doubt {
+            kind: "clientDelay".into(),
+            metric: "ttftMillis.p99".into(),
+            evidence: "stalled".into(),
+        };
+        let mut fast = iteration(8, None, 900.0, 100.0);
+        fast.doubts.push(doubt());
+        let mut result = LLMInferenceResult {
+            iterations: vec![iteration(4, None, 400.0, 100.0), fast],
+            ..Default::default()
+        };
+        result.choose_best();
+        assert_eq!(result.best_iteration, Some(0));
+        assert_eq!(result.doubtful_iterations, vec![1]);
+        assert_eq!(result.headline_note, None);
+        assert!(
+            result
+                .summary()
+                .contains("in doubt: 1 iteration(s) (clientDelay)"),
+            "{}",
+            result.summary()
+        );
+        // Every iteration in doubt: the fastest still heads, with the reason.
+        result.iterations[0].doubts.push(doubt());
+        result.choose_best();
+        assert_eq!(result.best_iteration, Some(1));
+        assert!(result.headline_note.is_some());
+        assert!(
+            result
+                .summary()
+                .contains("headline from an iteration in doubt")
         );
     }
 

@@ -162,7 +162,7 @@ impl Streams {
                 let mut worker = Worker::new(shared, recorder);
                 while let Some((ticket, measured)) = tickets.take() {
                     worker
-                        .request(&workload, seed, ticket, measured, None)
+                        .request(&workload, seed, ticket, measured, None, None)
                         .await;
                 }
             });
@@ -202,14 +202,19 @@ struct Job {
     ticket: u64,
     due: Instant,
     measured: bool,
+    /// From when a later send is the client's own delay: `due`, or when a full cap
+    /// freed a worker (waiting for that is the server's doing).
+    client_from: Instant,
 }
 
 /// The open loop's arrival process and cap.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct OpenLoad {
     pub rate: f64,
     pub arrivals: Arrivals,
     pub max_concurrency: Option<u32>,
+    /// A replayed trace's offsets, which replace the arrival process.
+    pub replay: Option<std::sync::Arc<[Duration]>>,
 }
 
 /// Requests due on an arrival schedule at `load.rate` per second, each handed to an idle
@@ -236,17 +241,32 @@ pub async fn open(
     let tables = load.max_concurrency.map_or(1, |cap| {
         fd_tables::tables_needed(u64::from(cap), fd_tables::open_file_limit())
     });
+    // A trace's lanes take every `tables`th request at its own time: no phase.
+    let phased = load.replay.is_none();
     let lane = |index: usize| Lane {
         index: index as u64,
         count: tables as u64,
-        phase: Duration::from_secs_f64(index as f64 / load.rate.max(f64::MIN_POSITIVE)),
+        phase: if phased {
+            Duration::from_secs_f64(index as f64 / load.rate.max(f64::MIN_POSITIVE))
+        } else {
+            Duration::ZERO
+        },
     };
     let (warmup, measured) = if tables == 1 {
         let whole = Lane {
             phase: Duration::ZERO,
             ..lane(0)
         };
-        open_lane(shared, workload, load, budget, seed, recorder, whole).await
+        open_lane(
+            shared,
+            workload,
+            load.clone(),
+            budget,
+            seed,
+            recorder,
+            whole,
+        )
+        .await
     } else {
         let caps = fd_tables::split(u64::from(load.max_concurrency.unwrap_or(0)), tables);
         let warmups = fd_tables::split(budget.warmup, tables);
@@ -255,7 +275,7 @@ pub async fn open(
             let lane_load = OpenLoad {
                 rate: load.rate / tables as f64,
                 max_concurrency: Some((caps[index] as u32).max(1)),
-                ..load
+                ..load.clone()
             };
             let lane_budget = Budget {
                 warmup: warmups[index],
@@ -324,7 +344,12 @@ async fn open_lane(
 ) -> (u64, u64) {
     // Lanes draw different arrival times; lane 0 (and an undivided loop) keeps the seed.
     let schedule_seed = seed ^ lane.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut schedule = Schedule::new(load.arrivals, load.rate, schedule_seed);
+    let mut schedule = match &load.replay {
+        Some(offsets) => {
+            Schedule::replay(offsets.clone(), lane.index as usize, lane.count as usize)
+        }
+        None => Schedule::new(load.arrivals, load.rate, schedule_seed),
+    };
     // Workers announce themselves idle here; at most one message per worker is queued.
     let (idle_tx, mut idle_rx) = mpsc::unbounded_channel::<usize>();
     let mut jobs: Vec<mpsc::Sender<Job>> = Vec::new();
@@ -355,6 +380,7 @@ async fn open_lane(
             // Behind schedule: catching up must not starve the workers on this thread.
             tokio::task::yield_now().await;
         }
+        let mut client_from = due;
         let index = match idle_rx.try_recv() {
             Ok(index) => index,
             Err(_)
@@ -371,7 +397,14 @@ async fn open_lane(
                 workers.spawn(async move {
                     while let Some(job) = rx.recv().await {
                         worker
-                            .request(&workload, seed, job.ticket, job.measured, Some(job.due))
+                            .request(
+                                &workload,
+                                seed,
+                                job.ticket,
+                                job.measured,
+                                Some(job.due),
+                                Some(job.client_from),
+                            )
                             .await;
                         if idle.send(index).is_err() {
                             break;
@@ -382,7 +415,10 @@ async fn open_lane(
             }
             // The cap is full: the request waits, and its latency counts from `due`.
             Err(_) => match idle_rx.recv().await {
-                Some(index) => index,
+                Some(index) => {
+                    client_from = client_from.max(Instant::now());
+                    index
+                }
                 None => break,
             },
         };
@@ -390,6 +426,7 @@ async fn open_lane(
             ticket,
             due,
             measured: is_measured,
+            client_from,
         };
         // An idle worker's channel has room; a worker that is gone (it panicked) is
         // skipped, and the request counts as cooldown.

@@ -14,6 +14,7 @@ mod deadline;
 mod distributed;
 pub mod http;
 mod loops;
+pub mod model_mix;
 pub mod outcome;
 mod progress;
 pub mod saturation;
@@ -43,6 +44,7 @@ use http::{Connection, Endpoint, Target, TlsOptions};
 use outcome::Outcome;
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
+use workload::shared_prefix::{SharedPrefix, SharedPrefixShape};
 use workload::{Draw, Workload};
 
 /// Which OpenAI API the requests use.
@@ -95,6 +97,11 @@ pub struct LoadgenArgs {
     /// Model name sent in requests; checked against `/v1/models` first.
     #[arg(long)]
     pub model: String,
+    /// A weighted mix of model names instead (`NAME=WEIGHT`, repeated), e.g. a base
+    /// model and its LoRA adapters: each request draws one, and every iteration
+    /// reports its figures per model (`perModel`) too.
+    #[arg(long = "model-mix")]
+    pub model_mix: Vec<String>,
     #[arg(long, value_enum, default_value_t = Api::Chat)]
     pub api: Api,
     /// Ask for whole responses instead of streams (TTFT then equals end-to-end latency).
@@ -131,6 +138,23 @@ pub struct LoadgenArgs {
     /// (`endpoint`, `region`, `account`); credentials come from the environment.
     #[arg(long = "dataset-param")]
     pub dataset_params: Vec<String>,
+    /// `--dataset-format mooncake-trace`: prompt tokens each of the trace's hash ids
+    /// stands for.
+    #[arg(long, default_value_t = 512)]
+    pub trace_block_tokens: u32,
+    /// Shared-prefix prompts instead of the scenarios (prefix-cache tests): this many
+    /// system prompts, each request one of them and a question of its own.
+    #[arg(long)]
+    pub shared_prefix_groups: Option<u32>,
+    /// Tokens of each shared system prompt.
+    #[arg(long, default_value_t = 1000)]
+    pub shared_prefix_system_tokens: u32,
+    /// Tokens of each request's own question after the system prompt.
+    #[arg(long, default_value_t = 100)]
+    pub shared_prefix_question_tokens: u32,
+    /// Output tokens of each shared-prefix request.
+    #[arg(long, default_value_t = 100)]
+    pub shared_prefix_output_tokens: u32,
     /// Closed-loop concurrency levels, one iteration each; `1` when no rate and no
     /// saturation search is given either.
     #[arg(long = "concurrency")]
@@ -369,7 +393,9 @@ fn check_offered_load(args: &LoadgenArgs, workers: u32) -> anyhow::Result<()> {
 /// Closed loops coalesce wakeups; an open loop sends on a schedule, so it never waits
 /// longer than it must.
 fn wakeup_window(args: &LoadgenArgs) -> Duration {
-    let open_loop = !args.request_rates.is_empty() || args.saturate == Some(SaturationLoad::Rate);
+    let open_loop = !args.request_rates.is_empty()
+        || args.saturate == Some(SaturationLoad::Rate)
+        || replays_trace(args);
     if open_loop {
         Duration::ZERO
     } else {
@@ -385,6 +411,8 @@ struct Shared {
     stream: bool,
     /// The request body's fixed fields, serialized once: `{"model":...,` (open object).
     body_prefix: String,
+    /// `--model-mix`: the models requests draw from (empty: `body_prefix` only).
+    mix: Vec<model_mix::MixedModel>,
     /// Which per-request fields `--param` overrides (then the param's value is sent).
     override_prompt: bool,
     override_max_tokens: bool,
@@ -512,8 +540,12 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             "application/json"
         },
     );
+    let mix_models = model_mix::parse(&args.model_mix)?;
     if !args.skip_model_check {
         check_model(&endpoint, &head_extra, &args.model).await?;
+        for (name, _) in &mix_models {
+            check_model(&endpoint, &head_extra, name).await?;
+        }
     }
     let slo = Slo {
         ttft_ms: args.slo_ttft_ms,
@@ -535,6 +567,9 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         override_ignore_eos: params.contains_key("ignore_eos"),
         embeddings,
         tokenizer: tokenizer.clone(),
+        mix: model_mix::build(&mix_models, |name| {
+            body_prefix(name, (!embeddings).then_some(stream), params.clone())
+        }),
         body_prefix: body_prefix(&args.model, (!embeddings).then_some(stream), params),
         vllm_extensions: !args.plain_openai,
         // Each worker draws its own prompts; worker 0 draws what a single process does.
@@ -587,7 +622,11 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         .iter()
         .map(|&c| Load::Closed(c))
         .chain(args.request_rates.iter().map(|&r| Load::Open(r)));
-    let loads: Vec<Load> = loads.collect();
+    let mut loads: Vec<Load> = loads.collect();
+    if let Some(Workload::Trace(trace)) = workloads.first() {
+        // A trace sets its own load: one open-loop iteration on its schedule.
+        loads = vec![Load::Open(trace.mean_rate())];
+    }
     for (scenario_index, workload) in workloads.iter().enumerate() {
         for &load in &loads {
             let number = report.iterations.len();
@@ -675,8 +714,18 @@ async fn run_iteration(
     number: usize,
     progress: &mut progress::Progress,
 ) -> anyhow::Result<Iteration> {
+    let replay = match workload {
+        Workload::Trace(trace) => Some(trace),
+        _ => None,
+    };
     let (total_streams, default_requests, default_warmup) = match load {
         Load::Closed(c) => (c as u64, (c as u64 * 4).max(100), c as u64),
+        // A trace is replayed whole, every request measured.
+        Load::Open(_) if let Some(trace) = replay => (
+            args.max_concurrency.map_or(0, u64::from),
+            trace.requests() as u64,
+            0,
+        ),
         Load::Open(rate) => (
             args.max_concurrency.map_or(0, u64::from),
             ((rate * 10.0).ceil() as u64).max(100),
@@ -749,6 +798,7 @@ async fn run_iteration(
                 max_concurrency: args.max_concurrency.map(|cap| {
                     (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
                 }),
+                replay: replay.map(|trace| trace.offsets()),
             };
             loops::open(shared, workload, open, budget, seed, &recorder).await?
         }
@@ -769,7 +819,14 @@ async fn run_iteration(
     iteration.cooldown_requests = outcome.cooldown_requests;
     if let Load::Open(rate) = load {
         iteration.request_rate = Some(rate);
-        iteration.arrivals = Some(arrivals_name(args).into());
+        iteration.arrivals = Some(
+            if replay.is_some() {
+                "trace"
+            } else {
+                arrivals_name(args)
+            }
+            .into(),
+        );
         iteration.burstiness = (args.arrivals == ArrivalKind::Gamma).then_some(args.burstiness);
     }
     progress.finished(&iteration);
@@ -840,6 +897,24 @@ struct Worker {
     body: Vec<u8>,
     body_text: String,
     recorder: Arc<Mutex<Recorder>>,
+    /// The client's own delays of the latest exchange (see [`ClientDelays`]).
+    delays: ClientDelays,
+    /// The latest request's model in the `--model-mix`.
+    model: Option<usize>,
+}
+
+/// Where the latest exchange's timestamps may have been late because the load
+/// generator was: the evidence behind [`perfsweep_benchmarks::kinds::llm::doubt`].
+#[derive(Clone, Copy, Debug, Default)]
+struct ClientDelays {
+    /// From stamping the request sent (or the connection opened) to the request
+    /// written: a client descheduled in between sends later than it says.
+    send: Duration,
+    /// From the kernel's arrival time of the first content to reading it: a read this
+    /// late may have merged later tokens into it, under the last one's arrival time.
+    first_read: Duration,
+    /// The kernel's arrival time of the last bytes read.
+    last_arrival: Option<Instant>,
 }
 
 /// Why a request failed, by kind.
@@ -856,6 +931,8 @@ impl Worker {
             body: Vec::new(),
             body_text: String::with_capacity(4096),
             recorder,
+            delays: ClientDelays::default(),
+            model: None,
         }
     }
 
@@ -869,12 +946,30 @@ impl Worker {
         // are written per request (no JSON tree is built).
         let body = &mut self.body_text;
         body.clear();
-        body.push_str(&shared.body_prefix);
+        self.model = model_mix::choose(&shared.mix, seed, ticket);
+        body.push_str(
+            self.model
+                .and_then(|index| shared.mix.get(index))
+                .map_or(&shared.body_prefix, |m| &m.body_prefix),
+        );
         if !shared.override_prompt {
             let prompt = serde_json::to_string(&self.prompt).unwrap_or_default();
             match shared.api {
                 _ if shared.embeddings => {
                     let _ = write!(body, r#""input":{prompt},"#);
+                }
+                Api::Chat if draw.system_bytes > 0 => {
+                    // A system prompt, then the question (shared-prefix prompts).
+                    let (system, question) = self
+                        .prompt
+                        .split_at_checked(draw.system_bytes)
+                        .unwrap_or(("", &self.prompt));
+                    let system = serde_json::to_string(system).unwrap_or_default();
+                    let question = serde_json::to_string(question.trim_start()).unwrap_or_default();
+                    let _ = write!(
+                        body,
+                        r#""messages":[{{"role":"system","content":{system}}},{{"role":"user","content":{question}}}],"#
+                    );
                 }
                 Api::Chat => {
                     let _ = write!(
@@ -923,12 +1018,13 @@ impl Worker {
         ticket: u64,
         measured: bool,
         scheduled: Option<Instant>,
+        client_from: Option<Instant>,
     ) {
         let draw = self.build(workload, seed, ticket);
         let input_tokens = u64::from(draw.input_tokens);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
-        let outcome = match deadline::within(timeout, self.exchange()).await {
+        let outcome = match deadline::within(timeout, self.exchange(sent)).await {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.connection = None;
@@ -942,6 +1038,21 @@ impl Worker {
         if !measured {
             return;
         }
+        // Open loop: how late the client itself sent after the request could go (when
+        // it was due, or when the concurrency cap let it); both latencies include it.
+        let late_send =
+            client_from.map_or(Duration::ZERO, |from| sent.saturating_duration_since(from));
+        let common = late_send + self.delays.send;
+        let end_read = self.delays.last_arrival.map_or(Duration::ZERO, |arrival| {
+            done.saturating_duration_since(arrival)
+        });
+        let e2e_client_delay = common + end_read;
+        // Without streamed tokens the first token is the end.
+        let ttft_client_delay = if self.stream.token_times.is_empty() {
+            e2e_client_delay
+        } else {
+            common + self.delays.first_read
+        };
         match outcome {
             Ok(usage) => {
                 let server_input = usage.and_then(|u| u.prompt_tokens);
@@ -960,6 +1071,7 @@ impl Worker {
                             done,
                             input,
                             estimated_input,
+                            e2e_client_delay,
                             &self.shared.slo,
                         );
                     }
@@ -984,16 +1096,31 @@ impl Worker {
                     input_tokens: input,
                     output_tokens,
                     estimated: estimated_output || estimated_input,
+                    ttft_client_delay,
+                    e2e_client_delay,
+                    reasoning: self.stream.first_reasoning.map(|first| stats::Reasoning {
+                        tokens: u64::from(self.stream.reasoning_events),
+                        first,
+                        first_answer: self.stream.first_answer,
+                    }),
                 };
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
                     if let Some(server) = server_input {
                         recorder.usage.input.add(server, input_tokens);
                     }
+                    if let Some(cached) = usage.and_then(|u| u.cached_tokens()) {
+                        recorder.cached_tokens(cached, input);
+                    }
                     if let (Some(server), Some(counted)) = (server_output, counted_output) {
                         recorder.usage.output.add(server, counted);
                     }
                     recorder.success(&sample, &self.shared.slo);
+                    if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
+                        recorder
+                            .of_model(&model.name)
+                            .success(&sample, &self.shared.slo);
+                    }
                 }
             }
             Err(Failed(kind, message)) => {
@@ -1001,38 +1128,54 @@ impl Worker {
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
                     recorder.error(kind, scheduled.unwrap_or(sent), done);
+                    if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
+                        recorder
+                            .of_model(&model.name)
+                            .error(kind, scheduled.unwrap_or(sent), done);
+                    }
                 }
             }
         }
     }
 
-    /// Sends the prepared request and reads the response; the usage the server reported.
-    async fn exchange(&mut self) -> Result<Option<sse::Usage>, Failed> {
+    /// Sends the prepared request (stamped `sent`) and reads the response; the usage
+    /// the server reported.
+    async fn exchange(&mut self, sent: Instant) -> Result<Option<sse::Usage>, Failed> {
         self.stream.reset();
         self.body.clear();
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => Connection::open(&self.shared.endpoint)
-                .await
-                .map_err(|e| Failed("connect", format!("{e:#}")))?,
+        self.delays = ClientDelays::default();
+        let (mut connection, writing_from) = match self.connection.take() {
+            Some(connection) => (connection, sent),
+            None => {
+                let connection = Connection::open(&self.shared.endpoint)
+                    .await
+                    .map_err(|e| Failed("connect", format!("{e:#}")))?;
+                (connection, Instant::now())
+            }
         };
         connection
             .send(&self.request)
             .await
             .map_err(|e| Failed("connect", e.to_string()))?;
+        self.delays.send = writing_from.elapsed();
         let head = connection
             .read_head()
             .await
             .map_err(|e| Failed("protocol", format!("{e:#}")))?;
         let streaming = self.shared.stream && head.status == 200;
-        let (stream, body) = (&mut self.stream, &mut self.body);
+        let (stream, body, delays) = (&mut self.stream, &mut self.body, &mut self.delays);
         let read = connection
             .read_body(&head, |data, at| {
                 if streaming {
+                    let first = stream.token_times.is_empty();
                     stream.feed(data, at);
+                    if first && !stream.token_times.is_empty() {
+                        delays.first_read = at.elapsed();
+                    }
                 } else {
                     body.extend_from_slice(data);
                 }
+                delays.last_arrival = Some(at);
             })
             .await;
         if let Err(error) = read {
@@ -1096,6 +1239,34 @@ async fn workloads(
     tokenizer: &Tokenizer,
     embeddings: bool,
 ) -> anyhow::Result<Vec<Workload>> {
+    if args.dataset.is_some() && args.shared_prefix_groups.is_some() {
+        bail!("--dataset and --shared-prefix-groups both choose the prompts: give one");
+    }
+    if let Some(location) = args.dataset.as_ref().filter(|_| replays_trace(args)) {
+        if embeddings {
+            bail!("--trace replays text-to-text requests, not embeddings");
+        }
+        if args.workers > 1 || args.saturate.is_some() {
+            bail!("a trace sets the load itself: it runs with one worker and no saturation search");
+        }
+        let mut parameters = std::collections::BTreeMap::new();
+        for param in &args.dataset_params {
+            if let Some((key, value)) = param.split_once('=') {
+                parameters.insert(key.to_owned(), value.to_owned());
+            }
+        }
+        let text = dataset::fetch(location, &parameters).await?;
+        let requests =
+            workload::trace::parse(&text).with_context(|| format!("trace {location}"))?;
+        let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+        return Ok(vec![Workload::Trace(workload::trace::Trace::new(
+            requests,
+            args.trace_block_tokens,
+            words,
+            args.seed,
+            location.clone(),
+        ))]);
+    }
     if let Some(location) = &args.dataset {
         let mut parameters = std::collections::BTreeMap::new();
         for param in &args.dataset_params {
@@ -1122,6 +1293,24 @@ async fn workloads(
         }]);
     }
     let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+    if let Some(groups) = args.shared_prefix_groups {
+        if groups == 0 {
+            bail!("--shared-prefix-groups must be at least 1");
+        }
+        if embeddings {
+            bail!("shared-prefix prompts are for text-to-text, not embeddings");
+        }
+        let shape = SharedPrefixShape {
+            groups,
+            system_tokens: args.shared_prefix_system_tokens,
+            question_tokens: args.shared_prefix_question_tokens,
+            output_tokens: args.shared_prefix_output_tokens,
+        };
+        // Every worker builds the same system prompts: the run's seed, not its own.
+        return Ok(vec![Workload::SharedPrefix(SharedPrefix::new(
+            shape, words, args.seed,
+        ))]);
+    }
     scenarios
         .iter()
         .map(|&scenario| {
@@ -1141,6 +1330,11 @@ async fn workloads(
             })
         })
         .collect()
+}
+
+/// The dataset is a trace replayed on its own schedule.
+fn replays_trace(args: &LoadgenArgs) -> bool {
+    args.dataset.is_some() && args.dataset_format == dataset::Format::MooncakeTrace
 }
 
 fn http_kind(status: u16) -> &'static str {

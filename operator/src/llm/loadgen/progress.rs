@@ -133,6 +133,12 @@ impl Progress {
             iteration.ttft_millis.p99,
             iteration.inter_token_latency_millis.mean,
         );
+        for doubt in &iteration.doubts {
+            eprintln!(
+                "warning: {} {load}: {} in doubt ({}): {}",
+                iteration.scenario, doubt.metric, doubt.kind, doubt.evidence
+            );
+        }
         if let Some(lag) = &iteration.schedule_lag_millis
             && lag.p99 > LATE_MILLIS
         {

@@ -34,6 +34,9 @@ pub struct Schedule {
     rng: Rng,
     /// Seconds since the start of the next arrival.
     next: f64,
+    /// A replayed trace's offsets, and the index of the next one and the step between
+    /// them (a lane of the open loop takes every `step`th request).
+    replay: Option<(std::sync::Arc<[Duration]>, usize, usize)>,
 }
 
 impl Schedule {
@@ -44,11 +47,30 @@ impl Schedule {
             mean_interval: 1.0 / rate,
             rng: Rng::derive(seed, 0x5C4E_D01E),
             next: 0.0,
+            replay: None,
+        }
+    }
+
+    /// A trace's own schedule: requests `first`, `first + step`, ... of `offsets`;
+    /// past the end, the last offset.
+    pub fn replay(offsets: std::sync::Arc<[Duration]>, first: usize, step: usize) -> Self {
+        Self {
+            replay: Some((offsets, first, step.max(1))),
+            ..Self::new(Arrivals::Constant, 1.0, 0)
         }
     }
 
     /// The offset of the next arrival from the iteration's start.
     pub fn next_offset(&mut self) -> Duration {
+        if let Some((offsets, next, step)) = &mut self.replay {
+            let due = offsets
+                .get(*next)
+                .or(offsets.last())
+                .copied()
+                .unwrap_or_default();
+            *next += *step;
+            return due;
+        }
         let due = self.next;
         self.next += self.interval();
         Duration::from_secs_f64(due.min(1e9))

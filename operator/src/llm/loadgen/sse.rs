@@ -5,7 +5,10 @@
 //! Handled: comment lines (`:`), `data:` with or without a space, multi-line data, CRLF,
 //! events split across reads, role-only and empty finish chunks (not token events),
 //! usage in the finish chunk, in a separate chunk with empty `choices`, or in every chunk
-//! (continuous usage stats; the last one wins), `data: [DONE]`, and error events.
+//! (continuous usage stats; the last one wins), `data: [DONE]`, and error events. A line
+//! that is neither a field (`data:`, `event:`, `id:`, `retry:`), a comment nor blank
+//! fails the request as a protocol error of its own kind ([`BARE_LINE`],
+//! [`UNKNOWN_FIELD`]) instead of being dropped with whatever token it carried.
 
 use std::borrow::Cow;
 
@@ -45,6 +48,23 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens the server's prefix cache held, when it says.
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct PromptTokensDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Prompt tokens served from the prefix cache, when the server reported them.
+    pub fn cached_tokens(&self) -> Option<u64> {
+        self.prompt_tokens_details.and_then(|d| d.cached_tokens)
+    }
 }
 
 /// What one streamed response amounted to.
@@ -55,6 +75,11 @@ pub struct StreamState {
     has_data: bool,
     /// When each event carrying content arrived.
     pub token_times: Vec<Instant>,
+    /// Events carrying reasoning (`delta.reasoning_content`), and when the first of
+    /// them and the first carrying the answer arrived.
+    pub reasoning_events: u32,
+    pub first_reasoning: Option<Instant>,
+    pub first_answer: Option<Instant>,
     /// Characters of content received.
     pub chars: usize,
     /// The content received (for the tokenizer: fallback counts and the usage check).
@@ -73,6 +98,9 @@ impl StreamState {
         self.data.clear();
         self.has_data = false;
         self.token_times.clear();
+        self.reasoning_events = 0;
+        self.first_reasoning = None;
+        self.first_answer = None;
         self.chars = 0;
         self.text.clear();
         self.usage = None;
@@ -127,8 +155,16 @@ impl StreamState {
             }
             self.data.extend_from_slice(value);
             self.has_data = true;
+            return;
         }
-        // Other fields (event:, id:, retry:) carry nothing we measure.
+        if let Some((kind, message)) = invalid_line(line) {
+            // The line's content is lost either way: the request fails rather than
+            // reporting a token count and gaps that miss it.
+            if self.error.is_none() {
+                self.error = Some((kind, message));
+            }
+        }
+        // The other fields (event:, id:, retry:) carry nothing we measure.
     }
 
     fn dispatch(&mut self, at: Instant) {
@@ -158,6 +194,7 @@ impl StreamState {
             if scan.chars > 0 {
                 self.chars += scan.chars;
                 self.token_times.push(at);
+                self.classify(scan.reasoning_chars, scan.chars - scan.reasoning_chars, at);
             }
             return;
         }
@@ -182,13 +219,16 @@ impl StreamState {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        let mut chars = 0;
+        let (mut chars, mut reasoning) = (0, 0);
         for choice in &chunk.choices {
             if let Some(text) = &choice.text {
                 chars += text.len();
                 self.text.push_str(text);
             }
             if let Some(delta) = &choice.delta {
+                if let Some(text) = &delta.reasoning_content {
+                    reasoning += text.len();
+                }
                 for text in [&delta.content, &delta.reasoning_content]
                     .into_iter()
                     .flatten()
@@ -201,7 +241,52 @@ impl StreamState {
         if chars > 0 {
             self.chars += chars;
             self.token_times.push(at);
+            self.classify(reasoning, chars - reasoning, at);
         }
+    }
+
+    /// Counts a content event as reasoning and/or answer.
+    fn classify(&mut self, reasoning_chars: usize, answer_chars: usize, at: Instant) {
+        if reasoning_chars > 0 {
+            self.reasoning_events += 1;
+            self.first_reasoning.get_or_insert(at);
+        }
+        if answer_chars > 0 {
+            self.first_answer.get_or_insert(at);
+        }
+    }
+}
+
+/// Failure kind of a line that is neither a field nor a comment, e.g. a JSON chunk
+/// without its `data:` prefix.
+pub const BARE_LINE: &str = "protocol_sse_bare_line";
+/// Failure kind of a field other than `data`, `event`, `id` and `retry`.
+pub const UNKNOWN_FIELD: &str = "protocol_sse_unknown_field";
+
+/// Why a non-empty line that is neither a comment nor `data:` breaks the protocol, if it
+/// does: the SSE fields the OpenAI streams use are `data`, `event`, `id` and `retry`.
+fn invalid_line(line: &[u8]) -> Option<(&'static str, String)> {
+    let shown = || String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+    // A field name is a word; anything else before the first colon (a JSON chunk's
+    // `{"choices"`) means the line is no field at all.
+    let name = line
+        .iter()
+        .position(|&b| b == b':')
+        .map(|colon| &line[..colon])
+        .filter(|name| {
+            name.iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+        });
+    match name {
+        None => Some((
+            BARE_LINE,
+            format!("a stream line is not an SSE field: {:?}", shown()),
+        )),
+        Some(b"event" | b"id" | b"retry") => None,
+        Some(_) => Some((
+            UNKNOWN_FIELD,
+            format!("a stream line has an unknown SSE field: {:?}", shown()),
+        )),
     }
 }
 
@@ -212,6 +297,8 @@ mod scan {
 
     pub struct Scan {
         pub chars: usize,
+        /// Of `chars`, those of `reasoning_content`.
+        pub reasoning_chars: usize,
         pub usage: Option<Usage>,
     }
 
@@ -228,6 +315,7 @@ mod scan {
         let mut p = Parser { b: data, i: 0 };
         let mut scan = Scan {
             chars: 0,
+            reasoning_chars: 0,
             usage: None,
         };
         p.object(|p, key| match key {
@@ -235,7 +323,13 @@ mod scan {
                 p.object(|p, key| match key {
                     b"text" => p.content(&mut scan.chars, text),
                     b"delta" => p.nullable_object(|p, key| match key {
-                        b"content" | b"reasoning_content" => p.content(&mut scan.chars, text),
+                        b"content" => p.content(&mut scan.chars, text),
+                        b"reasoning_content" => {
+                            let before = scan.chars;
+                            p.content(&mut scan.chars, text)?;
+                            scan.reasoning_chars += scan.chars - before;
+                            Some(())
+                        }
                         _ => p.skip(0),
                     }),
                     _ => p.skip(0),
@@ -249,6 +343,15 @@ mod scan {
                     match key {
                         b"prompt_tokens" => p.count(&mut usage.prompt_tokens),
                         b"completion_tokens" => p.count(&mut usage.completion_tokens),
+                        b"prompt_tokens_details" => {
+                            let mut details = super::PromptTokensDetails::default();
+                            p.nullable_object(|p, key| match key {
+                                b"cached_tokens" => p.count(&mut details.cached_tokens),
+                                _ => p.skip(0),
+                            })?;
+                            usage.prompt_tokens_details = Some(details);
+                            Some(())
+                        }
                         _ => p.skip(0),
                     }
                 })?;
@@ -438,7 +541,8 @@ mod tests {
                 state.usage,
                 Some(Usage {
                     prompt_tokens: Some(7),
-                    completion_tokens: Some(2)
+                    completion_tokens: Some(2),
+                    prompt_tokens_details: None,
                 })
             );
             assert_eq!(state.chars, " Hello".len() + " wörld".len());
@@ -474,10 +578,11 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(p),
                 completion_tokens: Some(c),
+                prompt_tokens_details: None,
             })
         };
         type Expected = Option<(usize, Option<Usage>)>;
-        let cases: [(&str, Expected); 9] = [
+        let cases: [(&str, Expected); 10] = [
             (
                 r#"{"id":"x","choices":[{"index":0,"delta":{"content":" to"},"finish_reason":null}]}"#,
                 Some((3, None)),
@@ -493,6 +598,19 @@ mod tests {
             (
                 r#"{"choices":[{"delta":{"reasoning_content":"hm","content":null}}]}"#,
                 Some((2, None)),
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+                Some((
+                    0,
+                    Some(Usage {
+                        prompt_tokens: Some(7),
+                        completion_tokens: Some(2),
+                        prompt_tokens_details: Some(PromptTokensDetails {
+                            cached_tokens: Some(4),
+                        }),
+                    }),
+                )),
             ),
             // Escapes, errors, trailing garbage and truncation go to serde_json.
             (r#"{"choices":[{"delta":{"content":" w\u00f6rld"}}]}"#, None),
@@ -511,6 +629,31 @@ mod tests {
                 let _ = scan::chunk(&text.as_bytes()[..cut]);
             }
         }
+    }
+
+    #[test]
+    fn lines_that_are_no_sse_field_are_protocol_errors_by_kind() {
+        // A chunk without its `data:` prefix: its token would be lost.
+        let text = "data: {\"choices\":[{\"text\":\"a\"}]}\n\n\
+            {\"choices\":[{\"text\":\"b\"}]}\n\n\
+            data: [DONE]\n\n";
+        for piece in [1, 5, 1000] {
+            let state = feed_all(text, piece);
+            assert_eq!(
+                state.error.as_ref().map(|e| e.0),
+                Some(BARE_LINE),
+                "{piece}"
+            );
+        }
+        let state = feed_all("delta: {}\n\ndata: [DONE]\n\n", 3);
+        assert_eq!(state.error.map(|e| e.0), Some(UNKNOWN_FIELD));
+        // The fields OpenAI-compatible servers send, comments and CRLF are fine.
+        let fine = "event: message\r\nid: 7\r\nretry: 100\r\n: keep-alive\r\n\
+            data: {\"choices\":[{\"text\":\"a\"}]}\r\n\r\ndata: [DONE]\r\n\r\n";
+        let state = feed_all(fine, 4);
+        assert!(state.error.is_none(), "{:?}", state.error);
+        assert_eq!(state.token_times.len(), 1);
+        assert!(state.done);
     }
 
     #[test]

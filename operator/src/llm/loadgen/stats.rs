@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use perfsweep_benchmarks::kinds::llm::histogram;
-use perfsweep_benchmarks::kinds::llm::result::{Goodput, Iteration, RawHistograms, RawIteration};
+use perfsweep_benchmarks::kinds::llm::result::{
+    CachedTokens, Goodput, Iteration, RawHistograms, RawIteration,
+};
+use perfsweep_benchmarks::kinds::llm::{doubt, histogram};
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.
@@ -34,6 +36,22 @@ pub struct Sample<'a> {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub estimated: bool,
+    /// How much of the client's own delay the time to first token may include (see
+    /// [`perfsweep_benchmarks::kinds::llm::doubt`]).
+    pub ttft_client_delay: Duration,
+    /// How much of the client's own delay the end-to-end latency may include.
+    pub e2e_client_delay: Duration,
+    /// A reasoning model's stream: streamed reasoning events (tokens), and when the
+    /// first reasoning and the first answer content arrived.
+    pub reasoning: Option<Reasoning>,
+}
+
+/// What a reasoning model streamed before its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Reasoning {
+    pub tokens: u64,
+    pub first: Instant,
+    pub first_answer: Option<Instant>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -68,8 +86,27 @@ pub struct Recorder {
     estimated: u64,
     first_sent: Option<Instant>,
     last_done: Option<Instant>,
+    /// Successful requests whose TTFT / end-to-end latency may include more than the
+    /// tolerance of the client's own delay, and the longest such delay.
+    delayed_ttft: u64,
+    delayed_e2e: u64,
+    max_client_delay: Duration,
+    /// Prefix cache hits the server reported.
+    cached: Option<CachedTokens>,
+    /// Reasoning streams: time to the first reasoning and the first answer token, and
+    /// reasoning tokens in all.
+    ttf_reasoning: Histogram<u64>,
+    ttf_answer: Histogram<u64>,
+    reasoning_tokens: u64,
+    /// `--model-mix`: the same, per model.
+    by_model: BTreeMap<String, Recorder>,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
+}
+
+/// Client delays beyond this make a request count as delayed.
+fn client_delay_tolerance() -> Duration {
+    Duration::from_secs_f64(doubt::CLIENT_DELAY_TOLERANCE_MILLIS / 1000.0)
 }
 
 impl Default for Recorder {
@@ -92,6 +129,14 @@ impl Default for Recorder {
             estimated: 0,
             first_sent: None,
             last_done: None,
+            delayed_ttft: 0,
+            delayed_e2e: 0,
+            max_client_delay: Duration::ZERO,
+            cached: None,
+            ttf_reasoning: histogram(),
+            ttf_answer: histogram(),
+            reasoning_tokens: 0,
+            by_model: BTreeMap::new(),
             usage: Default::default(),
         }
     }
@@ -130,6 +175,18 @@ impl Recorder {
         self.output_tokens += sample.output_tokens;
         if sample.estimated {
             self.estimated += 1;
+        }
+        self.client_delay(sample.ttft_client_delay, sample.e2e_client_delay);
+        if let Some(reasoning) = &sample.reasoning {
+            self.reasoning_tokens += reasoning.tokens;
+            let _ = self
+                .ttf_reasoning
+                .record(micros(reasoning.first.saturating_duration_since(origin)));
+            if let Some(answer) = reasoning.first_answer {
+                let _ = self
+                    .ttf_answer
+                    .record(micros(answer.saturating_duration_since(origin)));
+            }
         }
         let e2e = sample.done - origin;
         let _ = self.e2e.record(micros(e2e));
@@ -170,6 +227,36 @@ impl Recorder {
         }
     }
 
+    /// A successful request's prompt of `input` tokens of which the server's prefix
+    /// cache held `cached`.
+    pub fn cached_tokens(&mut self, cached: u64, input: u64) {
+        let sum = self.cached.get_or_insert_with(CachedTokens::default);
+        sum.cached += cached;
+        sum.of_input += input;
+    }
+
+    /// The recorder of one model of a `--model-mix`.
+    pub fn of_model(&mut self, model: &str) -> &mut Recorder {
+        self.by_model.entry(model.to_owned()).or_default()
+    }
+
+    fn client_delay(&mut self, ttft: Duration, e2e: Duration) {
+        let tolerance = client_delay_tolerance();
+        self.delayed_ttft += u64::from(ttft > tolerance);
+        self.delayed_e2e += u64::from(e2e > tolerance);
+        self.max_client_delay = self.max_client_delay.max(ttft).max(e2e);
+    }
+
+    /// The client delay evidence; `None` before any request succeeded.
+    fn client_delay_report(&self) -> Option<doubt::ClientDelay> {
+        (self.ok > 0).then_some(doubt::ClientDelay {
+            tolerance_millis: doubt::CLIENT_DELAY_TOLERANCE_MILLIS,
+            delayed_ttft_requests: self.delayed_ttft,
+            delayed_e2e_requests: self.delayed_e2e,
+            max_millis: self.max_client_delay.as_secs_f64() * 1000.0,
+        })
+    }
+
     /// An embeddings request: no tokens stream back, so no time to first token; its
     /// end-to-end latency (from `origin`: when it was due in open loop, sent otherwise)
     /// is held against the TTFT objective.
@@ -179,10 +266,12 @@ impl Recorder {
         done: Instant,
         input_tokens: u64,
         estimated: bool,
+        client_delay: Duration,
         slo: &Slo,
     ) {
         self.span(origin, done);
         self.ok += 1;
+        self.client_delay(client_delay, client_delay);
         self.input_tokens += input_tokens;
         if estimated {
             self.estimated += 1;
@@ -216,6 +305,18 @@ impl Recorder {
         self.user_rate_count += other.user_rate_count;
         self.meeting_slo += other.meeting_slo;
         self.estimated += other.estimated;
+        self.delayed_ttft += other.delayed_ttft;
+        self.delayed_e2e += other.delayed_e2e;
+        self.max_client_delay = self.max_client_delay.max(other.max_client_delay);
+        let _ = self.ttf_reasoning.add(&other.ttf_reasoning);
+        let _ = self.ttf_answer.add(&other.ttf_answer);
+        self.reasoning_tokens += other.reasoning_tokens;
+        for (model, theirs) in other.by_model {
+            self.of_model(&model).merge(theirs);
+        }
+        if let Some(theirs) = other.cached {
+            self.cached_tokens(theirs.cached, theirs.of_input);
+        }
         if let (Some(sent), Some(done)) = (other.first_sent, other.last_done) {
             self.span(sent, done);
         }
@@ -235,7 +336,7 @@ impl Recorder {
             n if n == self.ok => "estimated",
             _ => "mixed",
         };
-        Iteration {
+        let mut iteration = Iteration {
             scenario,
             concurrency,
             requests: self.ok,
@@ -273,7 +374,33 @@ impl Recorder {
             }),
             usage_check: self.usage.report(),
             ..Iteration::default()
+        };
+        doubt::judge(
+            &mut iteration,
+            self.client_delay_report(),
+            &self.ttft,
+            &self.e2e,
+            &self.itl,
+        );
+        CachedTokens::apply(self.cached, &mut iteration);
+        iteration.per_model = self
+            .by_model
+            .iter()
+            .map(|(model, recorder)| {
+                let mut part = recorder.summary(model.clone(), concurrency, slo);
+                // The part's own doubts are its whole's; its evidence stays.
+                part.doubts.clear();
+                (model.clone(), part)
+            })
+            .collect();
+        if !self.ttf_reasoning.is_empty() {
+            iteration.time_to_first_reasoning_token_millis =
+                Some(histogram::distribution(&self.ttf_reasoning));
+            iteration.time_to_first_answer_token_millis =
+                (!self.ttf_answer.is_empty()).then(|| histogram::distribution(&self.ttf_answer));
+            iteration.reasoning_tokens_mean = Some(self.reasoning_tokens as f64 / self.ok as f64);
         }
+        iteration
     }
 }
 
@@ -303,6 +430,8 @@ impl Recorder {
             estimated: self.estimated,
             first_sent_seconds: self.first_sent.map(since),
             last_done_seconds: self.last_done.map(since),
+            client_delay: self.client_delay_report(),
+            cached_input_tokens: self.cached,
         })
     }
 }
@@ -336,6 +465,9 @@ mod raw_tests {
                     input_tokens: 7,
                     output_tokens: tokens,
                     estimated: sent == 5,
+                    ttft_client_delay: ms(sent),
+                    e2e_client_delay: Duration::ZERO,
+                    reasoning: None,
                 },
                 &slo,
             );
@@ -372,6 +504,17 @@ mod raw_tests {
             (own.requests, own.errors)
         );
         assert_eq!(rebuilt.token_counts, own.token_counts);
+        // One request (sent at 9 ms) counted as delayed past the 5 ms tolerance.
+        assert_eq!(
+            own.client_delay.as_ref().map(|d| d.delayed_ttft_requests),
+            Some(1)
+        );
+        assert_eq!(rebuilt.client_delay, own.client_delay);
+        assert_eq!(rebuilt.doubts, own.doubts);
+        assert_eq!(
+            rebuilt.token_gaps_under_1ms_percent,
+            own.token_gaps_under_1ms_percent
+        );
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
         assert!(close(rebuilt.duration_seconds, own.duration_seconds));
         assert!(close(
@@ -412,6 +555,9 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 3,
                 estimated: false,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );
@@ -426,6 +572,9 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 3,
                 estimated: true,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );
@@ -472,6 +621,9 @@ mod tests {
                 input_tokens: 1,
                 output_tokens: 2,
                 estimated: false,
+                ttft_client_delay: Duration::ZERO,
+                e2e_client_delay: Duration::ZERO,
+                reasoning: None,
             },
             &slo,
         );

@@ -15,6 +15,11 @@ use crate::llm::dataset::Dataset;
 use crate::llm::rng::Rng;
 use crate::llm::tokenizer::PromptWords;
 
+pub mod shared_prefix;
+pub mod trace;
+use shared_prefix::SharedPrefix;
+use trace::Trace;
+
 impl RandomSource for Rng {
     fn unit(&mut self) -> f64 {
         Rng::unit(self)
@@ -33,6 +38,9 @@ pub struct Draw {
     /// Tokens to generate; `None` leaves it to the server (dataset prompts without a
     /// length), and embeddings generate none.
     pub output_tokens: Option<u32>,
+    /// The prompt's first bytes that are a system prompt (sent as the `system` message
+    /// of a chat request); 0 for none.
+    pub system_bytes: usize,
 }
 
 /// Token counts of one request of a scenario (deterministic for a seed).
@@ -41,6 +49,7 @@ pub fn draw(scenario: &TrafficScenario, rng: &mut Rng) -> Draw {
     Draw {
         input_tokens,
         output_tokens: (!scenario.is_embedding()).then_some(output_tokens),
+        system_bytes: 0,
     }
 }
 
@@ -59,6 +68,10 @@ pub enum Workload {
         /// places so that together they cover the dataset.
         offset: u64,
     },
+    /// Prompts sharing system prompts (prefix-cache tests).
+    SharedPrefix(SharedPrefix),
+    /// A production trace, replayed on its own schedule.
+    Trace(Trace),
 }
 
 impl Workload {
@@ -67,6 +80,8 @@ impl Workload {
         match self {
             Self::Scenario { scenario, .. } => scenario.to_string(),
             Self::Dataset { .. } => "dataset".into(),
+            Self::SharedPrefix(shared) => shared.label(),
+            Self::Trace(trace) => trace.label(),
         }
     }
 
@@ -75,6 +90,7 @@ impl Workload {
         match self {
             Self::Scenario { scenario, .. } => scenario.is_embedding(),
             Self::Dataset { embeddings, .. } => *embeddings,
+            Self::SharedPrefix(_) | Self::Trace(_) => false,
         }
     }
 
@@ -100,6 +116,7 @@ impl Workload {
                     return Draw {
                         input_tokens: 0,
                         output_tokens: None,
+                        system_bytes: 0,
                     };
                 };
                 prompt.push_str(&entry.prompt);
@@ -110,8 +127,11 @@ impl Workload {
                     } else {
                         entry.output_tokens
                     },
+                    system_bytes: 0,
                 }
             }
+            Self::SharedPrefix(shared) => shared.next(rng, prompt),
+            Self::Trace(trace) => trace.next(ticket, prompt),
         }
     }
 }
@@ -151,9 +171,37 @@ mod tests {
             shape,
             Draw {
                 input_tokens: 32,
-                output_tokens: None
+                output_tokens: None,
+                system_bytes: 0,
             }
         );
+    }
+
+    #[test]
+    fn shared_prefix_requests_share_one_of_the_groups_system_prompts() {
+        use shared_prefix::SharedPrefixShape;
+        let tokenizer = Tokenizer::load("builtin:cl100k_base").expect("bundled");
+        let shape = SharedPrefixShape {
+            groups: 3,
+            system_tokens: 40,
+            question_tokens: 10,
+            output_tokens: 5,
+        };
+        let workload = Workload::SharedPrefix(SharedPrefix::new(shape, words(), 1));
+        assert_eq!(workload.label(), "shared-prefix(3x40+10/5)");
+        let mut systems = std::collections::BTreeSet::new();
+        for ticket in 0..60 {
+            let mut prompt = String::new();
+            let draw = workload.next(&mut Rng::derive(9, ticket), ticket, &mut prompt);
+            assert_eq!(draw.input_tokens, 50);
+            assert_eq!(draw.output_tokens, Some(5));
+            let (system, question) = prompt.split_at(draw.system_bytes);
+            assert_eq!(tokenizer.count(system), 40);
+            assert_eq!(tokenizer.count(&prompt), 50, "{prompt}");
+            assert!(!question.trim().is_empty());
+            systems.insert(system.to_owned());
+        }
+        assert_eq!(systems.len(), 3, "every group drawn, and only those");
     }
 
     #[test]

@@ -132,6 +132,74 @@ fn judged_metric(
     Some((metric, thresholds))
 }
 
+/// An LLM sweep's latency-throughput curve: time to first token against output token
+/// throughput, one point per iteration of every record (the records' metrics keep only
+/// the best iteration; their results keep them all).
+fn llm_iteration_chart(records: &[ResultRecord]) -> Option<(String, String, String)> {
+    use super::MetricStats;
+    use crate::kinds::llm::LLMInferenceResult;
+    use crate::metrics::Better;
+    use crate::stats::{Stability, Summary};
+
+    const KIND: &str = "LLMInference";
+    let mut cases = Vec::new();
+    for record in records.iter().filter(|r| r.benchmark.kind == KIND) {
+        let RecordOutcome::Succeeded { result, .. } = &record.outcome else {
+            continue;
+        };
+        let Ok(result) = serde_json::from_value::<LLMInferenceResult>(result.clone()) else {
+            continue;
+        };
+        for (index, iteration) in result.iterations.iter().enumerate() {
+            if iteration.requests == 0 {
+                continue;
+            }
+            let single = |value: f64| Summary::of(&[value], Stability::default());
+            let (Some(throughput), Some(ttft)) = (
+                single(iteration.output_tokens_per_second),
+                single(iteration.ttft_millis.mean),
+            ) else {
+                continue;
+            };
+            let mut permutation = record.benchmark.permutation.clone();
+            permutation.insert("iteration".into(), index.into());
+            cases.push(Case {
+                key: format!("{}#{index}", record.case_key()),
+                kind: KIND.into(),
+                set: record.benchmark.set.clone(),
+                permutation,
+                workload_spec_digest: record.workload_spec_digest.clone(),
+                runs: 1,
+                failed: 0,
+                metrics: vec![
+                    MetricStats {
+                        name: "output_tokens_per_second".into(),
+                        better: Better::Higher,
+                        summary: throughput,
+                    },
+                    MetricStats {
+                        name: "ttft_mean_milliseconds".into(),
+                        better: Better::Lower,
+                        summary: ttft,
+                    },
+                ],
+                records: Vec::new(),
+            });
+        }
+    }
+    if cases.is_empty() {
+        return None;
+    }
+    let title = format!("{KIND}: time to first token against throughput, every iteration");
+    let spec = PlotSpec {
+        x: Axis::Metric("output_tokens_per_second".into()),
+        y: "ttft_mean_milliseconds".into(),
+        title: Some(title.clone()),
+    };
+    let svg = plot::svg(&cases, &spec).ok()?;
+    Some(("llminference-latency-throughput.svg".into(), title, svg))
+}
+
 /// One chart per kind against its first swept parameter: the metric the acceptance
 /// criteria judge, with their bounds drawn, or without criteria the headline metric.
 fn charts(records: &[ResultRecord], cases: &[Case]) -> Vec<(String, String, String)> {
@@ -329,7 +397,8 @@ pub fn render_with_fleet(
             })
             .collect(),
     );
-    let charts = charts(records, cases);
+    let mut charts = charts(records, cases);
+    charts.extend(llm_iteration_chart(records));
 
     let intro = format!(
         "{} runs from run {} ({} cases).",
@@ -709,6 +778,50 @@ mod tests {
         );
         assert_eq!(svg.matches("class=\"threshold\"").count(), 1, "{svg}");
         assert!(svg.contains(">acceptance: ≥ 5G</text>"), "{svg}");
+    }
+
+    /// Issue 15: an LLM sweep's chart has a point per iteration of every record, not
+    /// only the best iteration its metrics keep.
+    #[test]
+    fn llm_latency_throughput_has_a_point_per_iteration() {
+        let raw = include_str!("../../testdata/llm/loadgen-sim-two-scenarios.txt");
+        let kind = crate::registry::lookup("LLMInference").expect("registered");
+        let parsed = kind.parse(raw).expect("the fixture parses");
+        let iterations = parsed.result["iterations"]
+            .as_array()
+            .expect("iterations")
+            .iter()
+            .filter(|it| it["requests"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert!(iterations >= 2, "the fixture has several iterations");
+        let mut r = record("llm", 1, Some(1.0));
+        r.benchmark.kind = "LLMInference".into();
+        r.spec = json!({});
+        r.outcome = RecordOutcome::Succeeded {
+            summary: parsed.summary,
+            metrics: kind.metrics(&parsed.result),
+            result: parsed.result,
+        };
+        let records = vec![r];
+        let cases = super::super::group(&records, Stability::default());
+        assert_eq!(cases.len(), 1, "one record: one case, one best iteration");
+        let report = render(&records, &cases);
+        let (_, svg) = report
+            .charts
+            .iter()
+            .find(|(file, _)| file == "llminference-latency-throughput.svg")
+            .expect("the latency-throughput chart");
+        assert_eq!(svg.matches("<circle").count(), iterations, "{svg}");
+        assert!(svg.contains("Output tokens per second (tokens/s)"), "{svg}");
+        assert!(
+            svg.contains("TTFT mean (ms)") || svg.contains("TTFT mean (µs)"),
+            "{svg}"
+        );
+        assert!(
+            report
+                .markdown
+                .contains("](llminference-latency-throughput.svg)")
+        );
     }
 
     #[test]

@@ -87,7 +87,15 @@ pub fn axis_title(metric: &str, unit: &str) -> String {
             break;
         }
     }
-    let quantity = quantity.replace('_', " ");
+    // Acronyms read as acronyms: `ttft` is "TTFT", not "Ttft".
+    let quantity = quantity
+        .split('_')
+        .map(|word| match word {
+            "ttft" | "tpot" | "itl" | "iops" | "clat" => word.to_uppercase(),
+            _ => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut chars = quantity.chars();
     let quantity = match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),
@@ -159,6 +167,8 @@ mod tests {
             "Output tokens per second (tokens/s)"
         );
         assert_eq!(axis_title("retransmits", "count"), "Retransmits (count)");
+        assert_eq!(axis_title("ttft_mean_milliseconds", "ms"), "TTFT mean (ms)");
+        assert_eq!(axis_title("read_iops", "IOPS"), "Read IOPS (IOPS)");
         assert_eq!(
             metric_def("IPerf", "received_bits_per_second").map(|d| d.unit),
             Some("bit/s")

@@ -12,6 +12,7 @@ pub mod plot;
 pub mod provenance;
 pub mod raster;
 pub mod report;
+pub mod units;
 
 use serde_json::{Map, Value};
 

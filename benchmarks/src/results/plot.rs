@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use super::units::{DisplayScale, axis_title, display_scale, metric_def};
 use super::{Case, describe_permutation, si};
 
 /// What goes on the horizontal axis.
@@ -24,6 +25,14 @@ pub struct PlotSpec {
     /// The metric on the vertical axis.
     pub y: String,
     pub title: Option<String>,
+}
+
+/// A horizontal reference line, e.g. an acceptance criterion's bound, in the y metric's
+/// own (unscaled) unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    pub value: f64,
+    pub label: String,
 }
 
 /// The y metric that stands for "each case's headline metric": cases whose headlines
@@ -118,6 +127,12 @@ pub enum Shape {
         r: f64,
         color: &'static str,
     },
+    /// A dashed reference line (a threshold).
+    Dashed {
+        from: (f64, f64),
+        to: (f64, f64),
+        color: &'static str,
+    },
     /// `(x, y)` is the baseline point; `vertical` text reads bottom to top around it.
     Text {
         at: (f64, f64),
@@ -147,8 +162,84 @@ pub fn svg(cases: &[Case], spec: &PlotSpec) -> Result<String, PlotError> {
 
 /// The chart as shapes, for [`to_svg`] or a rasterizer.
 pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
-    let (x_label, series) = collect(cases, spec)?;
-    let y_label = y_label(cases, spec);
+    scene_with(cases, spec, &[])
+}
+
+/// [`svg`] with threshold lines.
+pub fn svg_with(
+    cases: &[Case],
+    spec: &PlotSpec,
+    thresholds: &[Threshold],
+) -> Result<String, PlotError> {
+    Ok(to_svg(&scene_with(cases, spec, thresholds)?))
+}
+
+/// [`scene`] with horizontal threshold lines (drawn dashed and labelled). Values are
+/// shown in a readable unit (Gbit/s, MiB/s, ms) when the metric declares one, and the
+/// error bars of a metric that cannot be negative stop at zero.
+pub fn scene_with(
+    cases: &[Case],
+    spec: &PlotSpec,
+    thresholds: &[Threshold],
+) -> Result<Scene, PlotError> {
+    let (x_name, mut series) = collect(cases, spec)?;
+    let y_defs = y_defs(cases, spec);
+    // A 95% interval of a throughput or a latency may reach below zero with few
+    // repetitions; the quantity itself cannot, so the whisker stops at zero.
+    if !y_defs.is_empty() && y_defs.iter().all(|d| d.valid.min >= 0.0) {
+        for point in series.iter_mut().flat_map(|(_, points)| points) {
+            if let Some((low, _)) = &mut point.y_err {
+                *low = low.max(0.0);
+            }
+        }
+    }
+    let y_unit = y_defs
+        .first()
+        .filter(|first| y_defs.iter().all(|d| d.unit == first.unit))
+        .map(|d| d.unit);
+    let largest_y = series
+        .iter()
+        .flat_map(|(_, points)| points)
+        .flat_map(|p| [p.y, p.y_err.map_or(p.y, |e| e.1)])
+        .chain(thresholds.iter().map(|t| t.value))
+        .fold(0.0f64, |a, v| a.max(v.abs()));
+    let y_scale = y_unit.map(|unit| display_scale(unit, largest_y));
+    let x_def = match &spec.x {
+        Axis::Metric(m) => cases.iter().find_map(|c| metric_def(&c.kind, m)),
+        Axis::Parameter(_) => None,
+    };
+    let largest_x = series
+        .iter()
+        .flat_map(|(_, points)| points)
+        .filter_map(|p| match p.x {
+            XValue::Number(x) => Some(x.abs().max(p.x_err.map_or(0.0, |e| e.1.abs()))),
+            XValue::Category(_) => None,
+        })
+        .fold(0.0f64, f64::max);
+    let x_scale = x_def.map(|d| display_scale(d.unit, largest_x));
+    rescale(&mut series, x_scale.as_ref(), y_scale.as_ref());
+    let y_factor = y_scale.as_ref().map_or(1.0, |s| s.factor);
+    let thresholds: Vec<(f64, &str)> = thresholds
+        .iter()
+        .map(|t| (t.value * y_factor, t.label.as_str()))
+        .filter(|(v, _)| v.is_finite())
+        .collect();
+    let x_label = match (&x_scale, &spec.x) {
+        (Some(scale), Axis::Metric(m)) => axis_title(m, &scale.unit),
+        _ => x_name.clone(),
+    };
+    let y_names = y_label(cases, spec);
+    let y_label = match &y_scale {
+        Some(scale) => {
+            y_defs
+                .iter()
+                .map(|d| axis_title(d.name, ""))
+                .collect::<Vec<_>>()
+                .join(" / ")
+                + &format!(" ({})", scale.unit)
+        }
+        None => y_names.clone(),
+    };
     let categories: Vec<String> = {
         let mut seen = Vec::new();
         for point in series.iter().flat_map(|(_, points)| points) {
@@ -171,10 +262,14 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
         let (low, high) = p.x_err.unwrap_or((x, x));
         [x, low, high]
     }));
-    let (mut y_min, mut y_max) = bounds(points().flat_map(|p| {
-        let (low, high) = p.y_err.unwrap_or((p.y, p.y));
-        [p.y, low, high]
-    }));
+    let (mut y_min, mut y_max) = bounds(
+        points()
+            .flat_map(|p| {
+                let (low, high) = p.y_err.unwrap_or((p.y, p.y));
+                [p.y, low, high]
+            })
+            .chain(thresholds.iter().map(|(v, _)| *v)),
+    );
     if y_min >= 0.0 {
         y_min = 0.0;
     }
@@ -213,7 +308,7 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
     let title = spec
         .title
         .clone()
-        .unwrap_or_else(|| format!("{y_label} by {x_label}"));
+        .unwrap_or_else(|| format!("{y_names} by {x_name}"));
     shapes.push(styled(
         (LEFT + plot_w / 2.0, 24.0),
         title,
@@ -278,6 +373,21 @@ pub fn scene(cases: &[Case], spec: &PlotSpec) -> Result<Scene, PlotError> {
         11.0,
         "#555",
     ));
+    for (value, label) in &thresholds {
+        let y = sy(*value);
+        shapes.push(Shape::Dashed {
+            from: (LEFT, y),
+            to: (LEFT + plot_w, y),
+            color: "#cf222e",
+        });
+        shapes.push(styled(
+            (LEFT + plot_w - 4.0, y - 4.0),
+            label.to_string(),
+            Anchor::End,
+            11.0,
+            "#cf222e",
+        ));
+    }
     // Series.
     for (index, (name, points)) in series.iter().enumerate() {
         let color = COLORS[index % COLORS.len()];
@@ -398,6 +508,13 @@ pub fn to_svg(scene: &Scene) -> String {
                     .collect();
                 let _ = writeln!(out, r#"<path d="{d}" stroke="{color}" class="error-bar"/>"#);
             }
+            Shape::Dashed { from, to, color } => {
+                let _ = writeln!(
+                    out,
+                    r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="6 4" class="threshold"/>"#,
+                    from.0, from.1, to.0, to.1
+                );
+            }
             Shape::Circle { center, r, color } => {
                 let _ = writeln!(
                     out,
@@ -443,6 +560,40 @@ pub fn to_svg(scene: &Scene) -> String {
 }
 
 type Series = Vec<(String, Vec<Point>)>;
+
+/// The declarations of the y metric (for [`HEADLINE`], of each headline), in the
+/// cases' kinds; empty when one is unknown.
+fn y_defs(cases: &[Case], spec: &PlotSpec) -> Vec<&'static crate::metrics::MetricDef> {
+    let mut defs: Vec<&'static crate::metrics::MetricDef> = Vec::new();
+    for case in cases {
+        let metric = if spec.y == HEADLINE {
+            case.headline()
+        } else {
+            case.metric(&spec.y)
+        };
+        let Some(metric) = metric else { continue };
+        let Some(def) = metric_def(&case.kind, &metric.name) else {
+            return Vec::new();
+        };
+        if !defs.iter().any(|d| d.name == def.name) {
+            defs.push(def);
+        }
+    }
+    defs
+}
+
+/// Every value in the displayed units.
+fn rescale(series: &mut Series, x: Option<&DisplayScale>, y: Option<&DisplayScale>) {
+    let (fx, fy) = (x.map_or(1.0, |s| s.factor), y.map_or(1.0, |s| s.factor));
+    for point in series.iter_mut().flat_map(|(_, points)| points) {
+        point.y *= fy;
+        point.y_err = point.y_err.map(|(low, high)| (low * fy, high * fy));
+        if let XValue::Number(x) = &mut point.x {
+            *x *= fx;
+        }
+        point.x_err = point.x_err.map(|(low, high)| (low * fx, high * fx));
+    }
+}
 
 /// The y metric's name; for [`HEADLINE`], the headline metrics the cases have.
 fn y_label(cases: &[Case], spec: &PlotSpec) -> String {
@@ -894,6 +1045,89 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("1.05e200"), "{error}");
+    }
+
+    /// Issue 15: three repetitions far apart give a 95% interval reaching below zero;
+    /// a throughput cannot be negative, so the whisker stops at the zero line.
+    #[test]
+    fn error_bars_of_non_negative_metrics_stop_at_zero() {
+        let records: Vec<_> = [1e9, 9e9, 0.1e9]
+            .iter()
+            .enumerate()
+            .map(|(rep, bits)| iperf("r", "a", 1, rep as u32, *bits))
+            .collect();
+        let cases = group(&records, Stability::default());
+        let interval = cases[0].metrics[0].summary.ci95.expect("an interval");
+        assert!(interval.0 < 0.0, "the raw interval reaches below zero");
+        let spec = PlotSpec {
+            x: Axis::Parameter("streams".into()),
+            y: "received_bits_per_second".into(),
+            title: None,
+        };
+        let scene = scene(&cases, &spec).unwrap();
+        let zero_line = TOP + (HEIGHT - TOP - BOTTOM);
+        let mut bars = 0;
+        for shape in &scene.shapes {
+            if let Shape::ErrorBar { segments, .. } = shape {
+                bars += 1;
+                for (a, b) in segments {
+                    assert!(
+                        a.1 <= zero_line + 1e-9 && b.1 <= zero_line + 1e-9,
+                        "{a:?} {b:?}"
+                    );
+                }
+                // The lower cap sits on the zero line.
+                assert!(segments.iter().any(|(a, _)| (a.1 - zero_line).abs() < 1e-6));
+            }
+        }
+        assert_eq!(bars, 1);
+    }
+
+    #[test]
+    fn axes_carry_scaled_units_and_thresholds_are_drawn() {
+        let spec = PlotSpec {
+            x: Axis::Parameter("streams".into()),
+            y: "received_bits_per_second".into(),
+            title: None,
+        };
+        let threshold = Threshold {
+            value: 9.2e9,
+            label: "min 9.2 Gbit/s".into(),
+        };
+        let scene = scene_with(&cases(), &spec, std::slice::from_ref(&threshold)).unwrap();
+        let svg = to_svg(&scene);
+        assert!(
+            svg.contains(">Received throughput (Gbit/s)</text>"),
+            "{svg}"
+        );
+        // Ticks in Gbit/s (0 to about 10), not in bit/s (9.4G).
+        assert!(
+            !svg.contains("G</text>") && svg.contains(">7.5</text>"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("class=\"threshold\"").count(), 1);
+        assert!(svg.contains(">min 9.2 Gbit/s</text>"));
+        // The line sits where a point of 9.2 Gbit/s would: between the 9.0 and 9.3 cases.
+        let dashed_y = scene
+            .shapes
+            .iter()
+            .find_map(|s| match s {
+                Shape::Dashed { from, .. } => Some(from.1),
+                _ => None,
+            })
+            .expect("a threshold line");
+        let ys: Vec<f64> = scene
+            .shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Circle { center, .. } => Some(center.1),
+                _ => None,
+            })
+            .collect();
+        // Rep means: 9.09 and 9.393 Gbit/s for cases a and b (pixels grow downwards).
+        assert!(ys[0] > dashed_y && ys[1] < dashed_y, "{ys:?} {dashed_y}");
+        let png = crate::results::raster::png(&scene).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG");
     }
 
     #[test]

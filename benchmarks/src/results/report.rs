@@ -97,8 +97,112 @@ pub struct Report {
     pub charts: Vec<(String, String)>,
 }
 
-/// One chart per kind: its headline metric against its first swept parameter.
-fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
+/// The metric a kind's records are judged by (their first acceptance criterion's, when
+/// the cases report it), with a threshold line per bound of the criteria on it.
+fn judged_metric(
+    records: &[ResultRecord],
+    kind: &str,
+    of_kind: &[Case],
+) -> Option<(String, Vec<plot::Threshold>)> {
+    let criteria: Vec<acceptance::Criterion> = records
+        .iter()
+        .filter(|r| r.benchmark.kind == kind)
+        .flat_map(|r| acceptance::criteria_of(&r.spec))
+        .collect();
+    let metric = criteria
+        .iter()
+        .map(|c| c.metric.clone())
+        .find(|m| of_kind.iter().any(|c| c.metric(m).is_some()))?;
+    let mut thresholds: Vec<plot::Threshold> = Vec::new();
+    for criterion in criteria.iter().filter(|c| c.metric == metric) {
+        let bounds = [
+            criterion.lower_bound().map(|v| (v, "≥")),
+            criterion.max.map(|v| (v, "≤")),
+        ];
+        for (value, sign) in bounds.into_iter().flatten() {
+            let threshold = plot::Threshold {
+                value,
+                label: format!("acceptance: {sign} {}", si(value)),
+            };
+            if !thresholds.contains(&threshold) {
+                thresholds.push(threshold);
+            }
+        }
+    }
+    Some((metric, thresholds))
+}
+
+/// An LLM sweep's latency-throughput curve: time to first token against output token
+/// throughput, one point per iteration of every record (the records' metrics keep only
+/// the best iteration; their results keep them all).
+fn llm_iteration_chart(records: &[ResultRecord]) -> Option<(String, String, String)> {
+    use super::MetricStats;
+    use crate::kinds::llm::LLMInferenceResult;
+    use crate::metrics::Better;
+    use crate::stats::{Stability, Summary};
+
+    const KIND: &str = "LLMInference";
+    let mut cases = Vec::new();
+    for record in records.iter().filter(|r| r.benchmark.kind == KIND) {
+        let RecordOutcome::Succeeded { result, .. } = &record.outcome else {
+            continue;
+        };
+        let Ok(result) = serde_json::from_value::<LLMInferenceResult>(result.clone()) else {
+            continue;
+        };
+        for (index, iteration) in result.iterations.iter().enumerate() {
+            if iteration.requests == 0 {
+                continue;
+            }
+            let single = |value: f64| Summary::of(&[value], Stability::default());
+            let (Some(throughput), Some(ttft)) = (
+                single(iteration.output_tokens_per_second),
+                single(iteration.ttft_millis.mean),
+            ) else {
+                continue;
+            };
+            let mut permutation = record.benchmark.permutation.clone();
+            permutation.insert("iteration".into(), index.into());
+            cases.push(Case {
+                key: format!("{}#{index}", record.case_key()),
+                kind: KIND.into(),
+                set: record.benchmark.set.clone(),
+                permutation,
+                workload_spec_digest: record.workload_spec_digest.clone(),
+                runs: 1,
+                failed: 0,
+                metrics: vec![
+                    MetricStats {
+                        name: "output_tokens_per_second".into(),
+                        better: Better::Higher,
+                        summary: throughput,
+                    },
+                    MetricStats {
+                        name: "ttft_mean_milliseconds".into(),
+                        better: Better::Lower,
+                        summary: ttft,
+                    },
+                ],
+                records: Vec::new(),
+            });
+        }
+    }
+    if cases.is_empty() {
+        return None;
+    }
+    let title = format!("{KIND}: time to first token against throughput, every iteration");
+    let spec = PlotSpec {
+        x: Axis::Metric("output_tokens_per_second".into()),
+        y: "ttft_mean_milliseconds".into(),
+        title: Some(title.clone()),
+    };
+    let svg = plot::svg(&cases, &spec).ok()?;
+    Some(("llminference-latency-throughput.svg".into(), title, svg))
+}
+
+/// One chart per kind against its first swept parameter: the metric the acceptance
+/// criteria judge, with their bounds drawn, or without criteria the headline metric.
+fn charts(records: &[ResultRecord], cases: &[Case]) -> Vec<(String, String, String)> {
     let mut kinds: Vec<&str> = Vec::new();
     for case in cases {
         if !kinds.contains(&case.kind.as_str()) {
@@ -108,11 +212,12 @@ fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for kind in kinds {
         let of_kind: Vec<Case> = cases.iter().filter(|c| c.kind == kind).cloned().collect();
-        let Some(metric) = of_kind
-            .iter()
-            .find_map(|c| c.headline())
-            .map(|m| m.name.clone())
-        else {
+        let Some((metric, thresholds)) = judged_metric(records, kind, &of_kind).or_else(|| {
+            of_kind
+                .iter()
+                .find_map(|c| c.headline())
+                .map(|m| (m.name.clone(), Vec::new()))
+        }) else {
             continue;
         };
         let Some(parameter) = of_kind
@@ -129,7 +234,7 @@ fn charts(cases: &[Case]) -> Vec<(String, String, String)> {
             y: metric.clone(),
             title: Some(title.clone()),
         };
-        if let Ok(svg) = plot::svg(&of_kind, &spec) {
+        if let Ok(svg) = plot::svg_with(&of_kind, &spec, &thresholds) {
             let file = format!("{}-{metric}-by-{parameter}.svg", kind.to_lowercase()).replace(
                 |c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)),
                 "_",
@@ -258,6 +363,7 @@ pub fn render_with_fleet(
             })
             .collect(),
     );
+    let per_case = case_table(records, &verdicts, cases);
     let lineage = table(
         &[
             "benchmark",
@@ -291,7 +397,8 @@ pub fn render_with_fleet(
             })
             .collect(),
     );
-    let charts = charts(cases);
+    let mut charts = charts(records, cases);
+    charts.extend(llm_iteration_chart(records));
 
     let intro = format!(
         "{} runs from run {} ({} cases).",
@@ -307,8 +414,9 @@ pub fn render_with_fleet(
             .map(|(k, v)| vec![k, v])
             .collect(),
     );
-    let sections: [(&str, &Table); 5] = [
+    let sections: [(&str, &Table); 6] = [
         ("Where and when", &provenance),
+        ("Verdict per case", &per_case),
         ("Runs", &runs),
         ("Acceptance criteria", &criteria),
         ("Statistics per case", &stats),
@@ -394,6 +502,84 @@ pub fn render_with_fleet(
     }
 }
 
+/// A case's verdict from its repetitions' verdicts: ACCEPTED only when every
+/// repetition was judged and accepted; one rejected or failed repetition makes the case
+/// NOT ACCEPTED (a vendor cannot average a failure away).
+pub fn case_verdict(repetitions: &[&RunVerdict]) -> &'static str {
+    let judged = repetitions
+        .iter()
+        .filter(|v| !matches!(v, RunVerdict::NoCriteria))
+        .count();
+    if judged == 0 {
+        "no criteria"
+    } else if repetitions
+        .iter()
+        .all(|v| matches!(v, RunVerdict::Judged(verdict) if verdict.accepted))
+    {
+        "ACCEPTED"
+    } else {
+        "NOT ACCEPTED"
+    }
+}
+
+/// One row per case: its repetitions' verdicts counted, the judged metric's mean and
+/// interval, and the case's verdict under [`case_verdict`].
+fn case_table(records: &[ResultRecord], verdicts: &[RunVerdict], cases: &[Case]) -> Table {
+    let rows = cases
+        .iter()
+        .map(|case| {
+            let of_case: Vec<&RunVerdict> = case
+                .records
+                .iter()
+                .filter_map(|i| verdicts.get(*i))
+                .collect();
+            let count = |f: fn(&RunVerdict) -> bool| of_case.iter().filter(|v| f(v)).count();
+            let accepted = count(|v| matches!(v, RunVerdict::Judged(v) if v.accepted));
+            let rejected = count(|v| matches!(v, RunVerdict::Judged(v) if !v.accepted));
+            let failed = count(|v| matches!(v, RunVerdict::Failed { .. }));
+            let judged = case
+                .records
+                .iter()
+                .filter_map(|i| records.get(*i))
+                .flat_map(|r| acceptance::criteria_of(&r.spec))
+                .map(|c| c.metric)
+                .find_map(|m| case.metric(&m))
+                .or_else(|| case.headline());
+            let judged = judged.map_or_else(String::new, |m| {
+                let interval = m
+                    .summary
+                    .ci95_half_width()
+                    .map(|h| format!(" ± {}", si(h)))
+                    .unwrap_or_default();
+                format!("{} = {}{interval}", m.name, si(m.summary.mean))
+            });
+            vec![
+                case.kind.clone(),
+                describe_permutation(&case.permutation),
+                case.runs.to_string(),
+                accepted.to_string(),
+                rejected.to_string(),
+                failed.to_string(),
+                judged,
+                case_verdict(&of_case).to_owned(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "kind",
+            "permutation",
+            "reps",
+            "accepted",
+            "rejected",
+            "failed",
+            "judged metric (mean ± ci95)",
+            "verdict",
+        ],
+        rows,
+    )
+}
+
 struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
@@ -435,7 +621,7 @@ impl Table {
             for c in row {
                 let class = match c.as_str() {
                     "ACCEPTED" => " class=\"ok\"",
-                    "REJECTED" | "FAILED" => " class=\"bad\"",
+                    "REJECTED" | "FAILED" | "NOT ACCEPTED" => " class=\"bad\"",
                     _ => "",
                 };
                 let _ = write!(out, "<td{class}>{}</td>", escape(c));
@@ -535,6 +721,107 @@ mod tests {
         assert!(report.html.contains("<td class=\"bad\">REJECTED</td>"));
         assert!(report.html.contains("<svg"));
         assert!(report.html.contains("≥ 5G"));
+    }
+
+    /// Issue 15: cases are judged across their repetitions, and the chart shows the
+    /// judged metric in Gbit/s with the criterion's bound as a labelled dashed line.
+    #[test]
+    fn cases_are_judged_and_charts_show_the_judged_metric_and_its_bound() {
+        let mut records = Vec::new();
+        for (rep, (one, two)) in [(9e9, 9e9), (9.2e9, 4e9), (9.1e9, 9.3e9)]
+            .into_iter()
+            .enumerate()
+        {
+            for (name, streams, bits) in [("a", 1, one), ("b", 2, two)] {
+                let mut r = record(&format!("{name}{rep}"), streams, Some(bits));
+                r.benchmark.repetition = Some(rep as u32);
+                // The headline comes first; the criterion judges the second metric.
+                if let RecordOutcome::Succeeded { metrics, .. } = &mut r.outcome {
+                    metrics.insert(
+                        0,
+                        crate::metrics::MetricDef::lower("retransmits", "count", "").of(3.0),
+                    );
+                }
+                records.push(r);
+            }
+        }
+        records.push(record("c0", 4, None));
+        let cases = super::super::group(&records, Stability::default());
+        let report = render(&records, &cases);
+        let md = &report.markdown;
+        assert!(md.contains("## Verdict per case"), "{md}");
+        let row = |perm: &str| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| IPerf | {perm} | ")))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(
+            row("streams=1").ends_with(
+                "| 3 | 3 | 0 | 0 | received_bits_per_second = 9.1G ± 248.4138M | ACCEPTED |"
+            ),
+            "{md}"
+        );
+        assert!(row("streams=2").ends_with("| NOT ACCEPTED |"), "{md}");
+        assert!(row("streams=2").contains("| 3 | 2 | 1 | 0 |"), "{md}");
+        assert!(row("streams=4").contains("| 1 | 0 | 0 | 1 |"), "{md}");
+        assert!(row("streams=4").ends_with("| NOT ACCEPTED |"), "{md}");
+        assert!(report.html.contains("<td class=\"bad\">NOT ACCEPTED</td>"));
+
+        assert_eq!(report.charts.len(), 1);
+        let (file, svg) = &report.charts[0];
+        assert!(file.contains("received_bits_per_second"), "{file}");
+        assert!(!svg.contains("Retransmits"), "the headline is not charted");
+        assert!(
+            svg.contains(">Received throughput (Gbit/s)</text>"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("class=\"threshold\"").count(), 1, "{svg}");
+        assert!(svg.contains(">acceptance: ≥ 5G</text>"), "{svg}");
+    }
+
+    /// Issue 15: an LLM sweep's chart has a point per iteration of every record, not
+    /// only the best iteration its metrics keep.
+    #[test]
+    fn llm_latency_throughput_has_a_point_per_iteration() {
+        let raw = include_str!("../../testdata/llm/loadgen-sim-two-scenarios.txt");
+        let kind = crate::registry::lookup("LLMInference").expect("registered");
+        let parsed = kind.parse(raw).expect("the fixture parses");
+        let iterations = parsed.result["iterations"]
+            .as_array()
+            .expect("iterations")
+            .iter()
+            .filter(|it| it["requests"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert!(iterations >= 2, "the fixture has several iterations");
+        let mut r = record("llm", 1, Some(1.0));
+        r.benchmark.kind = "LLMInference".into();
+        r.spec = json!({});
+        r.outcome = RecordOutcome::Succeeded {
+            summary: parsed.summary,
+            metrics: kind.metrics(&parsed.result),
+            result: parsed.result,
+        };
+        let records = vec![r];
+        let cases = super::super::group(&records, Stability::default());
+        assert_eq!(cases.len(), 1, "one record: one case, one best iteration");
+        let report = render(&records, &cases);
+        let (_, svg) = report
+            .charts
+            .iter()
+            .find(|(file, _)| file == "llminference-latency-throughput.svg")
+            .expect("the latency-throughput chart");
+        assert_eq!(svg.matches("<circle").count(), iterations, "{svg}");
+        assert!(svg.contains("Output tokens per second (tokens/s)"), "{svg}");
+        assert!(
+            svg.contains("TTFT mean (ms)") || svg.contains("TTFT mean (µs)"),
+            "{svg}"
+        );
+        assert!(
+            report
+                .markdown
+                .contains("](llminference-latency-throughput.svg)")
+        );
     }
 
     #[test]

@@ -124,6 +124,24 @@ impl Canvas {
                     }
                 }
             }
+            Shape::Dashed { from, to, color } => {
+                if let Some(color) = parse_color(color) {
+                    // 6 px on, 4 px off, as the SVG's stroke-dasharray.
+                    let length = (to.0 - from.0).hypot(to.1 - from.1);
+                    let mut at = 0.0;
+                    while at < length {
+                        let end = (at + 6.0).min(length);
+                        let point = |t: f64| {
+                            (
+                                from.0 + (to.0 - from.0) * t / length,
+                                from.1 + (to.1 - from.1) * t / length,
+                            )
+                        };
+                        self.segment(point(at), point(end), 1.5, color);
+                        at += 10.0;
+                    }
+                }
+            }
             Shape::Circle { center, r, color } => {
                 if let Some(color) = parse_color(color) {
                     self.circle(*center, *r, color);

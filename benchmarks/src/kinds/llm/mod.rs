@@ -151,7 +151,9 @@ pub struct WeightedModel {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Its share of the requests, relative to the others' weights.
-    #[schemars(range(min = 0.000001, max = 1000000.0))]
+    // The bounds are written so that every YAML reader takes them for numbers: Helm
+    // re-emits 0.000001 as `1e-06`, which YAML 1.1 readers take for a string.
+    #[schemars(range(min = 0.001, max = 1000000.0))]
     pub weight: f64,
 }
 

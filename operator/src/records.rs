@@ -15,7 +15,7 @@ use perfsweep_benchmarks::record::{
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::report::AgentReport;
 use perfsweep_benchmarks::status::Phase;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// What the operator keeps of a finished benchmark in its evidence ConfigMap.
 #[derive(Clone, Debug, Default)]
@@ -114,11 +114,6 @@ pub fn cluster_record(
     let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = object.get("status").cloned().unwrap_or_else(|| json!({}));
     let metadata = &object["metadata"];
-    let text = |value: &Value| value.as_str().map(str::to_owned);
-    let permutation: Map<String, Value> = metadata["annotations"][labels::PERMUTATION]
-        .as_str()
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or_default();
     let phase: Option<Phase> = serde_json::from_value(status["phase"].clone()).ok();
     let outcome = match phase {
         Some(Phase::Succeeded) => {
@@ -154,33 +149,13 @@ pub fn cluster_record(
         perfsweep_version: env!("CARGO_PKG_VERSION").into(),
         ..Environment::default()
     });
-    if let Some(host) = report.and_then(|r| r.host.clone())
-        && !environment.hosts.contains(&host)
-    {
-        environment.hosts.push(host);
-        environment.hosts.sort();
-    }
     if let Some(report) = report {
-        environment.command = report.command.clone();
-        if let Some(found) = &report.tool_version {
-            environment
-                .tool_versions
-                .insert(found.tool.clone(), found.version.clone());
-        }
+        add_report_facts(&mut environment, report);
     }
     ResultRecord {
         schema_version: record::SCHEMA_VERSION.into(),
         run_id: run_id.into(),
-        benchmark: BenchmarkIdentity {
-            kind: kind.kind.into(),
-            name: text(&metadata["name"]).unwrap_or_default(),
-            set,
-            benchmark_case_id: text(&metadata["labels"][labels::CASE]),
-            repetition: metadata["labels"][labels::REPETITION]
-                .as_str()
-                .and_then(|r| r.parse().ok()),
-            permutation,
-        },
+        benchmark: identity_of(kind, metadata, set),
         workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
             kind.kind, &spec,
         ),
@@ -196,9 +171,108 @@ pub fn cluster_record(
     .complete()
 }
 
+/// The identity of the benchmark `metadata` belongs to, as its name, labels and
+/// annotations give it; `set` is the set it belongs to, if any.
+pub fn identity_of(kind: &KindInfo, metadata: &Value, set: Option<String>) -> BenchmarkIdentity {
+    let text = |value: &Value| value.as_str().map(str::to_owned);
+    BenchmarkIdentity {
+        kind: kind.kind.into(),
+        name: text(&metadata["name"]).unwrap_or_default(),
+        set,
+        benchmark_case_id: text(&metadata["labels"][labels::CASE]),
+        repetition: metadata["labels"][labels::REPETITION]
+            .as_str()
+            .and_then(|r| r.parse().ok()),
+        permutation: metadata["annotations"][labels::PERMUTATION]
+            .as_str()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_default(),
+    }
+}
+
+/// Adds what an agent's report says of where and how the tool ran: its host, the
+/// command as run and the tool's own version. Every backend's records take these facts
+/// from the report, so they agree.
+pub fn add_report_facts(environment: &mut Environment, report: &AgentReport) {
+    if let Some(host) = &report.host
+        && !environment.hosts.contains(host)
+    {
+        environment.hosts.push(host.clone());
+        environment.hosts.sort();
+    }
+    environment.command = report.command.clone();
+    if let Some(found) = &report.tool_version {
+        environment
+            .tool_versions
+            .insert(found.tool.clone(), found.version.clone());
+    }
+}
+
+/// The environment a report alone gives (no cluster observed it).
+pub fn report_environment(report: Option<&AgentReport>) -> Environment {
+    let mut environment = Environment {
+        perfsweep_version: env!("CARGO_PKG_VERSION").into(),
+        ..Environment::default()
+    };
+    if let Some(report) = report {
+        add_report_facts(&mut environment, report);
+    }
+    environment
+}
+
+/// Writes a report's raw output under `dir` as the record's evidence (`evidence/<sha>.txt`),
+/// when it has some and it matches its digest.
+pub fn write_evidence(
+    dir: &std::path::Path,
+    report: &AgentReport,
+) -> std::io::Result<Option<Evidence>> {
+    let (Some(raw), Some(sha256)) = (&report.raw_output, &report.raw_output_sha256) else {
+        return Ok(None);
+    };
+    if !report.evidence_is_intact() {
+        return Ok(None);
+    }
+    let path = record::evidence_path(sha256);
+    let file = dir.join(&path);
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    crate::output_dir::write_atomic(&file, raw.as_bytes())?;
+    Ok(Some(Evidence {
+        sha256: sha256.clone(),
+        bytes: raw.len() as u64,
+        path,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reports_facts_join_the_environment_once() {
+        let report: AgentReport = serde_json::from_value(json!({
+            "kind": "IPerf", "role": "client", "index": 0,
+            "outcome": {"status": "succeeded"},
+            "command": ["iperf3", "--client", "10.0.0.2"],
+            "startedAt": "2026-11-25T16:00:00Z", "finishedAt": "2026-11-25T16:00:10Z",
+            "host": "node-b",
+            "toolVersion": {"tool": "iperf3", "version": "iperf 3.12"},
+        }))
+        .expect("a valid report");
+        let mut observed = Environment {
+            hosts: vec!["node-a".into(), "node-b".into()],
+            ..Environment::default()
+        };
+        add_report_facts(&mut observed, &report);
+        assert_eq!(observed.hosts, ["node-a", "node-b"]);
+        assert_eq!(observed.command, report.command);
+        assert_eq!(observed.tool_versions["iperf3"], "iperf 3.12");
+        let alone = report_environment(Some(&report));
+        assert_eq!(alone.hosts, ["node-b"]);
+        assert_eq!(alone.perfsweep_version, env!("CARGO_PKG_VERSION"));
+        assert!(report_environment(None).hosts.is_empty());
+    }
 
     fn pod(node: &str, statuses: Value) -> Pod {
         serde_json::from_value(json!({

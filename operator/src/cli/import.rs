@@ -7,14 +7,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use perfsweep_benchmarks::record::{
-    self, BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord,
-};
+use perfsweep_benchmarks::record::{self, Environment, Evidence, RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::{labels, registry, report};
 use serde_json::{Map, Value};
 
 use crate::controller::benchmark::outcome;
-use crate::output_dir;
+use crate::{output_dir, records};
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -67,7 +65,12 @@ pub fn import(args: &ImportArgs, default_run_id: &str) -> anyhow::Result<(PathBu
         .unwrap_or_else(|| default_run_id.to_owned());
     let succeeded = matches!(judged.outcome, RecordOutcome::Succeeded { .. });
     let evidence = match &judged.report {
-        Some(report) => write_evidence(&args.output, report)?,
+        Some(report) => records::write_evidence(&args.output, report).with_context(|| {
+            format!(
+                "cannot write the evidence of {name} in {}",
+                args.output.display()
+            )
+        })?,
         None => None,
     };
     let record = assemble(
@@ -150,28 +153,6 @@ fn judge(kind: &registry::KindInfo, name: &str, logs: &[String], paths: &[PathBu
     }
 }
 
-fn write_evidence(dir: &Path, report: &report::AgentReport) -> anyhow::Result<Option<Evidence>> {
-    let (Some(raw), Some(sha256)) = (&report.raw_output, &report.raw_output_sha256) else {
-        return Ok(None);
-    };
-    if !report.evidence_is_intact() {
-        return Ok(None);
-    }
-    let path = record::evidence_path(sha256);
-    let file = dir.join(&path);
-    if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    output_dir::write_atomic(&dir.join(&path), raw.as_bytes())
-        .with_context(|| format!("cannot write evidence {}", dir.join(&path).display()))?;
-    Ok(Some(Evidence {
-        sha256: sha256.clone(),
-        bytes: raw.len() as u64,
-        path,
-    }))
-}
-
 fn assemble(
     kind: &registry::KindInfo,
     object: &Value,
@@ -185,25 +166,15 @@ fn assemble(
         .cloned()
         .unwrap_or_else(|| Value::Object(Map::new()));
     let metadata = &object["metadata"];
-    let text = |value: &Value| value.as_str().map(str::to_owned);
-    let permutation: Map<String, Value> = metadata["annotations"][labels::PERMUTATION]
-        .as_str()
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or_default();
     let report = judged.report.as_ref();
     ResultRecord {
         schema_version: record::SCHEMA_VERSION.into(),
         run_id: run_id.into(),
-        benchmark: BenchmarkIdentity {
-            kind: kind.kind.into(),
-            name: text(&metadata["name"]).unwrap_or_default(),
-            set: text(&metadata["labels"][labels::SET]),
-            benchmark_case_id: text(&metadata["labels"][labels::CASE]),
-            repetition: metadata["labels"][labels::REPETITION]
-                .as_str()
-                .and_then(|r| r.parse().ok()),
-            permutation,
-        },
+        benchmark: records::identity_of(
+            kind,
+            metadata,
+            metadata["labels"][labels::SET].as_str().map(str::to_owned),
+        ),
         workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
             kind.kind, &spec,
         ),
@@ -211,15 +182,8 @@ fn assemble(
         // Pods of the rendered benchmark, run as containers without a cluster.
         backend: "containers".into(),
         environment: Environment {
-            hosts: report.and_then(|r| r.host.clone()).into_iter().collect(),
-            perfsweep_version: env!("CARGO_PKG_VERSION").into(),
-            command: report.map(|r| r.command.clone()).unwrap_or_default(),
-            tool_versions: report
-                .and_then(|r| r.tool_version.as_ref())
-                .map(|found| [(found.tool.clone(), found.version.clone())].into())
-                .unwrap_or_default(),
             image_digests,
-            ..Environment::default()
+            ..records::report_environment(report)
         },
         started_at: report.map(|r| r.started_at.clone()).unwrap_or_default(),
         finished_at: report.map(|r| r.finished_at.clone()).unwrap_or_default(),

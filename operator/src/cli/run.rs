@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use perfsweep_benchmarks::document::{self, Checked};
-use perfsweep_benchmarks::record::{
-    self, BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord,
-};
+use perfsweep_benchmarks::record::{self, BenchmarkIdentity, RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::registry::KindInfo;
 use serde_json::{Map, Value, json};
 
@@ -484,19 +482,14 @@ fn describe_permutation(permutation: &Map<String, Value>) -> String {
 
 fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::Result<()> {
     let report = run.report.as_ref();
-    let evidence =
-        report.and_then(|r| Some((r.raw_output.as_ref()?, r.raw_output_sha256.as_ref()?)));
-    let evidence = match evidence {
-        Some((raw, sha256)) => {
-            let path = record::evidence_path(sha256);
-            output_dir::write_atomic(&dir.join(&path), raw.as_bytes())
-                .with_context(|| format!("cannot write evidence {}", dir.join(&path).display()))?;
-            Some(Evidence {
-                sha256: sha256.clone(),
-                bytes: raw.len() as u64,
-                path,
-            })
-        }
+    let evidence = match report {
+        Some(report) => crate::records::write_evidence(dir, report).with_context(|| {
+            format!(
+                "cannot write the evidence of {} in {}",
+                job.name,
+                dir.display()
+            )
+        })?,
         None => None,
     };
     let record = ResultRecord {
@@ -516,16 +509,7 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
         ),
         spec: job.spec.clone(),
         backend: "local".into(),
-        environment: Environment {
-            hosts: report.and_then(|r| r.host.clone()).into_iter().collect(),
-            perfsweep_version: env!("CARGO_PKG_VERSION").into(),
-            command: report.map(|r| r.command.clone()).unwrap_or_default(),
-            tool_versions: report
-                .and_then(|r| r.tool_version.as_ref())
-                .map(|found| [(found.tool.clone(), found.version.clone())].into())
-                .unwrap_or_default(),
-            ..Default::default()
-        },
+        environment: crate::records::report_environment(report),
         started_at: run.started_at.to_string(),
         finished_at: run.finished_at.to_string(),
         outcome: match &run.outcome {

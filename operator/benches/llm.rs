@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use perfsweep::llm::sim::SimStats;
+use perfsweep_llm::sim::SimStats;
 use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");

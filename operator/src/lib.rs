@@ -8,7 +8,6 @@ pub mod cluster;
 pub mod controller;
 pub mod export;
 pub mod health;
-pub mod llm;
 pub mod local;
 pub mod metrics;
 pub mod output_dir;

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 use perfsweep_benchmarks::kinds::llm::LLMInferenceResult;
 
 async fn simulator() -> Simulator {

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use perfsweep::llm::sim::SimStats;
+use perfsweep_llm::sim::SimStats;
 use perfsweep_benchmarks::kinds::llm::result::{Iteration, LLMInferenceResult};
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");

@@ -9,7 +9,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 use perfsweep_benchmarks::yaml;
 use serde_json::Value;
 

@@ -58,5 +58,8 @@ fn the_pure_benchmarks_crate_builds_no_async_http_or_tls_stack() {
     let names = normal_dependencies("perfsweep-benchmarks");
     assert!(names.contains("perfsweep-llm"), "{names:?}");
     let found = matching(&names, &["tokio", "hyper", "rustls", "tiktoken"]);
-    assert!(found.is_empty(), "perfsweep-benchmarks depends on {found:?}");
+    assert!(
+        found.is_empty(),
+        "perfsweep-benchmarks depends on {found:?}"
+    );
 }

@@ -1,7 +1,7 @@
 //! Command-line pieces of distributed runs and OME compatibility.
 
-use anyhow::{Context as _, bail};
 use crate::report::result::ServiceMetadata;
+use anyhow::{Context as _, bail};
 
 /// `--service-metadata key=value` pairs as the result's metadata (`None` without any).
 pub fn service_metadata(pairs: &[String]) -> anyhow::Result<Option<ServiceMetadata>> {

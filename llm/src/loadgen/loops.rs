@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::schedule::{Arrivals, Schedule};
 use super::stats::Recorder;
 use super::{Shared, Worker};
-use crate::fd_tables;
 use crate::MAX_CONCURRENCY_PER_LOADGEN;
+use crate::fd_tables;
 
 /// How much one iteration sends.
 #[derive(Clone, Copy, Debug)]

@@ -28,21 +28,19 @@ pub mod workload;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use crate::report::distribute;
-use crate::report::result::{
-    self, Iteration, LLMInferenceResult, Saturation, SloReport,
-};
+use crate::report::result::{self, Iteration, LLMInferenceResult, Saturation, SloReport};
 use crate::scenario::TrafficScenario;
 use crate::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
+use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::dataset::{self, DatasetOptions};
 use crate::rng::Rng;
 use crate::tokenizer::{PromptWords, Tokenizer};
-use http::{Connection, Endpoint, Target, TlsOptions};
 pub use hooks::Hooks;
+use http::{Connection, Endpoint, Target, TlsOptions};
 use outcome::Outcome;
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::report::result::Iteration;
 use crate::progress;
+use crate::report::result::Iteration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

@@ -3,11 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-use crate::report::result::{
-    CachedTokens, Goodput, Iteration, RawHistograms, RawIteration,
-};
+use crate::report::result::{CachedTokens, Goodput, Iteration, RawHistograms, RawIteration};
 use crate::report::{doubt, histogram};
+use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.

@@ -15,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
+use super::MergeError;
 use super::histogram;
 use super::result::{Goodput, Iteration, LLMInferenceResult, RawHistograms, RawIteration};
-use super::MergeError;
 
 /// The share of `total` that worker `worker` of `workers` takes.
 pub fn share(total: u64, workers: u32, worker: u32) -> u64 {

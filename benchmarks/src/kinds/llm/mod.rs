@@ -813,7 +813,9 @@ impl crate::registry::BenchmarkKind for LLMInference {
             perfsweep_llm::report::MergeError::ToolReportedError(m) => {
                 crate::parse_error::ParseError::ToolReportedError(m)
             }
-            perfsweep_llm::report::MergeError::Unmergeable(m) => crate::parse_error::ParseError::Unmergeable(m),
+            perfsweep_llm::report::MergeError::Unmergeable(m) => {
+                crate::parse_error::ParseError::Unmergeable(m)
+            }
         })
     }
 

@@ -17,7 +17,8 @@ pub mod ome;
 pub mod output;
 pub mod parse_error;
 pub mod plan;
-pub mod progress;
+// Progress lines are written by the LLM load generator too (perfsweep-llm).
+pub use perfsweep_llm::progress;
 pub mod record;
 pub mod registry;
 pub mod render;

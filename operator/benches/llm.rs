@@ -24,8 +24,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use perfsweep::llm::sim::SimStats;
 use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
+use perfsweep_llm::sim::SimStats;
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");
 const MODEL: &str = "perfsweep-sim";

@@ -1,5 +1,8 @@
 //! `perfsweep`: the operator, the CLI and the in-pod agent, in one binary.
 
+// The few system calls std lacks are wrapped in `perfsweep::agent::sys`.
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -30,10 +33,5 @@ fn main() -> ExitCode {
 /// next write; restore the default so a closed pipe ends the process quietly, as it
 /// does every other command-line tool.
 fn restore_sigpipe() {
-    #[cfg(unix)]
-    // SAFETY: called first thing in main, before any thread exists; setting a signal's
-    // disposition to its default has no other effect.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    perfsweep::agent::sys::restore_default_sigpipe();
 }

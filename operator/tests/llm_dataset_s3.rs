@@ -10,9 +10,9 @@ mod support;
 
 use std::process::Command;
 
-use perfsweep::llm::dataset::Format;
-use perfsweep::llm::loadgen::{self, LoadgenArgs};
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::dataset::Format;
+use perfsweep_llm::loadgen::{self, LoadgenArgs};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 const SECRET: &str = "dataset-s3cr3t-0123456789";
 
@@ -54,6 +54,8 @@ fn a_prompt_dataset_is_read_from_s3_compatible_storage() {
         args.dataset = Some("s3://datasets/prompts/questions.txt".into());
         args.dataset_format = Format::Prompts;
         args.dataset_params = vec![format!("endpoint={endpoint}")];
+        // The export stores, as `perfsweep loadgen` hands them to the load generator.
+        args.hooks = perfsweep::cli::loadgen_hooks();
         args.dataset_output_tokens = Some(3);
         args.max_requests = Some(6);
         let report = loadgen::execute(&args).await.expect("run");

@@ -5,8 +5,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use perfsweep::llm::sim::{SimArgs, Simulator};
 use perfsweep_benchmarks::kinds::llm::LLMInferenceResult;
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 async fn simulator() -> Simulator {
     let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));

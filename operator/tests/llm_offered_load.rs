@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use perfsweep::llm::loadgen::{self, LoadgenArgs};
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::loadgen::{self, LoadgenArgs};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_beyond_one_process_is_refused_at_once() {

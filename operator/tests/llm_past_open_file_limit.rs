@@ -8,8 +8,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use perfsweep::llm::sim::SimStats;
 use perfsweep_benchmarks::kinds::llm::result::{Iteration, LLMInferenceResult};
+use perfsweep_llm::sim::SimStats;
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfsweep");
 /// Low enough that the streams below need several tables in both processes.

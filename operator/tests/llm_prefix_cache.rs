@@ -3,8 +3,8 @@
 //! cached tokens the server reported, and shared prefixes are faster to the first token
 //! than prompts of the same length without one.
 
-use perfsweep::llm::loadgen::{self, LoadgenArgs};
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::loadgen::{self, LoadgenArgs};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 async fn simulator() -> Simulator {
     let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
@@ -116,7 +116,7 @@ async fn a_replayed_trace_shares_prefixes_by_hash_id_and_keeps_its_schedule() {
         let mut args = LoadgenArgs::new(&format!("http://{}", sim.address), "perfsweep-sim");
         args.progress = false;
         args.dataset = Some(path);
-        args.dataset_format = perfsweep::llm::dataset::Format::MooncakeTrace;
+        args.dataset_format = perfsweep_llm::dataset::Format::MooncakeTrace;
         args.trace_block_tokens = 32;
         args
     };

@@ -5,8 +5,8 @@
 mod local_support;
 
 use local_support::{records, run_local_sweep, scratch};
-use perfsweep::llm::loadgen::{self, LoadgenArgs};
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::loadgen::{self, LoadgenArgs};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_tokens_and_both_first_token_times_are_measured() {

@@ -4,8 +4,8 @@
 mod local_support;
 
 use local_support::self_signed_or_skip;
-use perfsweep::llm::loadgen::{self, Api, LoadgenArgs};
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::loadgen::{self, Api, LoadgenArgs};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 
 async fn simulator(configure: impl FnOnce(&mut SimArgs)) -> Simulator {
     let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));

@@ -2,8 +2,8 @@
 //! Hugging Face `tokenizers` gives (fixtures made by tests/fixtures/llm/make_tokenizers.py),
 //! and synthetic prompts have exactly the token count asked for, with every tokenizer.
 
-use perfsweep::llm::rng::Rng;
-use perfsweep::llm::tokenizer::{PromptWords, Tokenizer};
+use perfsweep_llm::rng::Rng;
+use perfsweep_llm::tokenizer::{PromptWords, Tokenizer};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> String {

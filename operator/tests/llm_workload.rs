@@ -1,10 +1,10 @@
 //! Workloads against the simulator, in process: embeddings, ShareGPT and prompt-file
 //! datasets, tokenizer fallback counts and the usage cross-check.
 
-use perfsweep::llm::dataset::{self, Format};
-use perfsweep::llm::loadgen::{self, LoadgenArgs, Task};
-use perfsweep::llm::sim::{SimArgs, Simulator};
-use perfsweep::llm::tokenizer::Tokenizer;
+use perfsweep_llm::dataset::{self, Format};
+use perfsweep_llm::loadgen::{self, LoadgenArgs, Task};
+use perfsweep_llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::tokenizer::Tokenizer;
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/llm/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
-use perfsweep::llm::sim::{SimArgs, Simulator};
+use perfsweep_llm::sim::{SimArgs, Simulator};
 use serde_json::Value;
 
 fn loadgen(url: &str, model: &str, extra: &[&str]) -> (Output, Value) {
@@ -55,6 +55,13 @@ fn assert_not_started(output: &Output, document: &Value, why: &str) {
     let message = document["error"]["message"].as_str().expect("a message");
     assert!(message.contains(why), "{message}");
     assert_eq!(document["failure"].as_str(), Some(message));
+    // The agent (perfsweep-benchmarks' parser) reads it as the tool's own failure,
+    // with its reason.
+    let parsed = perfsweep_benchmarks::kinds::llm::plan::parse(&document.to_string());
+    assert!(
+        matches!(&parsed, Err(perfsweep_benchmarks::parse_error::ParseError::ToolReportedError(m)) if m == message),
+        "{parsed:?}"
+    );
     for misleading in [
         "api",
         "streaming",

@@ -94,7 +94,7 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
 /// its value from `PERFSWEEP_SECRET_<NAME>_<KEY>`; the tool's progress lines are echoed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_run_takes_the_api_key_from_its_environment() {
-    use perfsweep::llm::sim::{SimArgs, Simulator};
+    use perfsweep_llm::sim::{SimArgs, Simulator};
     let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
     args.ttft_ms = 2.0;
     args.itl_ms = 1.0;

@@ -9,8 +9,8 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use perfsweep::llm::sim::{SimArgs, Simulator};
 use perfsweep_benchmarks::yaml;
+use perfsweep_llm::sim::{SimArgs, Simulator};
 use serde_json::Value;
 
 const SECRET: &str = "prod-secret-key-never-printed";

@@ -287,6 +287,21 @@ pub async fn barrier(endpoint: &str, name: &str, index: u32) -> std::io::Result<
     }
 }
 
+/// The load generator's `--sync` barrier: [`barrier`], handed to perfsweep-llm (which
+/// does not depend on the agent) through its hooks.
+pub struct LoadgenBarrier;
+
+impl perfsweep_llm::loadgen::hooks::Barrier for LoadgenBarrier {
+    fn wait<'a>(
+        &'a self,
+        endpoint: &'a str,
+        name: &'a str,
+        worker: u32,
+    ) -> perfsweep_llm::loadgen::hooks::BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(barrier(endpoint, name, worker))
+    }
+}
+
 /// Tells the agent at `endpoint` to stop its command.
 pub async fn stop(endpoint: &str) -> std::io::Result<()> {
     request(endpoint, "STOP").await.map(|_| ())

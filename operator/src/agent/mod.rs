@@ -18,6 +18,7 @@ pub mod interface;
 pub mod listening;
 pub mod mpi;
 pub mod process;
+pub mod sys;
 pub mod version;
 
 use std::process::ExitCode;

@@ -113,9 +113,9 @@ pub enum Command {
     #[command(hide = true)]
     RequireProgram { program: String, hint: String },
     /// Serve a simulated OpenAI-compatible LLM endpoint (for tests and local runs).
-    Sim(crate::llm::sim::SimArgs),
+    Sim(perfsweep_llm::sim::SimArgs),
     /// Load an OpenAI-compatible LLM endpoint and print the LLMInference result as JSON.
-    Loadgen(Box<crate::llm::loadgen::LoadgenArgs>),
+    Loadgen(Box<perfsweep_llm::loadgen::LoadgenArgs>),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -158,8 +158,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             perfsweep_benchmarks::kinds::mpi::REQUIRE_PROGRAM,
             vec![program, hint],
         ),
-        Command::Sim(args) => crate::llm::sim::run(args).await,
-        Command::Loadgen(args) => crate::llm::loadgen::run(*args).await,
+        Command::Sim(args) => perfsweep_llm::sim::run(args).await,
+        Command::Loadgen(args) => {
+            let mut args = *args;
+            args.hooks = loadgen_hooks();
+            perfsweep_llm::loadgen::run(args).await
+        }
+    }
+}
+
+/// What `perfsweep loadgen` gets from the rest of perfsweep: the agent's barrier for
+/// distributed runs and the export stores for datasets in object storage.
+pub fn loadgen_hooks() -> perfsweep_llm::loadgen::Hooks {
+    perfsweep_llm::loadgen::Hooks {
+        barrier: Some(std::sync::Arc::new(crate::agent::control::LoadgenBarrier)),
+        objects: Some(std::sync::Arc::new(crate::export::dataset::ExportObjects)),
     }
 }
 

@@ -104,8 +104,7 @@ impl LoopbackBlock {
 
     /// Where the lock files live: one directory per user, beside other temporary files.
     pub fn default_dir() -> PathBuf {
-        // SAFETY: geteuid cannot fail and touches no memory.
-        let uid = unsafe { libc::geteuid() };
+        let uid = crate::agent::sys::effective_uid();
         std::env::temp_dir().join(format!("perfsweep-loopback-{uid}"))
     }
 

@@ -14,14 +14,9 @@ use std::time::Duration;
 
 /// Makes this process the subreaper of everything it starts (Linux 3.4+).
 pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer and touches no memory.
-    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if done == 0 {
-        OWNS_DESCENDANTS.store(true, Ordering::Relaxed);
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::agent::sys::become_subreaper()?;
+    OWNS_DESCENDANTS.store(true, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Configures `command` to start in a process group of its own (so one signal reaches
@@ -36,16 +31,7 @@ pub fn own(command: &mut tokio::process::Command) {
 /// dies: when the run (or an agent) is killed outright and cannot clean up. Tokio's
 /// worker threads, which start every process here, live as long as the process.
 pub fn end_with_parent(command: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe; it allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::agent::sys::terminate_with_parent_thread(command);
 }
 
 /// One process as `/proc/<pid>/stat` describes it.
@@ -210,12 +196,10 @@ pub async fn end(groups: &BTreeSet<i32>, grace: Duration) -> usize {
 
 fn signal(groups: &BTreeSet<i32>, pids: &BTreeSet<i32>, signal: libc::c_int) {
     for &group in groups {
-        // SAFETY: sending a signal touches no memory; a group that is gone is ESRCH.
-        unsafe { libc::killpg(group, signal) };
+        crate::agent::sys::signal_group(group, signal);
     }
     for &pid in pids {
-        // SAFETY: as above, for one process.
-        unsafe { libc::kill(pid, signal) };
+        crate::agent::sys::signal_process(pid, signal);
     }
 }
 
@@ -231,9 +215,7 @@ fn reap_inherited() {
         .iter()
         .filter(|p| p.ppid == me && p.state == 'Z')
     {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into our local integer only.
-        unsafe { libc::waitpid(zombie.pid, &mut status, libc::WNOHANG) };
+        crate::agent::sys::reap_if_ended(zombie.pid);
     }
 }
 

@@ -2,13 +2,15 @@
 //! The spec follows OME's BenchmarkJob.
 
 pub mod chart;
-pub mod distribute;
-pub mod doubt;
-pub mod histogram;
 pub mod plan;
-pub mod result;
-pub mod scenario;
 pub mod tls;
+
+// The result document, its doubts, histograms, the merge of workers' results and the
+// traffic scenarios are shared with the load generator, so they live in perfsweep-llm's
+// pure part (built here without its engine); these paths stay the kind's.
+pub use perfsweep_llm::report::{distribute, doubt, histogram, result};
+pub use perfsweep_llm::scenario;
+pub use perfsweep_llm::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 
 pub use result::LLMInferenceResult;
 
@@ -807,7 +809,14 @@ impl crate::registry::BenchmarkKind for LLMInference {
     fn merge(
         outputs: Vec<LLMInferenceResult>,
     ) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
-        distribute::merge(outputs)
+        distribute::merge(outputs).map_err(|error| match error {
+            perfsweep_llm::report::MergeError::ToolReportedError(m) => {
+                crate::parse_error::ParseError::ToolReportedError(m)
+            }
+            perfsweep_llm::report::MergeError::Unmergeable(m) => {
+                crate::parse_error::ParseError::Unmergeable(m)
+            }
+        })
     }
 
     fn headline(output: &LLMInferenceResult) -> String {
@@ -921,17 +930,6 @@ impl crate::registry::BenchmarkKind for LLMInference {
         errors
     }
 }
-
-/// Requests per second one load generator process offers at most. It spends about
-/// 0.7 ms of CPU per streamed request (docs/measurements/llm-bench-2026-11-22.txt: 5,400
-/// req/s on 2 cores), so 20,000 is a machine with many cores at full tilt; beyond it the
-/// arrival schedule runs ahead of what the process can send, and the backlog grows
-/// without end (1e6 req/s reached 2.1 GB and never finished).
-pub const MAX_REQUEST_RATE_PER_LOADGEN: f64 = 20_000.0;
-
-/// Streams (connections in flight) one load generator process holds at most: 50,000
-/// were measured on one process (the same measurements); each costs a socket and buffers.
-pub const MAX_CONCURRENCY_PER_LOADGEN: u32 = 50_000;
 
 /// The largest offered load `workers` load generators can carry, per field: each worker
 /// takes an equal share, which must stay within one process's limits.

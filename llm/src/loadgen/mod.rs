@@ -12,6 +12,7 @@
 pub mod client_load;
 mod deadline;
 mod distributed;
+pub mod hooks;
 pub mod http;
 mod loops;
 pub mod model_mix;
@@ -27,19 +28,18 @@ pub mod workload;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::report::distribute;
+use crate::report::result::{self, Iteration, LLMInferenceResult, Saturation, SloReport};
+use crate::scenario::TrafficScenario;
+use crate::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 use anyhow::{Context as _, bail};
-use perfsweep_benchmarks::kinds::llm::distribute;
-use perfsweep_benchmarks::kinds::llm::result::{
-    self, Iteration, LLMInferenceResult, Saturation, SloReport,
-};
-use perfsweep_benchmarks::kinds::llm::scenario::TrafficScenario;
-use perfsweep_benchmarks::kinds::llm::{MAX_CONCURRENCY_PER_LOADGEN, MAX_REQUEST_RATE_PER_LOADGEN};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::llm::dataset::{self, DatasetOptions};
-use crate::llm::rng::Rng;
-use crate::llm::tokenizer::{PromptWords, Tokenizer};
+use crate::dataset::{self, DatasetOptions};
+use crate::rng::Rng;
+use crate::tokenizer::{PromptWords, Tokenizer};
+pub use hooks::Hooks;
 use http::{Connection, Endpoint, Target, TlsOptions};
 use outcome::Outcome;
 use sse::StreamState;
@@ -278,6 +278,10 @@ pub struct LoadgenArgs {
     /// more CPU than none), hence 2 ms.
     #[arg(long, default_value_t = 2000)]
     pub wakeup_coalescing_us: u64,
+    /// What the host program provides: the agent's barrier for `--sync`, an object
+    /// reader for datasets in object storage (not command-line arguments).
+    #[arg(skip)]
+    pub hooks: Hooks,
 }
 
 impl LoadgenArgs {
@@ -465,6 +469,10 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     }
     if workers > 1 && args.sync.is_none() {
         bail!("--workers {workers} needs --sync: the workers must start every iteration together");
+    }
+    if args.sync.is_some() {
+        // Before any request, not at the first barrier.
+        args.hooks.barrier()?;
     }
     if workers > 1 && args.saturate.is_some() {
         bail!(
@@ -659,7 +667,9 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     if let Some(sync) = &args.sync {
         // Replica 0's end stops the simulator (when there is one): no worker may still
         // be sending then.
-        crate::agent::control::barrier(sync, "done", args.worker)
+        args.hooks
+            .barrier()?
+            .wait(sync, "done", args.worker)
             .await
             .with_context(|| format!("worker {} waiting for the others to finish", args.worker))?;
     }
@@ -762,7 +772,9 @@ async fn run_iteration(
     let recorder = Arc::new(Mutex::new(stats::Recorder::default()));
     if let Some(sync) = &args.sync {
         let name = format!("iteration-{number}");
-        crate::agent::control::barrier(sync, &name, args.worker)
+        args.hooks
+            .barrier()?
+            .wait(sync, &name, args.worker)
             .await
             .with_context(|| format!("worker {} waiting to start {name}", args.worker))?;
     }
@@ -904,7 +916,7 @@ struct Worker {
 }
 
 /// Where the latest exchange's timestamps may have been late because the load
-/// generator was: the evidence behind [`perfsweep_benchmarks::kinds::llm::doubt`].
+/// generator was: the evidence behind [`crate::report::doubt`].
 #[derive(Clone, Copy, Debug, Default)]
 struct ClientDelays {
     /// From stamping the request sent (or the connection opened) to the request
@@ -1255,7 +1267,7 @@ async fn workloads(
                 parameters.insert(key.to_owned(), value.to_owned());
             }
         }
-        let text = dataset::fetch(location, &parameters).await?;
+        let text = dataset::fetch(location, &parameters, &args.hooks).await?;
         let requests =
             workload::trace::parse(&text).with_context(|| format!("trace {location}"))?;
         let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
@@ -1275,7 +1287,7 @@ async fn workloads(
                 .with_context(|| format!("--dataset-param {param:?}: expected key=value"))?;
             parameters.insert(key.to_owned(), value.to_owned());
         }
-        let text = dataset::fetch(location, &parameters).await?;
+        let text = dataset::fetch(location, &parameters, &args.hooks).await?;
         let options = DatasetOptions {
             format: args.dataset_format,
             location: location.clone(),

@@ -52,7 +52,7 @@ pub fn split(total: u64, parts: usize) -> Vec<u64> {
 
 /// Runs `work` on a new thread with a file table of its own and a single-threaded
 /// runtime (whose idle waits are coalesced by `window`, see
-/// [`crate::llm::loadgen::http::coalesce_wakeups`]); its result arrives on the receiver.
+/// [`crate::loadgen::http::coalesce_wakeups`]); its result arrives on the receiver.
 pub fn spawn<T, F, Fut>(
     name: String,
     window: Duration,
@@ -73,7 +73,7 @@ where
                 .with_context(|| format!("{name}: cannot get a file table of its own"))
                 .and_then(|()| {
                     let mut builder = tokio::runtime::Builder::new_current_thread();
-                    crate::llm::loadgen::http::coalesce_wakeups(builder.enable_all(), window);
+                    crate::loadgen::http::coalesce_wakeups(builder.enable_all(), window);
                     builder
                         .build()
                         .with_context(|| format!("{name}: cannot start its event loop"))

@@ -1,7 +1,7 @@
 //! Command-line pieces of distributed runs and OME compatibility.
 
+use crate::report::result::ServiceMetadata;
 use anyhow::{Context as _, bail};
-use perfsweep_benchmarks::kinds::llm::result::ServiceMetadata;
 
 /// `--service-metadata key=value` pairs as the result's metadata (`None` without any).
 pub fn service_metadata(pairs: &[String]) -> anyhow::Result<Option<ServiceMetadata>> {

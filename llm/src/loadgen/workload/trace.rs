@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::llm::rng::Rng;
-use crate::llm::tokenizer::PromptWords;
+use crate::rng::Rng;
+use crate::tokenizer::PromptWords;
 
 use super::Draw;
 
@@ -170,7 +170,7 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::tokenizer::Tokenizer;
+    use crate::tokenizer::Tokenizer;
 
     const TRACE: &str = r#"{"timestamp": 100, "input_length": 10, "output_length": 3, "hash_ids": [7, 8, 9]}
 {"timestamp": 0, "input_length": 8, "output_length": 2, "hash_ids": [7, 8]}

@@ -419,7 +419,7 @@ impl Drop for Simulator {
 /// `perfsweep sim`: serves until killed.
 pub async fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     // One socket per stream: allow as many as the hard limit does.
-    crate::llm::loadgen::http::raise_open_file_limit();
+    crate::loadgen::http::raise_open_file_limit();
     let scheme = if args.tls_cert.is_some() {
         "https"
     } else {

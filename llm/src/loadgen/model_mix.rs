@@ -4,7 +4,7 @@
 
 use anyhow::{Context as _, bail};
 
-use crate::llm::rng::Rng;
+use crate::rng::Rng;
 
 /// One model of the mix and its request body's fixed fields.
 #[derive(Clone, Debug)]

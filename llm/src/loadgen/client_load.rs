@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use perfsweep_benchmarks::kinds::llm::result::ClientLoad;
+use crate::report::result::ClientLoad;
 use tokio::time::Instant;
 
 /// How often the probe asks to be woken.

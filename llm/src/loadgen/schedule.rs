@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use crate::llm::rng::Rng;
+use crate::rng::Rng;
 
 /// How arrivals are spread in time.
 #[derive(Clone, Copy, Debug, PartialEq)]

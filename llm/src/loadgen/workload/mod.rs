@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use perfsweep_benchmarks::kinds::llm::scenario::{RandomSource, TrafficScenario};
+use crate::scenario::{RandomSource, TrafficScenario};
 
-use crate::llm::dataset::Dataset;
-use crate::llm::rng::Rng;
-use crate::llm::tokenizer::PromptWords;
+use crate::dataset::Dataset;
+use crate::rng::Rng;
+use crate::tokenizer::PromptWords;
 
 pub mod shared_prefix;
 pub mod trace;
@@ -139,8 +139,8 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::dataset::Entry;
-    use crate::llm::tokenizer::Tokenizer;
+    use crate::dataset::Entry;
+    use crate::tokenizer::Tokenizer;
 
     fn words() -> Arc<PromptWords> {
         let tokenizer = Tokenizer::load("builtin:cl100k_base").expect("bundled");

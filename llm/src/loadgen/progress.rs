@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use perfsweep_benchmarks::kinds::llm::result::Iteration;
-use perfsweep_benchmarks::progress;
+use crate::progress;
+use crate::report::result::Iteration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

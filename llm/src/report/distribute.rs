@@ -15,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
+use super::MergeError;
 use super::histogram;
 use super::result::{Goodput, Iteration, LLMInferenceResult, RawHistograms, RawIteration};
-use crate::parse_error::ParseError;
 
 /// The share of `total` that worker `worker` of `workers` takes.
 pub fn share(total: u64, workers: u32, worker: u32) -> u64 {
@@ -132,13 +132,13 @@ pub fn summarize(
     Ok(iteration)
 }
 
-fn unmergeable(message: impl Into<String>) -> ParseError {
-    ParseError::Unmergeable(message.into())
+fn unmergeable(message: impl Into<String>) -> MergeError {
+    MergeError::Unmergeable(message.into())
 }
 
 /// Merges the results of a distributed run's workers into the run's result. The order
 /// of `outputs` does not matter: workers are put in index order first.
-pub fn merge(mut outputs: Vec<LLMInferenceResult>) -> Result<LLMInferenceResult, ParseError> {
+pub fn merge(mut outputs: Vec<LLMInferenceResult>) -> Result<LLMInferenceResult, MergeError> {
     if outputs.len() == 1 {
         return outputs
             .pop()
@@ -210,7 +210,7 @@ pub fn merge(mut outputs: Vec<LLMInferenceResult>) -> Result<LLMInferenceResult,
     merged.finalize();
     // As a single load generator's result with a failure does not parse.
     match merged.failure {
-        Some(failure) => Err(ParseError::ToolReportedError(failure)),
+        Some(failure) => Err(MergeError::ToolReportedError(failure)),
         None => Ok(merged),
     }
 }
@@ -220,7 +220,7 @@ fn merge_iteration(
     index: usize,
     parts: &[&Iteration],
     slo_set: bool,
-) -> Result<Iteration, ParseError> {
+) -> Result<Iteration, MergeError> {
     let first = parts[0];
     let mut requests = 0;
     let mut concurrency: u32 = 0;
@@ -326,7 +326,7 @@ fn merge_iteration(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::llm::result::ClientLoad;
+    use crate::report::result::ClientLoad;
     use proptest::prelude::*;
 
     #[test]
@@ -404,7 +404,7 @@ mod tests {
             estimated: 0,
             first_sent_seconds: (!ttft.is_empty()).then_some(offset),
             last_done_seconds: (!ttft.is_empty()).then_some(offset + 2.0),
-            client_delay: Some(crate::kinds::llm::doubt::ClientDelay {
+            client_delay: Some(crate::report::doubt::ClientDelay {
                 tolerance_millis: 5.0,
                 delayed_ttft_requests: u64::from(index),
                 delayed_e2e_requests: 0,
@@ -507,7 +507,7 @@ mod tests {
         }
         let failure = merge(outputs.clone()).expect_err("fails");
         assert!(
-            matches!(&failure, ParseError::ToolReportedError(m) if m.contains("1 of 11")),
+            matches!(&failure, MergeError::ToolReportedError(m) if m.contains("1 of 11")),
             "{failure}"
         );
         for output in &mut outputs {
@@ -522,7 +522,7 @@ mod tests {
         let mut b = worker(1, 2, &[1000], 0, 0.0);
         b.iterations[0].scenario = "D(1,1)".into();
         assert!(
-            matches!(merge(vec![a.clone(), b]), Err(ParseError::Unmergeable(m)) if m.contains("D(1,1)"))
+            matches!(merge(vec![a.clone(), b]), Err(MergeError::Unmergeable(m)) if m.contains("D(1,1)"))
         );
         let mut c = worker(1, 2, &[1000], 0, 0.0);
         c.iterations[0].raw = None;

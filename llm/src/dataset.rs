@@ -22,8 +22,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
-use crate::llm::rng::Rng;
-use crate::llm::tokenizer::Tokenizer;
+use crate::rng::Rng;
+use crate::tokenizer::Tokenizer;
 
 /// The dataset file's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -199,12 +199,14 @@ pub fn build(
 }
 
 /// Reads the dataset from a path, downloads it from an `http(s)://` URL, or reads it
-/// from object storage (`s3://`, `gs://`, `az://bucket/key`, through the export
-/// module's client: `parameters` are the export parameters such as `endpoint` and
+/// from object storage (`s3://`, `gs://`, `az://bucket/key`, through the host's
+/// [`ObjectReader`](crate::loadgen::hooks::ObjectReader) in `hooks`: in perfsweep, the
+/// export module's client; `parameters` are the export parameters such as `endpoint` and
 /// `region`, credentials come from the environment as for `--export`).
 pub async fn fetch(
     location: &str,
     parameters: &std::collections::BTreeMap<String, String>,
+    hooks: &crate::loadgen::Hooks,
 ) -> anyhow::Result<String> {
     if location.starts_with("http://") || location.starts_with("https://") {
         return download(location).await;
@@ -213,7 +215,7 @@ pub async fn fetch(
         .iter()
         .any(|scheme| location.starts_with(scheme))
     {
-        return read_object(location, parameters)
+        return read_object(location, parameters, hooks)
             .await
             .with_context(|| format!("reading the dataset {location}"));
     }
@@ -225,19 +227,10 @@ pub async fn fetch(
 async fn read_object(
     location: &str,
     parameters: &std::collections::BTreeMap<String, String>,
+    hooks: &crate::loadgen::Hooks,
 ) -> anyhow::Result<String> {
-    use crate::export;
-    let (scheme, rest) = location.split_once("://").unwrap_or(("", location));
-    let Some((bucket_and_prefix, name)) = rest
-        .rsplit_once('/')
-        .filter(|(b, n)| !b.is_empty() && !n.is_empty())
-    else {
-        bail!("expected {scheme}://bucket/path/to/file");
-    };
-    let destination = export::parse(&format!("{scheme}://{bucket_and_prefix}"), parameters)?;
-    let store = export::open_for_cli(destination, &export::Retry::default())?;
-    let body = store.get(name).await?;
-    String::from_utf8(body.to_vec()).context("the dataset is not UTF-8 text")
+    let body = hooks.objects()?.read(location, parameters).await?;
+    String::from_utf8(body).context("the dataset is not UTF-8 text")
 }
 
 /// Largest dataset downloaded (ShareGPT_V3 is ~640 MiB).

@@ -3,11 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::report::result::{CachedTokens, Goodput, Iteration, RawHistograms, RawIteration};
+use crate::report::{doubt, histogram};
 use hdrhistogram::Histogram;
-use perfsweep_benchmarks::kinds::llm::result::{
-    CachedTokens, Goodput, Iteration, RawHistograms, RawIteration,
-};
-use perfsweep_benchmarks::kinds::llm::{doubt, histogram};
 use tokio::time::Instant;
 
 /// Service level objectives, milliseconds.
@@ -37,7 +35,7 @@ pub struct Sample<'a> {
     pub output_tokens: u64,
     pub estimated: bool,
     /// How much of the client's own delay the time to first token may include (see
-    /// [`perfsweep_benchmarks::kinds::llm::doubt`]).
+    /// [`crate::report::doubt`]).
     pub ttft_client_delay: Duration,
     /// How much of the client's own delay the end-to-end latency may include.
     pub e2e_client_delay: Duration,
@@ -439,7 +437,7 @@ impl Recorder {
 #[cfg(test)]
 mod raw_tests {
     use super::*;
-    use perfsweep_benchmarks::kinds::llm::distribute;
+    use crate::report::distribute;
 
     /// The merge recomputes an iteration from raw measurements; for one worker that
     /// must give what the worker's own summary says (the two must not drift apart).

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use crate::llm::rng::Rng;
-use crate::llm::tokenizer::PromptWords;
+use crate::rng::Rng;
+use crate::tokenizer::PromptWords;
 
 use super::Draw;
 

@@ -3,7 +3,7 @@
 //! count a few tokens higher than the prompt's; a different tokenizer shows as a ratio
 //! away from 1.
 
-use perfsweep_benchmarks::kinds::llm::result::{CountCheck, UsageCheck};
+use crate::report::result::{CountCheck, UsageCheck};
 
 /// One direction's comparisons.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

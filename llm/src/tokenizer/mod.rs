@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 
-use crate::llm::rng::Rng;
+use crate::rng::Rng;
 
 /// A tokenizer, counting tokens as the model's own would (without special tokens).
 pub enum Tokenizer {

@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::schedule::{Arrivals, Schedule};
 use super::stats::Recorder;
 use super::{Shared, Worker};
-use crate::llm::fd_tables;
-use perfsweep_benchmarks::kinds::llm::MAX_CONCURRENCY_PER_LOADGEN;
+use crate::MAX_CONCURRENCY_PER_LOADGEN;
+use crate::fd_tables;
 
 /// How much one iteration sends.
 #[derive(Clone, Copy, Debug)]
@@ -90,7 +90,7 @@ impl Tickets {
 
 /// `concurrency` streams, each with one request in flight, until the budget is spent.
 /// More streams than one file table holds run on several threads, each with a table
-/// of its own (see [`crate::llm::fd_tables`]), all taking tickets from the same budget.
+/// of its own (see [`crate::fd_tables`]), all taking tickets from the same budget.
 pub async fn closed(
     shared: &Arc<Shared>,
     workload: &super::workload::Workload,
@@ -220,7 +220,7 @@ pub struct OpenLoad {
 /// Requests due on an arrival schedule at `load.rate` per second, each handed to an idle
 /// connection (a new one while under the cap), until the budget is spent. A cap above
 /// what one file table holds splits the loop into lanes on threads with a table each
-/// (see [`crate::llm::fd_tables`]): each lane offers an equal share of the rate, phase
+/// (see [`crate::fd_tables`]): each lane offers an equal share of the rate, phase
 /// shifted so that constant arrivals interleave, with its own share of the cap and the
 /// budget and its own tickets.
 pub async fn open(

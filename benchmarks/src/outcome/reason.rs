@@ -107,6 +107,12 @@ impl fmt::Display for Reason {
     }
 }
 
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
 impl PartialEq<&str> for Reason {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other

@@ -11,6 +11,8 @@ pub mod health;
 pub mod llm;
 pub mod local;
 pub mod metrics;
+#[cfg(test)]
+mod outcome_parity;
 pub mod output_dir;
 pub mod records;
 pub mod telemetry;

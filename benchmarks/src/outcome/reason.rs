@@ -206,4 +206,27 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_troubleshooting_guide_lists_exactly_these_reasons() {
+        // Every reason a benchmark can fail with (or the operator's error has) is in a
+        // table row of docs/troubleshooting.md's "Benchmarks" section, and nothing else.
+        let guide = include_str!("../../../docs/troubleshooting.md");
+        let section = guide
+            .split("\n## ")
+            .find(|s| s.starts_with("Benchmarks\n"))
+            .expect("a Benchmarks section");
+        let mut documented: Vec<&str> = section
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|row| row.split(" |").next())
+            .flat_map(|cell| cell.split('`'))
+            .map(|word| word.trim_matches(|c: char| c == ',' || c == ' '))
+            .filter(|word| !word.is_empty())
+            .collect();
+        documented.sort_unstable();
+        let mut declared: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        declared.sort_unstable();
+        assert_eq!(documented, declared);
+    }
 }

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::agent_env::{self, AddressSource};
+use perfsweep_benchmarks::agent_env::{self, AddressSource, EnvValue};
 use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
 use perfsweep_benchmarks::plan::{Plan, process_name};
 use perfsweep_benchmarks::registry::KindInfo;
@@ -326,10 +326,6 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     }
     // The plan's volumes: one directory per name, the same for every process.
     let volumes = scratch.join("volumes");
-    let plan_json =
-        serde_json::to_string(plan).map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
-    let peers_json =
-        serde_json::to_string(&peers).map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
     let host = hostname();
 
     // Secrets come from our environment (there is no Secret store locally); a missing
@@ -369,21 +365,28 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
             .get(&(role.name.clone(), index))
             .copied()
             .unwrap_or((std::net::Ipv4Addr::LOCALHOST, 0));
+        let address = AddressSource::Literal(address.to_string());
+        let site = agent_env::Site {
+            peers: &peers,
+            control_port: port,
+            address: &address,
+            address_variable: None,
+            workdir: workdir.display().to_string(),
+            volumes_dir: Some(volumes.display().to_string()),
+            host: EnvValue::Text(host.clone()),
+            // Loopback's MTU is not the benchmark's to set (named as ignored).
+            mtu: None,
+        };
+        let environment = agent_env::environment(plan, &role.name, index, &site)
+            .map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
         let mut command = Command::new(&options.agent_program);
         command
             .arg("agent")
-            .env(agent_env::PLAN, &plan_json)
-            .env(agent_env::ROLE, &role.name)
-            .env(agent_env::INDEX, index.to_string())
-            .env(agent_env::PEERS, &peers_json)
-            .env(agent_env::CONTROL_PORT, port.to_string())
-            .env(
-                agent_env::ADDRESS,
-                AddressSource::Literal(address.to_string()).to_string(),
-            )
-            .env(agent_env::WORKDIR, &workdir)
-            .env(agent_env::VOLUMES_DIR, &volumes)
-            .env(agent_env::HOST, &host)
+            .envs(environment.into_iter().filter_map(|(name, value)| match value {
+                EnvValue::Text(text) => Some((name, text)),
+                // Pods only; no site of a local run names one.
+                EnvValue::PodField(_) => None,
+            }))
             .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
             .envs(
                 secrets

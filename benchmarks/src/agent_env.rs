@@ -250,7 +250,9 @@ mod tests {
     #[test]
     fn both_sites_get_the_same_contract() {
         let iperf = crate::registry::lookup("IPerf").expect("registered");
-        let plan = iperf.plan(&serde_json::json!({"duration": 1})).expect("a plan");
+        let plan = iperf
+            .plan(&serde_json::json!({"duration": 1}))
+            .expect("a plan");
         let peers = PeerEndpoints::from([("server".to_owned(), vec!["s:7470".to_owned()])]);
         let pod_ip = AddressSource::Env("POD_IP".into());
         let literal = AddressSource::Literal("127.9.0.2".into());

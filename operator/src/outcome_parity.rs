@@ -126,7 +126,8 @@ fn both_backends_judge_the_same_reports_alike() {
         .find(|m| m.name == "received_bits_per_second")
         .map(|m| m.value)
         .expect("IPerf reports it");
-    let gate = json!({"acceptance": [{"metric": "received_bits_per_second", "min": received * 1.5}]});
+    let gate =
+        json!({"acceptance": [{"metric": "received_bits_per_second", "min": received * 1.5}]});
     let none = json!({});
     let good = agent_report(0, RAW);
     let mut tampered = good.clone();
@@ -171,13 +172,48 @@ fn both_backends_judge_the_same_reports_alike() {
                 result: Some(parsed.clone()),
             },
         ),
-        ("success without result", &none, vec![log(&no_result)], failed("ResultUnparseable")),
-        ("tampered evidence", &none, vec![log(&tampered)], failed("ResultUnparseable")),
-        ("wrong identity", &none, vec![log(&wrong_identity)], failed("ResultUnparseable")),
-        ("tool failure", &none, vec![log(&tool_failed)], failed("ToolFailed")),
-        ("unknown reported reason", &none, vec![log(&unknown_reason)], failed("AgentFailed")),
-        ("unparseable output", &none, vec![log(&unparseable)], failed("ResultUnparseable")),
-        ("no report at all", &none, vec!["Killed\n".into()], failed("ResultUnparseable")),
+        (
+            "success without result",
+            &none,
+            vec![log(&no_result)],
+            failed("ResultUnparseable"),
+        ),
+        (
+            "tampered evidence",
+            &none,
+            vec![log(&tampered)],
+            failed("ResultUnparseable"),
+        ),
+        (
+            "wrong identity",
+            &none,
+            vec![log(&wrong_identity)],
+            failed("ResultUnparseable"),
+        ),
+        (
+            "tool failure",
+            &none,
+            vec![log(&tool_failed)],
+            failed("ToolFailed"),
+        ),
+        (
+            "unknown reported reason",
+            &none,
+            vec![log(&unknown_reason)],
+            failed("AgentFailed"),
+        ),
+        (
+            "unparseable output",
+            &none,
+            vec![log(&unparseable)],
+            failed("ResultUnparseable"),
+        ),
+        (
+            "no report at all",
+            &none,
+            vec!["Killed\n".into()],
+            failed("ResultUnparseable"),
+        ),
         (
             "acceptance failed",
             &gate,

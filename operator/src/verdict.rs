@@ -33,7 +33,13 @@ impl Verdict {
     /// Judges a finished benchmark of `kind` with `spec`: `result` is `None` when it
     /// failed.
     pub fn of(kind: &KindInfo, spec: &Value, result: Option<&Value>) -> Self {
-        Self::judged(spec, result.map(|result| acceptance::judge(kind, spec, result)).as_ref().map(Option::as_ref))
+        Self::judged(
+            spec,
+            result
+                .map(|result| acceptance::judge(kind, spec, result))
+                .as_ref()
+                .map(Option::as_ref),
+        )
     }
 
     /// The verdict on a benchmark with `spec` given the acceptance verdict the outcome

@@ -64,7 +64,10 @@ fn failure_policy_stop_starts_nothing_after_the_first_failure() {
         .map(|r| {
             (
                 r["spec"]["window"].as_str().unwrap_or_default().to_owned(),
-                r["outcome"]["status"].as_str().unwrap_or_default().to_owned(),
+                r["outcome"]["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
             )
         })
         .collect();
@@ -116,7 +119,11 @@ spec:
     );
     let records = records(&out);
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0]["outcome"]["status"], "succeeded", "{}", records[0]);
+    assert_eq!(
+        records[0]["outcome"]["status"], "succeeded",
+        "{}",
+        records[0]
+    );
     assert!(
         stderr.contains("set gated: Accepted=False (CriteriaNotMet): 0 accepted, 1 rejected"),
         "{stderr}"

@@ -73,7 +73,8 @@ impl Evaluation {
 /// The outcome of a benchmark whose result processes printed `outputs` (replica 0
 /// first).
 pub fn evaluate(expected: &Expected<'_>, outputs: &[ProcessOutput<'_>]) -> Evaluation {
-    let unparseable = |name: &str, why: String| Failure::new(Reason::ResultUnparseable, format!("{name}: {why}"));
+    let unparseable =
+        |name: &str, why: String| Failure::new(Reason::ResultUnparseable, format!("{name}: {why}"));
     if outputs.is_empty() {
         return Evaluation::failed(
             Failure::new(Reason::ResultUnparseable, "no process reported a result"),
@@ -90,13 +91,18 @@ pub fn evaluate(expected: &Expected<'_>, outputs: &[ProcessOutput<'_>]) -> Evalu
     let names: Vec<&str> = outputs.iter().map(|o| o.name).collect();
     let (report, parts) = match combine(expected.kind, &names, reports) {
         Ok(combined) => combined,
-        Err((failure, report)) => return Evaluation::failed(failure, Some(report)),
+        Err((failure, report)) => return Evaluation::failed(failure, Some(*report)),
     };
     let name = names[0];
-    let checked = expected
-        .kind
-        .check_result(&parts.result)
-        .map_err(|e| unparseable(name, format!("the reported result is not a valid {} result: {e}", expected.kind.kind)));
+    let checked = expected.kind.check_result(&parts.result).map_err(|e| {
+        unparseable(
+            name,
+            format!(
+                "the reported result is not a valid {} result: {e}",
+                expected.kind.kind
+            ),
+        )
+    });
     if let Err(failure) = checked {
         return Evaluation::failed(failure, Some(report));
     }
@@ -152,7 +158,7 @@ fn combine(
     kind: &KindInfo,
     names: &[&str],
     mut reports: Vec<AgentReport>,
-) -> Result<(AgentReport, Parts), (Failure, AgentReport)> {
+) -> Result<(AgentReport, Parts), (Failure, Box<AgentReport>)> {
     let several = reports.len() > 1;
     let mut results = Vec::with_capacity(reports.len());
     let mut summary = None;
@@ -165,7 +171,7 @@ fn combine(
             } else {
                 why
             };
-            (Failure::new(reason, message), report.clone())
+            (Failure::new(reason, message), Box::new(report.clone()))
         };
         if !report.evidence_is_intact() {
             return Err(fail(
@@ -200,7 +206,10 @@ fn combine(
     let first = reports[0].clone();
     let mut evidence = String::new();
     for report in &reports {
-        evidence.push_str(&format!("==> {} <==\n", process_name(&report.role, report.index)));
+        evidence.push_str(&format!(
+            "==> {} <==\n",
+            process_name(&report.role, report.index)
+        ));
         evidence.push_str(report.raw_output.as_deref().unwrap_or_default());
         if !evidence.ends_with('\n') {
             evidence.push('\n');
@@ -220,7 +229,7 @@ fn combine(
             };
             return Err((
                 Failure::new(Reason::ResultUnparseable, error.to_string()),
-                failed,
+                Box::new(failed),
             ));
         }
     };
@@ -229,8 +238,16 @@ fn combine(
             result: Some(merged.result.clone()),
             summary: Some(merged.summary.clone()),
         },
-        started_at: reports.iter().map(|r| r.started_at.clone()).min().unwrap_or_default(),
-        finished_at: reports.iter().map(|r| r.finished_at.clone()).max().unwrap_or_default(),
+        started_at: reports
+            .iter()
+            .map(|r| r.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        finished_at: reports
+            .iter()
+            .map(|r| r.finished_at.clone())
+            .max()
+            .unwrap_or_default(),
         raw_output_sha256: Some(report::sha256_hex(evidence.as_bytes())),
         raw_output: Some(evidence),
         ..first

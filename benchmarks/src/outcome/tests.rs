@@ -76,12 +76,19 @@ fn reason_of(evaluation: &Evaluation) -> Option<Reason> {
 fn the_check_for_result_shape_is_the_kinds() {
     // Guards the fixture: were it not an IPerf result, every success below would fail.
     assert_eq!(iperf().check_result(&result()), Ok(()));
-    assert!(iperf().check_result(&json!({"bitsPerSecond": "fast"})).is_err());
+    assert!(
+        iperf()
+            .check_result(&json!({"bitsPerSecond": "fast"}))
+            .is_err()
+    );
 }
 
 #[test]
 fn a_single_intact_report_is_the_outcome() {
-    let evaluation = judge(&json!({}), &[format!("noise\n{}\n", succeeded(0).to_line())]);
+    let evaluation = judge(
+        &json!({}),
+        &[format!("noise\n{}\n", succeeded(0).to_line())],
+    );
     let success = evaluation.outcome.expect("a success");
     assert_eq!(success.result, result());
     assert_eq!(success.summary.as_deref(), Some("9.40 Gbit/s"));
@@ -177,17 +184,25 @@ fn replicas_merge_through_the_kind_or_fail_with_the_replica_named() {
     assert_eq!(failure.reason, Reason::ResultUnparseable);
     assert!(failure.message.starts_with("p-1: "), "{failure:?}");
     // And no output at all.
-    assert_eq!(reason_of(&judge(&json!({}), &[])), Some(Reason::ResultUnparseable));
+    assert_eq!(
+        reason_of(&judge(&json!({}), &[])),
+        Some(Reason::ResultUnparseable)
+    );
 }
 
 #[test]
 fn the_acceptance_criteria_judge_a_success() {
-    let spec = |min: f64| json!({"acceptance": [{"metric": "received_bits_per_second", "min": min}]});
+    let spec =
+        |min: f64| json!({"acceptance": [{"metric": "received_bits_per_second", "min": min}]});
     let log = [succeeded(0).to_line()];
     let measured = received_bits_per_second();
-    let met = judge(&spec(measured * 0.9), &log).outcome.expect("a success");
+    let met = judge(&spec(measured * 0.9), &log)
+        .outcome
+        .expect("a success");
     assert!(met.acceptance.expect("judged").accepted);
-    let missed = judge(&spec(measured * 1.1), &log).outcome.expect("still a success");
+    let missed = judge(&spec(measured * 1.1), &log)
+        .outcome
+        .expect("still a success");
     let verdict = missed.acceptance.expect("judged");
     assert!(!verdict.accepted);
     assert_eq!(verdict.reason(), crate::acceptance::CRITERIA_NOT_MET);

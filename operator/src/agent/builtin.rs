@@ -40,7 +40,8 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
         .unwrap_or_default();
     present.sort();
     if present.is_empty() {
-        return Err(Failure::plain(Reason::NoRdmaDevice,
+        return Err(Failure::plain(
+            Reason::NoRdmaDevice,
             format!(
                 "no RDMA device: {} is empty or missing (ibv_devices would list none); give the benchmark an RDMA device (an RDMA NIC on this host, or on Kubernetes an RDMA shared device or SR-IOV VF in spec.resources)",
                 sysfs.display()
@@ -48,7 +49,8 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
         ));
     }
     match device {
-        Some(device) if !present.iter().any(|p| p == device) => Err(Failure::plain(Reason::NoRdmaDevice,
+        Some(device) if !present.iter().any(|p| p == device) => Err(Failure::plain(
+            Reason::NoRdmaDevice,
             format!(
                 "RDMA device {device} not found; present: {}",
                 present.join(", ")
@@ -62,7 +64,8 @@ fn require_program(program: &str, hint: &str) -> Result<(), Failure> {
     if find_on_path(program) {
         Ok(())
     } else {
-        Err(Failure::plain(Reason::ToolMissing,
+        Err(Failure::plain(
+            Reason::ToolMissing,
             format!("{program} not found on PATH: {hint}"),
         ))
     }

@@ -404,7 +404,8 @@ pub fn command_env(
     }
     if config.plan.remote_launch() {
         if std::env::var_os(agent_env::LAUNCH_TOKEN).is_none() {
-            return Err(Failure::plain(Reason::LaunchTokenMissing,
+            return Err(Failure::plain(
+                Reason::LaunchTokenMissing,
                 format!(
                     "the plan launches remotely but {} is not set (on Kubernetes it comes from the benchmark's Secret)",
                     agent_env::LAUNCH_TOKEN
@@ -420,8 +421,8 @@ pub fn command_env(
                 map.insert(address.clone(), endpoint.clone());
             }
         }
-        let map =
-            serde_json::to_string(&map).map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
+        let map = serde_json::to_string(&map)
+            .map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
         env.insert(agent_env::RSH_PEERS.to_owned(), map);
     }
     Ok(env)

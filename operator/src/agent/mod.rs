@@ -70,7 +70,8 @@ pub async fn run(config: AgentConfig) -> ExitCode {
             let report = failed_report(
                 &config,
                 started,
-                Failure::plain(Reason::ControlPortUnavailable,
+                Failure::plain(
+                    Reason::ControlPortUnavailable,
                     format!(
                         "cannot serve the control endpoint on {bind_host}:{}: {error}",
                         config.control_port
@@ -151,7 +152,10 @@ async fn play(
         for volume in &role.volumes {
             let path = dir.join(&volume.name);
             std::fs::create_dir_all(&path).map_err(|e| {
-                Failure::plain(Reason::VolumeUnavailable, format!("{}: {e}", path.display()))
+                Failure::plain(
+                    Reason::VolumeUnavailable,
+                    format!("{}: {e}", path.display()),
+                )
             })?;
         }
     }
@@ -168,7 +172,8 @@ async fn play(
     }
 
     std::fs::create_dir_all(&config.workdir).map_err(|e| {
-        Failure::plain(Reason::WorkdirUnavailable,
+        Failure::plain(
+            Reason::WorkdirUnavailable,
             format!("{}: {e}", config.workdir.display()),
         )
     })?;
@@ -178,11 +183,18 @@ async fn play(
         let path = config.workdir.join(&file.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
-                Failure::plain(Reason::WorkdirUnavailable, format!("{}: {e}", parent.display()))
+                Failure::plain(
+                    Reason::WorkdirUnavailable,
+                    format!("{}: {e}", parent.display()),
+                )
             })?;
         }
-        std::fs::write(&path, contents)
-            .map_err(|e| Failure::plain(Reason::WorkdirUnavailable, format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, contents).map_err(|e| {
+            Failure::plain(
+                Reason::WorkdirUnavailable,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
     }
     for step in &role.setup {
         let argv = plan::resolve_args(&step.args, &peers)
@@ -250,7 +262,8 @@ async fn play(
         }
     };
     let status = child.wait().await.map_err(|e| {
-        Failure::plain(Reason::ToolFailed,
+        Failure::plain(
+            Reason::ToolFailed,
             format!("waiting for {}: {e}", role.command.program),
         )
     })?;
@@ -273,7 +286,8 @@ async fn play(
         }
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
-        return Err(Failure::plain(Reason::ToolFailed,
+        return Err(Failure::plain(
+            Reason::ToolFailed,
             format!(
                 "{} exited with {}: {}",
                 role.command.program,
@@ -335,7 +349,8 @@ async fn wait_until_ready(
     deadline: Instant,
 ) -> Result<(), Failure> {
     let endpoints = config.peers.get(role).ok_or_else(|| {
-        Failure::plain(Reason::PlanInvalid,
+        Failure::plain(
+            Reason::PlanInvalid,
             format!("this role waits for {role}, which has no peers"),
         )
     })?;
@@ -358,13 +373,15 @@ async fn poll(
         match control::query(endpoint).await {
             Ok(status) if accept(&status) => return Ok(status),
             Ok(status) if status.finished => {
-                return Err(Failure::plain(Reason::PeerFailed,
+                return Err(Failure::plain(
+                    Reason::PeerFailed,
                     format!("peer {role} at {endpoint} finished before it was ready"),
                 ));
             }
             Ok(_) => {}
             Err(error) if Instant::now() >= deadline => {
-                return Err(Failure::plain(Reason::PeerUnreachable,
+                return Err(Failure::plain(
+                    Reason::PeerUnreachable,
                     format!(
                         "peer {role} at {endpoint} could not be reached before the timeout: {error}"
                     ),
@@ -373,7 +390,8 @@ async fn poll(
             Err(_) => {}
         }
         if Instant::now() >= deadline {
-            return Err(Failure::plain(Reason::PeerUnreachable,
+            return Err(Failure::plain(
+                Reason::PeerUnreachable,
                 format!("peer {role} at {endpoint} did not become ready before the timeout"),
             ));
         }
@@ -416,14 +434,16 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
         .status()
         .await
         .map_err(|e| {
-            Failure::plain(Reason::MtuFailed,
+            Failure::plain(
+                Reason::MtuFailed,
                 format!("cannot run ip (package iproute2): {e}"),
             )
         })?;
     if status.success() {
         Ok(())
     } else {
-        Err(Failure::plain(Reason::MtuFailed,
+        Err(Failure::plain(
+            Reason::MtuFailed,
             format!(
                 "setting MTU {mtu} on {interface} failed ({}); the pod needs NET_ADMIN",
                 process::describe(status)

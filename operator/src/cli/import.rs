@@ -11,8 +11,8 @@ use perfsweep_benchmarks::record::{self, Environment, Evidence, RecordOutcome, R
 use perfsweep_benchmarks::{labels, registry, report};
 use serde_json::{Map, Value};
 
-use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
 use crate::{output_dir, records};
+use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {

@@ -106,7 +106,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
         let nodes = super::run_fleet::loopback_nodes(args.nodes.as_deref())?;
-        let Jobs { jobs, mut sets } = load_jobs(&args.files, &nodes)?;
+        let Jobs { jobs, sets } = load_jobs(&args.files, &nodes)?;
         // Every tool of every benchmark, once, before the first one starts.
         if let Some(missing) = missing_tools(&jobs) {
             anyhow::bail!("{missing}; nothing was run");
@@ -129,15 +129,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let output = output
             .map(|dir| output_dir::prepare(&dir, args.existing(), &run_id))
             .transpose()?;
-        let ended = run_jobs(
-            &jobs,
-            &mut sets,
-            &options,
-            &nodes,
-            output.as_deref(),
-            &run_id,
-        )
-        .await?;
+        let ended = run_jobs(&jobs, sets, &options, &nodes, output.as_deref(), &run_id).await?;
         let mut code = ended.exit_code();
         // An interrupted run exports nothing: the user asked it to stop.
         if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped)
@@ -312,11 +304,13 @@ struct Progress {
     recorded: usize,
     /// Every finished benchmark's run, in job order (the fleet verdict reads them).
     runs: Vec<LocalRun>,
+    /// The sets the jobs come from, as their children finish.
+    sets: Vec<SetRun>,
 }
 
 async fn run_jobs(
     jobs: &[Job],
-    sets: &mut [SetRun],
+    sets: Vec<SetRun>,
     options: &LocalOptions,
     nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
@@ -332,10 +326,12 @@ async fn run_jobs(
         "run {run_id}: {} benchmark(s), one at a time on this machine (the local backend never runs benchmarks concurrently)",
         jobs.len()
     );
-    let mut progress = Progress::default();
+    let mut progress = Progress {
+        sets,
+        ..Progress::default()
+    };
     let stopped = run_each(
         jobs,
-        sets,
         options,
         nodes,
         output,
@@ -371,7 +367,7 @@ async fn run_jobs(
     // Each set's phase and Accepted condition, as the BenchmarkSet controller would
     // report them (a set is not accepted only when a child failed or was rejected, so
     // the exit code already says so).
-    for set in sets.iter() {
+    for set in &progress.sets {
         for line in set.lines() {
             eprintln!("{line}");
         }
@@ -413,7 +409,6 @@ async fn run_jobs(
 /// it stopped. The benchmark in progress is dropped, which kills its agents' groups.
 async fn run_each(
     jobs: &[Job],
-    sets: &mut [SetRun],
     options: &LocalOptions,
     nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
@@ -424,7 +419,7 @@ async fn run_each(
     for (position, job) in jobs.iter().enumerate() {
         // The set's failurePolicy, decided as the BenchmarkSet controller decides it.
         if let Some((set, index)) = job.in_set
-            && let Some(set) = sets.get(set)
+            && let Some(set) = progress.sets.get(set)
             && !set.may_start(index)
         {
             eprintln!(
@@ -465,7 +460,7 @@ async fn run_each(
             }
         };
         if let Some((set, index)) = job.in_set
-            && let Some(set) = sets.get_mut(set)
+            && let Some(set) = progress.sets.get_mut(set)
         {
             set.finished(index, &run.outcome);
         }
@@ -475,9 +470,7 @@ async fn run_each(
             }
             LocalOutcome::Failed(_) => Verdict::judged(&job.spec, None),
         };
-        progress
-            .tally
-            .add(run.outcome.result().is_some(), &verdict);
+        progress.tally.add(run.outcome.result().is_some(), &verdict);
         let shown = match &run.outcome {
             LocalOutcome::Succeeded { summary, .. } => summary.clone(),
             LocalOutcome::Failed(failure) => format!("FAILED {failure}"),

@@ -112,10 +112,12 @@ impl Stage {
     fn failure(self, error: &Error, timeout: Duration) -> Failure {
         let timeout = assess::human(timeout);
         match self {
-            Self::ReadingResult => Failure::new(Reason::ResultUnreadable,
+            Self::ReadingResult => Failure::new(
+                Reason::ResultUnreadable,
                 format!("the result could not be read within the timeout of {timeout}: {error}"),
             ),
-            stage => Failure::new(Reason::TimedOut,
+            stage => Failure::new(
+                Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {timeout} ({}; last error: {error})",
                     stage.describe()
@@ -546,8 +548,12 @@ struct Prepared {
 
 /// Validate and build: the spec checked as admission would, its plan, its objects.
 fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Failure> {
-    let mut object = serde_json::to_value(benchmark)
-        .map_err(|e| Failure::new(Reason::InvalidSpec, format!("the object cannot be read: {e}")))?;
+    let mut object = serde_json::to_value(benchmark).map_err(|e| {
+        Failure::new(
+            Reason::InvalidSpec,
+            format!("the object cannot be read: {e}"),
+        )
+    })?;
     if let Some(spec) = object.get_mut("spec") {
         target
             .defaults
@@ -584,7 +590,8 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
     let pods: Vec<String> = rendered.pods.iter().map(ResourceExt::name_any).collect();
     let result_pod = format!("{}-{}", target.name, process_name(&plan.result_role, 0));
     if !pods.contains(&result_pod) {
-        return Err(Failure::new(Reason::Unsupported,
+        return Err(Failure::new(
+            Reason::Unsupported,
             format!(
                 "the rendered pods ({}) lack the result pod {result_pod}",
                 pods.join(", ")
@@ -735,7 +742,8 @@ async fn create_missing(
 }
 
 fn volcano_missing() -> Failure {
-    Failure::new(Reason::VolcanoNotInstalled,
+    Failure::new(
+        Reason::VolcanoNotInstalled,
         format!(
             "scheduler: volcano needs Volcano's PodGroup ({}), which this cluster does not serve: install Volcano (then restart the operator) or set scheduler: default",
             PodGroup::api_version(&())
@@ -773,7 +781,8 @@ where
                         .first()
                         .map(|o| format!(" (it belongs to {} {})", o.kind, o.name))
                         .unwrap_or_default();
-                    Ok(Created::Rejected(Failure::new(Reason::NameConflict,
+                    Ok(Created::Rejected(Failure::new(
+                        Reason::NameConflict,
                         format!(
                             "{kind} {}/{name} already exists and does not belong to this benchmark{owner}: delete it or rename the benchmark",
                             target.namespace
@@ -789,7 +798,8 @@ where
             Ok(Created::Rejected(volcano_missing()))
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
-            Ok(Created::Rejected(Failure::new(Reason::CreateRejected,
+            Ok(Created::Rejected(Failure::new(
+                Reason::CreateRejected,
                 format!("the API server rejected {kind} {name}: {}", status.message),
             )))
         }

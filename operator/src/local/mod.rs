@@ -279,8 +279,9 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     let scratch = options
         .scratch
         .join(format!("perfsweep-{}-{name}", std::process::id()));
-    let io_error =
-        |what: &str, e: std::io::Error| Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"));
+    let io_error = |what: &str, e: std::io::Error| {
+        Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"))
+    };
     // One random token per run for plans whose launcher starts commands on the others.
     let launch_token = if plan.remote_launch() {
         Some(
@@ -382,11 +383,15 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
         let mut command = Command::new(&options.agent_program);
         command
             .arg("agent")
-            .envs(environment.into_iter().filter_map(|(name, value)| match value {
-                EnvValue::Text(text) => Some((name, text)),
-                // Pods only; no site of a local run names one.
-                EnvValue::PodField(_) => None,
-            }))
+            .envs(
+                environment
+                    .into_iter()
+                    .filter_map(|(name, value)| match value {
+                        EnvValue::Text(text) => Some((name, text)),
+                        // Pods only; no site of a local run names one.
+                        EnvValue::PodField(_) => None,
+                    }),
+            )
             .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
             .envs(
                 secrets

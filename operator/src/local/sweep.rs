@@ -71,7 +71,8 @@ impl SetRun {
                 ChildAcceptance::Failed,
             ),
         };
-        if let (Some(slot), Some(verdict)) = (self.states.get_mut(index), self.judged.get_mut(index))
+        if let (Some(slot), Some(verdict)) =
+            (self.states.get_mut(index), self.judged.get_mut(index))
         {
             *slot = state;
             *verdict = judged;
@@ -101,12 +102,8 @@ impl SetRun {
 
     /// What the run's summary says of the set.
     pub fn lines(&self) -> Vec<String> {
-        let summary = set_status::summarize(
-            self.children
-                .iter()
-                .map(String::as_str)
-                .zip(&self.states),
-        );
+        let summary =
+            set_status::summarize(self.children.iter().map(String::as_str).zip(&self.states));
         let stopped = match self.not_started() {
             0 => String::new(),
             n => format!(", {n} not started (failurePolicy: Stop)"),
@@ -185,6 +182,9 @@ mod tests {
         assert_eq!(set.acceptance().map(|a| a.1), Some(acceptance::IN_PROGRESS));
         set.finished(1, &succeeded(true));
         set.finished(2, &succeeded(false));
-        assert_eq!(set.acceptance().map(|a| a.1), Some(acceptance::CRITERIA_NOT_MET));
+        assert_eq!(
+            set.acceptance().map(|a| a.1),
+            Some(acceptance::CRITERIA_NOT_MET)
+        );
     }
 }

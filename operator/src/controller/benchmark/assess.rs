@@ -108,7 +108,8 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         && let Some(name) = progress.missing.first()
     {
         return Verdict::Failed {
-            failure: Failure::new(Reason::PodDeleted,
+            failure: Failure::new(
+                Reason::PodDeleted,
                 format!("pod {name} was deleted while the benchmark ran"),
             ),
             pod: Some(name.clone()),
@@ -125,7 +126,8 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         && (passed(deadline) || unschedulable_deadline.is_some_and(passed))
     {
         return Verdict::Failed {
-            failure: Failure::new(Reason::Unschedulable,
+            failure: Failure::new(
+                Reason::Unschedulable,
                 format!(
                     "pods could not be scheduled within the timeout of {}: {why}",
                     human(timeout)
@@ -144,7 +146,8 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
             )
         };
         return Verdict::Failed {
-            failure: Failure::new(Reason::TimedOut,
+            failure: Failure::new(
+                Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {} (waiting for {waiting_for})",
                     human(timeout)

@@ -117,7 +117,12 @@ mod tests {
     }
 
     fn evaluate_log(log: &str) -> Result<Success<Value>, Failure> {
-        evaluate_logs(iperf(), "client", &json!({}), &[("b-client-0".into(), log.into())])
+        evaluate_logs(
+            iperf(),
+            "client",
+            &json!({}),
+            &[("b-client-0".into(), log.into())],
+        )
     }
 
     #[test]
@@ -138,7 +143,10 @@ mod tests {
     fn unreadable_reports_name_the_pod() {
         let failure = evaluate_log("iperf3: error - unable to connect\n").expect_err("no report");
         assert_eq!(failure.reason, Reason::ResultUnparseable);
-        assert!(failure.message.starts_with("pod b-client-0: "), "{failure:?}");
+        assert!(
+            failure.message.starts_with("pod b-client-0: "),
+            "{failure:?}"
+        );
     }
 
     #[test]
@@ -151,6 +159,9 @@ mod tests {
             reported_failure(iperf(), "client", "b-client-0", &failed.to_line()),
             Some(Failure::new(Reason::ToolFailed, "iperf3 exited with 1"))
         );
-        assert_eq!(reported_failure(iperf(), "client", "b-client-0", "no report"), None);
+        assert_eq!(
+            reported_failure(iperf(), "client", "b-client-0", "no report"),
+            None
+        );
     }
 }

@@ -138,6 +138,62 @@ pub fn annotation_from_file(contents: &str, key: &str) -> Option<String> {
     })
 }
 
+/// Where the value of an agent's variable comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvValue {
+    Text(String),
+    /// A field of the pod the kubelet fills in (downward API; pods only).
+    PodField(&'static str),
+}
+
+/// What differs between where agents run; the rest of their environment is the plan's.
+#[derive(Clone, Debug)]
+pub struct Site<'a> {
+    /// Control endpoints of every process, by role.
+    pub peers: &'a PeerEndpoints,
+    pub control_port: u16,
+    pub address: &'a AddressSource,
+    /// A variable the address source reads and where it comes from (the pod's IP).
+    pub address_variable: Option<(&'a str, EnvValue)>,
+    pub workdir: String,
+    /// Where the plan's volumes are, when they are not mounted (local runs).
+    pub volumes_dir: Option<String>,
+    pub host: EnvValue,
+    pub mtu: Option<u32>,
+}
+
+/// The environment the agent of process `index` of `role` starts with: the contract of
+/// this module, built once for both backends (the pod renderer and the local runner add
+/// only how secrets and the launch token arrive, which differ by nature).
+pub fn environment(
+    plan: &crate::plan::Plan,
+    role: &str,
+    index: u32,
+    site: &Site<'_>,
+) -> Result<Vec<(String, EnvValue)>, serde_json::Error> {
+    let text = |name: &str, value: String| (name.to_owned(), EnvValue::Text(value));
+    let mut env = vec![
+        text(PLAN, serde_json::to_string(plan)?),
+        text(ROLE, role.to_owned()),
+        text(INDEX, index.to_string()),
+        text(PEERS, serde_json::to_string(site.peers)?),
+        text(CONTROL_PORT, site.control_port.to_string()),
+        text(ADDRESS, site.address.to_string()),
+    ];
+    if let Some((name, value)) = &site.address_variable {
+        env.push(((*name).to_owned(), value.clone()));
+    }
+    env.push(text(WORKDIR, site.workdir.clone()));
+    if let Some(dir) = &site.volumes_dir {
+        env.push(text(VOLUMES_DIR, dir.clone()));
+    }
+    env.push((HOST.to_owned(), site.host.clone()));
+    if let Some(mtu) = site.mtu {
+        env.push(text(MTU, mtu.to_string()));
+    }
+    Ok(env)
+}
+
 /// Where the result role's agent writes its report and evidence for a `pvc://` output
 /// location: `{volume:export}/<path>` (see [`crate::output::export_into_claim`]).
 pub const EXPORT_DIR: &str = "PERFSWEEP_EXPORT_DIR";
@@ -189,5 +245,60 @@ mod tests {
             Some(r#"[{"name":"n"}]"#.into())
         );
         assert_eq!(annotation_from_file(file, "missing"), None);
+    }
+
+    #[test]
+    fn both_sites_get_the_same_contract() {
+        let iperf = crate::registry::lookup("IPerf").expect("registered");
+        let plan = iperf
+            .plan(&serde_json::json!({"duration": 1}))
+            .expect("a plan");
+        let peers = PeerEndpoints::from([("server".to_owned(), vec!["s:7470".to_owned()])]);
+        let pod_ip = AddressSource::Env("POD_IP".into());
+        let literal = AddressSource::Literal("127.9.0.2".into());
+        let pod = Site {
+            peers: &peers,
+            control_port: DEFAULT_CONTROL_PORT,
+            address: &pod_ip,
+            address_variable: Some(("POD_IP", EnvValue::PodField("status.podIP"))),
+            workdir: "/work".into(),
+            volumes_dir: None,
+            host: EnvValue::PodField("spec.nodeName"),
+            mtu: Some(9000),
+        };
+        let local = Site {
+            address: &literal,
+            address_variable: None,
+            volumes_dir: Some("/tmp/v".into()),
+            host: EnvValue::Text("here".into()),
+            mtu: None,
+            ..pod.clone()
+        };
+        let names = |site: &Site<'_>| -> Vec<String> {
+            environment(&plan, "client", 0, site)
+                .expect("serializable")
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let contract = [PLAN, ROLE, INDEX, PEERS, CONTROL_PORT, ADDRESS, WORKDIR];
+        for site in [&pod, &local] {
+            let names = names(site);
+            for name in contract.iter().chain([&HOST]) {
+                assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+            }
+        }
+        assert!(names(&pod).iter().any(|n| n == MTU));
+        assert!(names(&pod).iter().any(|n| n == "POD_IP"));
+        assert!(names(&local).iter().any(|n| n == VOLUMES_DIR));
+        let env = environment(&plan, "client", 0, &local).expect("serializable");
+        let plan_text = env.iter().find(|(n, _)| n == PLAN).map(|(_, v)| v.clone());
+        let Some(EnvValue::Text(text)) = plan_text else {
+            panic!("the plan is text: {plan_text:?}")
+        };
+        assert_eq!(
+            serde_json::from_str::<crate::plan::Plan>(&text).expect("the plan reads back"),
+            plan
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod kinds;
 pub mod labels;
 pub mod metrics;
 pub mod ome;
+pub mod outcome;
 pub mod output;
 pub mod parse_error;
 pub mod plan;

@@ -19,7 +19,7 @@ pub struct Plan {
     pub roles: Vec<Role>,
     /// The role whose output the result is parsed from: replica 0's, or, when the role
     /// has several replicas, every replica's, merged by the kind (see
-    /// `crate::report::combine`).
+    /// `crate::outcome::evaluate`).
     pub result_role: String,
     /// Seconds from start to result before the benchmark fails.
     pub timeout_seconds: u64,

@@ -192,6 +192,17 @@ pub enum RecordOutcome {
     },
 }
 
+impl RecordOutcome {
+    /// The record of a failed benchmark. The reason is kept as text in records, so
+    /// that records of other versions still read.
+    pub fn failed(failure: &crate::outcome::Failure) -> Self {
+        Self::Failed {
+            reason: failure.reason.to_string(),
+            message: failure.message.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Evidence {

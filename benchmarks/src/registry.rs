@@ -107,6 +107,7 @@ pub struct KindInfo {
     plan: fn(&Value) -> Result<Plan, PlanError>,
     parse: fn(&str) -> Result<ParsedOutput, ParseError>,
     merge: fn(&[Value]) -> Result<ParsedOutput, ParseError>,
+    check_result: fn(&Value) -> Result<(), String>,
     pub parse_name: &'static str,
     image: &'static str,
     /// The metrics this kind reports, headline first.
@@ -146,6 +147,7 @@ impl KindInfo {
             plan: plan_of::<K>,
             parse: parse_with::<K>,
             merge: merge_with::<K>,
+            check_result: check_result::<K>,
             parse_name: K::PARSE_NAME,
             image: K::IMAGE,
             metric_defs: K::METRICS,
@@ -196,6 +198,11 @@ impl KindInfo {
     /// one; see [`BenchmarkKind::merge`].
     pub fn merge(&self, results: &[Value]) -> Result<ParsedOutput, ParseError> {
         (self.merge)(results)
+    }
+
+    /// Whether a reported result has this kind's shape (what `status.result` holds).
+    pub fn check_result(&self, result: &Value) -> Result<(), String> {
+        (self.check_result)(result)
     }
 
     /// The plural resource name, e.g. `iperfs`.
@@ -403,6 +410,15 @@ where
     })?;
     check_plausible::<K>(&merged, &result, None)?;
     Ok(ParsedOutput { result, summary })
+}
+
+fn check_result<K: BenchmarkKind>(result: &Value) -> Result<(), String>
+where
+    K::Output: DeserializeOwned,
+{
+    K::Output::deserialize(result)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn check_common(common: &CommonSpec, roles: &[&str], metrics: &[MetricDef]) -> Vec<FieldError> {

@@ -49,7 +49,9 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
     },
-    /// The role failed; `reason` is a CamelCase word for conditions.
+    /// The role failed; `reason` is one of [`crate::outcome::Reason`] (kept as text on
+    /// the wire, so that a report of another agent version still reads: see
+    /// [`crate::outcome::Reason::reported`]).
     Failed { reason: String, message: String },
 }
 
@@ -58,9 +60,8 @@ impl AgentReport {
     pub fn to_line(&self) -> String {
         // Serializing these plain types cannot fail; fall back to a report of that.
         let json = serde_json::to_string(self).unwrap_or_else(|e| {
-            format!(
-                r#"{{"outcome":{{"status":"failed","reason":"ReportUnwritable","message":"{e}"}}}}"#
-            )
+            let reason = crate::outcome::Reason::ReportUnwritable;
+            format!(r#"{{"outcome":{{"status":"failed","reason":"{reason}","message":"{e}"}}}}"#)
         });
         format!("{MARKER}{json}")
     }
@@ -96,101 +97,6 @@ pub fn find(output: &str) -> Result<AgentReport, ReportError> {
     serde_json::from_str(line).map_err(|e| ReportError::Malformed(e.to_string()))
 }
 
-/// The reports of every replica of the result role, as the one report the benchmark's
-/// result is read from. With one replica that is its report; with several (distributed
-/// load generators) the kind merges their results ([`crate::registry::KindInfo::merge`]),
-/// and the evidence is every replica's raw output, each under a `==> ROLE-INDEX <==`
-/// line. A failed or tampered replica fails the whole. Both backends read results
-/// through this one function.
-pub fn combine(kind: &crate::registry::KindInfo, mut reports: Vec<AgentReport>) -> AgentReport {
-    reports.sort_by_key(|r| r.index);
-    if reports.len() == 1
-        && let Some(report) = reports.pop()
-    {
-        return report;
-    }
-    let Some(first) = reports.first().cloned() else {
-        return AgentReport {
-            kind: kind.kind.into(),
-            role: String::new(),
-            index: 0,
-            outcome: Outcome::Failed {
-                reason: "ResultUnparseable".into(),
-                message: "no process reported a result".into(),
-            },
-            command: Vec::new(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            host: None,
-            raw_output: None,
-            raw_output_sha256: None,
-            tool_version: None,
-        };
-    };
-    let fail = |reason: &str, message: String| AgentReport {
-        outcome: Outcome::Failed {
-            reason: reason.into(),
-            message,
-        },
-        raw_output: None,
-        raw_output_sha256: None,
-        ..first.clone()
-    };
-    let mut results = Vec::with_capacity(reports.len());
-    let mut evidence = String::new();
-    for report in &reports {
-        let name = crate::plan::process_name(&report.role, report.index);
-        if !report.evidence_is_intact() {
-            return fail(
-                "ResultUnparseable",
-                format!("{name}: the raw output in the report does not match its SHA-256 digest"),
-            );
-        }
-        match &report.outcome {
-            Outcome::Failed { reason, message } => {
-                return fail(reason, format!("{name}: {message}"));
-            }
-            Outcome::Succeeded { result: None, .. } => {
-                return fail(
-                    "ResultUnparseable",
-                    format!("{name} reported success but no result"),
-                );
-            }
-            Outcome::Succeeded {
-                result: Some(result),
-                ..
-            } => results.push(result.clone()),
-        }
-        evidence.push_str(&format!("==> {name} <==\n"));
-        evidence.push_str(report.raw_output.as_deref().unwrap_or_default());
-        if !evidence.ends_with('\n') {
-            evidence.push('\n');
-        }
-    }
-    match kind.merge(&results) {
-        Err(error) => fail("ResultUnparseable", error.to_string()),
-        Ok(merged) => AgentReport {
-            outcome: Outcome::Succeeded {
-                result: Some(merged.result),
-                summary: Some(merged.summary),
-            },
-            started_at: reports
-                .iter()
-                .map(|r| r.started_at.clone())
-                .min()
-                .unwrap_or_default(),
-            finished_at: reports
-                .iter()
-                .map(|r| r.finished_at.clone())
-                .max()
-                .unwrap_or_default(),
-            raw_output_sha256: Some(sha256_hex(evidence.as_bytes())),
-            raw_output: Some(evidence),
-            ..first
-        },
-    }
-}
-
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -221,44 +127,6 @@ mod tests {
             raw_output: Some(raw),
             tool_version: None,
         }
-    }
-
-    #[test]
-    fn combining_replicas_merges_through_the_kind_or_fails_with_the_replica() {
-        let iperf = crate::registry::lookup("IPerf").expect("registered");
-        // One replica: its report, untouched.
-        assert_eq!(combine(iperf, vec![report()]), report());
-        // Several: IPerf results do not merge (these are not even whole results).
-        let mut second = report();
-        second.index = 1;
-        let combined = combine(iperf, vec![second.clone(), report()]);
-        assert!(
-            matches!(&combined.outcome, Outcome::Failed { reason, message } if reason == "ResultUnparseable" && message.contains("IPerf")),
-            "{combined:?}"
-        );
-        assert_eq!(combined.index, 0);
-        // A failed replica fails the whole, named.
-        second.outcome = Outcome::Failed {
-            reason: "ToolFailed".into(),
-            message: "exit 1".into(),
-        };
-        let combined = combine(iperf, vec![report(), second.clone()]);
-        assert_eq!(
-            combined.outcome,
-            Outcome::Failed {
-                reason: "ToolFailed".into(),
-                message: "client-1: exit 1".into()
-            }
-        );
-        // So does tampered evidence.
-        let mut tampered = report();
-        tampered.index = 1;
-        tampered.raw_output = Some("edited".into());
-        let combined = combine(iperf, vec![report(), tampered]);
-        assert!(
-            matches!(&combined.outcome, Outcome::Failed { message, .. } if message.contains("client-1") && message.contains("digest")),
-            "{combined:?}"
-        );
     }
 
     #[test]

@@ -33,11 +33,23 @@ impl Verdict {
     /// Judges a finished benchmark of `kind` with `spec`: `result` is `None` when it
     /// failed.
     pub fn of(kind: &KindInfo, spec: &Value, result: Option<&Value>) -> Self {
+        Self::judged(
+            spec,
+            result
+                .map(|result| acceptance::judge(kind, spec, result))
+                .as_ref()
+                .map(Option::as_ref),
+        )
+    }
+
+    /// The verdict on a benchmark with `spec` given the acceptance verdict the outcome
+    /// logic gave: `None` when it failed; `Some(None)` when it succeeded unjudged.
+    pub fn judged(spec: &Value, judged: Option<Option<&acceptance::Verdict>>) -> Self {
         let has_criteria = !acceptance::criteria_of(spec).is_empty();
-        match (has_criteria, result) {
+        match (has_criteria, judged) {
             (false, _) => Self::NoCriteria,
             (true, None) => Self::NotJudged,
-            (true, Some(result)) => match acceptance::judge(kind, spec, result) {
+            (true, Some(verdict)) => match verdict {
                 Some(verdict) if verdict.accepted => Self::Accepted,
                 Some(verdict) => Self::Rejected(verdict.message()),
                 None => Self::NoCriteria,

@@ -8,6 +8,7 @@ use std::time::Instant;
 use perfsweep::local::{self, LocalOptions, LocalOutcome};
 use perfsweep_benchmarks::kinds::openfoam::OpenFOAMSpec;
 use perfsweep_benchmarks::kinds::openfoam::plan::{Mesh, plan_with_mesh};
+use perfsweep_benchmarks::outcome::Failure;
 use perfsweep_benchmarks::registry;
 use serde_json::{Value, json};
 
@@ -35,7 +36,7 @@ fn openfoam_spec(value: Value) -> (Value, OpenFOAMSpec) {
 fn succeeded(outcome: &LocalOutcome) -> &Value {
     match outcome {
         LocalOutcome::Succeeded { result, .. } => result,
-        LocalOutcome::Failed { reason, message } => panic!("failed: {reason}: {message}"),
+        LocalOutcome::Failed(Failure { reason, message }) => panic!("failed: {reason}: {message}"),
     }
 }
 
@@ -128,7 +129,7 @@ async fn mpi_pingpong_runs_imb_or_says_how_to_get_it() {
     }
     if !on_path("IMB-MPI1") {
         match &run.outcome {
-            LocalOutcome::Failed { reason, message } => {
+            LocalOutcome::Failed(Failure { reason, message }) => {
                 assert_eq!(reason, "ToolMissing", "{message}");
                 assert!(message.contains("IMB-v2021.3.tar.gz"), "{message}");
                 assert!(message.contains("make -C"), "{message}");
@@ -160,7 +161,7 @@ async fn rdma_kinds_need_a_device_and_say_so_before_starting() {
         let started = Instant::now();
         let run = local::run(info, "rdma", &json!({"mode": "write"}), &options("rdma")).await;
         match &run.outcome {
-            LocalOutcome::Failed { reason, message } => {
+            LocalOutcome::Failed(Failure { reason, message }) => {
                 assert_eq!(reason, "NoRdmaDevice", "{kind}: {message}");
                 assert!(message.contains("/sys/class/infiniband"), "{message}");
             }

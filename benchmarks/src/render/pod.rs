@@ -168,7 +168,6 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
 }
 
 fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, RenderError> {
-    let plan = serde_json::to_string(context.plan).map_err(|e| invalid("plan", e))?;
     let peers: PeerEndpoints = context
         .plan
         .roles
@@ -186,26 +185,26 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
             (r.name.clone(), endpoints)
         })
         .collect();
-    let peers = serde_json::to_string(&peers).map_err(|e| invalid("plan", e))?;
-
-    let mut env = vec![
-        value(agent_env::PLAN, plan),
-        value(agent_env::ROLE, role.name.clone()),
-        value(agent_env::INDEX, index.to_string()),
-        value(agent_env::PEERS, peers),
-        value(agent_env::CONTROL_PORT, DEFAULT_CONTROL_PORT.to_string()),
-        value(agent_env::ADDRESS, context.network.address.to_string()),
-    ];
-    if context.network.address == agent_env::AddressSource::Env(POD_IP_ENV.to_owned()) {
-        env.push(field(POD_IP_ENV, "status.podIP"));
-    }
-    env.extend([
-        value(agent_env::WORKDIR, WORKDIR.to_owned()),
-        field(agent_env::HOST, "spec.nodeName"),
-    ]);
-    if let Some(mtu) = context.common.mtu {
-        env.push(value(agent_env::MTU, mtu.to_string()));
-    }
+    let pod_ip = agent_env::AddressSource::Env(POD_IP_ENV.to_owned());
+    let site = agent_env::Site {
+        peers: &peers,
+        control_port: DEFAULT_CONTROL_PORT,
+        address: &context.network.address,
+        address_variable: (context.network.address == pod_ip)
+            .then_some((POD_IP_ENV, agent_env::EnvValue::PodField("status.podIP"))),
+        workdir: WORKDIR.to_owned(),
+        volumes_dir: None,
+        host: agent_env::EnvValue::PodField("spec.nodeName"),
+        mtu: context.common.mtu,
+    };
+    let mut env: Vec<EnvVar> = agent_env::environment(context.plan, &role.name, index, &site)
+        .map_err(|e| invalid("plan", e))?
+        .into_iter()
+        .map(|(name, source)| match source {
+            agent_env::EnvValue::Text(text) => value(&name, text),
+            agent_env::EnvValue::PodField(path) => field(&name, path),
+        })
+        .collect();
     if context.plan.remote_launch() {
         env.push(super::launch::token_env(&context.benchmark.name));
     }

@@ -8,7 +8,7 @@ use perfsweep_benchmarks::kinds::mpi::REQUIRE_PROGRAM;
 use perfsweep_benchmarks::kinds::rdma::plan::REQUIRE_RDMA_DEVICE;
 use perfsweep_benchmarks::plan::{AGENT_PROGRAM, Command};
 
-use super::Failure;
+use super::{Failure, Reason};
 
 /// Where the kernel lists RDMA devices (what `ibv_devices` reads).
 pub const RDMA_SYSFS: &str = "/sys/class/infiniband";
@@ -40,8 +40,8 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
         .unwrap_or_default();
     present.sort();
     if present.is_empty() {
-        return Err(Failure::new(
-            "NoRdmaDevice",
+        return Err(Failure::plain(
+            Reason::NoRdmaDevice,
             format!(
                 "no RDMA device: {} is empty or missing (ibv_devices would list none); give the benchmark an RDMA device (an RDMA NIC on this host, or on Kubernetes an RDMA shared device or SR-IOV VF in spec.resources)",
                 sysfs.display()
@@ -49,8 +49,8 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
         ));
     }
     match device {
-        Some(device) if !present.iter().any(|p| p == device) => Err(Failure::new(
-            "NoRdmaDevice",
+        Some(device) if !present.iter().any(|p| p == device) => Err(Failure::plain(
+            Reason::NoRdmaDevice,
             format!(
                 "RDMA device {device} not found; present: {}",
                 present.join(", ")
@@ -64,8 +64,8 @@ fn require_program(program: &str, hint: &str) -> Result<(), Failure> {
     if find_on_path(program) {
         Ok(())
     } else {
-        Err(Failure::new(
-            "ToolMissing",
+        Err(Failure::plain(
+            Reason::ToolMissing,
             format!("{program} not found on PATH: {hint}"),
         ))
     }

@@ -104,7 +104,7 @@ impl AgentConfig {
 
     /// Whether this agent parses and reports a result: every replica of the result role
     /// (several replicas' results are merged by the backends; see
-    /// `perfsweep_benchmarks::report::combine`).
+    /// `perfsweep_benchmarks::outcome::evaluate`).
     pub fn produces_result(&self) -> bool {
         self.role == self.plan.result_role
     }

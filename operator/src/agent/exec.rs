@@ -381,11 +381,11 @@ pub fn command_env(
     config: &super::AgentConfig,
     peers: &perfsweep_benchmarks::plan::PeerAddresses,
 ) -> Result<BTreeMap<String, String>, super::Failure> {
-    use super::Failure;
+    use super::{Failure, Reason};
     let mut env = BTreeMap::new();
     for (name, value) in &config.role().env {
         let value = perfsweep_benchmarks::plan::fill(value, peers)
-            .map_err(|e| Failure::new("PlanInvalid", format!("env {name}: {e}")))?;
+            .map_err(|e| Failure::plain(Reason::PlanInvalid, format!("env {name}: {e}")))?;
         env.insert(name.clone(), value);
     }
     if let Some(dir) = std::env::current_exe()
@@ -404,8 +404,8 @@ pub fn command_env(
     }
     if config.plan.remote_launch() {
         if std::env::var_os(agent_env::LAUNCH_TOKEN).is_none() {
-            return Err(Failure::new(
-                "LaunchTokenMissing",
+            return Err(Failure::plain(
+                Reason::LaunchTokenMissing,
                 format!(
                     "the plan launches remotely but {} is not set (on Kubernetes it comes from the benchmark's Secret)",
                     agent_env::LAUNCH_TOKEN
@@ -421,8 +421,8 @@ pub fn command_env(
                 map.insert(address.clone(), endpoint.clone());
             }
         }
-        let map =
-            serde_json::to_string(&map).map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        let map = serde_json::to_string(&map)
+            .map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
         env.insert(agent_env::RSH_PEERS.to_owned(), map);
     }
     Ok(env)

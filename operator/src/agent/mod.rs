@@ -40,22 +40,9 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often peers are polled while waiting for them.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Why a role failed, as it appears in the report and the benchmark's conditions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl Failure {
-    /// A failure; the message (which often quotes the tool) is kept as plain text.
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: strip_terminal_codes(&message.into()),
-        }
-    }
-}
+/// Why a role failed, as it appears in the report and the benchmark's conditions: the
+/// one failure type of every backend.
+pub use perfsweep_benchmarks::outcome::{Failure, Reason};
 
 /// What the measured command produced.
 struct Played {
@@ -84,8 +71,8 @@ pub async fn run(config: AgentConfig) -> ExitCode {
             let report = failed_report(
                 &config,
                 started,
-                Failure::new(
-                    "ControlPortUnavailable",
+                Failure::plain(
+                    Reason::ControlPortUnavailable,
                     format!(
                         "cannot serve the control endpoint on {bind_host}:{}: {error}",
                         config.control_port
@@ -147,7 +134,7 @@ async fn play(
     let remaining = deadline.saturating_duration_since(Instant::now());
     let own = address::resolve(&config.address, remaining)
         .await
-        .map_err(|e| Failure::new("NetworkUnavailable", e.to_string()))?;
+        .map_err(|e| Failure::plain(Reason::NetworkUnavailable, e.to_string()))?;
     tracing::info!(address = %own.ip, interface = ?own.interface, "data address");
     if let Some(mtu) = config.mtu {
         set_mtu(own.interface.as_deref().unwrap_or("eth0"), mtu).await?;
@@ -166,7 +153,10 @@ async fn play(
         for volume in &role.volumes {
             let path = dir.join(&volume.name);
             std::fs::create_dir_all(&path).map_err(|e| {
-                Failure::new("VolumeUnavailable", format!("{}: {e}", path.display()))
+                Failure::plain(
+                    Reason::VolumeUnavailable,
+                    format!("{}: {e}", path.display()),
+                )
             })?;
         }
     }
@@ -183,26 +173,33 @@ async fn play(
     }
 
     std::fs::create_dir_all(&config.workdir).map_err(|e| {
-        Failure::new(
-            "WorkdirUnavailable",
+        Failure::plain(
+            Reason::WorkdirUnavailable,
             format!("{}: {e}", config.workdir.display()),
         )
     })?;
     for file in &role.files {
         let contents = plan::fill(&file.contents, &peers)
-            .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+            .map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
         let path = config.workdir.join(&file.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
-                Failure::new("WorkdirUnavailable", format!("{}: {e}", parent.display()))
+                Failure::plain(
+                    Reason::WorkdirUnavailable,
+                    format!("{}: {e}", parent.display()),
+                )
             })?;
         }
-        std::fs::write(&path, contents)
-            .map_err(|e| Failure::new("WorkdirUnavailable", format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, contents).map_err(|e| {
+            Failure::plain(
+                Reason::WorkdirUnavailable,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
     }
     for step in &role.setup {
         let argv = plan::resolve_args(&step.args, &peers)
-            .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+            .map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
         if let Some(checked) = builtin::run(step, &argv) {
             checked?;
             continue;
@@ -215,7 +212,7 @@ async fn play(
     }
 
     let argv = plan::resolve_args(&role.command.args, &peers)
-        .map_err(|e| Failure::new("PlanInvalid", e.to_string()))?;
+        .map_err(|e| Failure::plain(Reason::PlanInvalid, e.to_string()))?;
     let mut command = vec![role.command.program.clone()];
     command.extend(argv.iter().cloned());
     tracing::info!(command = %command.join(" "), "starting");
@@ -243,7 +240,7 @@ async fn play(
         Lifetime::RunToCompletion => {
             tokio::select! {
                 stdout = &mut capture => Ok(stdout),
-                _ = tokio::time::sleep_until(deadline) => Err(Failure::new("Timeout", "the command did not finish before the benchmark's timeout")),
+                _ = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the command did not finish before the benchmark's timeout")),
             }
         }
         Lifetime::Serve => {
@@ -253,7 +250,7 @@ async fn play(
                     let _ = child.start_kill();
                     Ok(capture.await)
                 }
-                _ = tokio::time::sleep_until(deadline) => Err(Failure::new("Timeout", "the benchmark's timeout passed while serving")),
+                _ = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the benchmark's timeout passed while serving")),
             }
         }
     };
@@ -266,8 +263,8 @@ async fn play(
         }
     };
     let status = child.wait().await.map_err(|e| {
-        Failure::new(
-            "ToolFailed",
+        Failure::plain(
+            Reason::ToolFailed,
             format!("waiting for {}: {e}", role.command.program),
         )
     })?;
@@ -290,8 +287,8 @@ async fn play(
         }
         let tail = String::from_utf8_lossy(&stdout);
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
-        return Err(Failure::new(
-            "ToolFailed",
+        return Err(Failure::plain(
+            Reason::ToolFailed,
             format!(
                 "{} exited with {}: {}",
                 role.command.program,
@@ -328,7 +325,7 @@ async fn within<T>(
 ) -> Result<T, Failure> {
     tokio::time::timeout_at(deadline, work)
         .await
-        .map_err(|_| Failure::new("Timeout", "the benchmark's timeout passed"))
+        .map_err(|_| Failure::plain(Reason::Timeout, "the benchmark's timeout passed"))
 }
 
 /// The data addresses of the roles this role's command and files refer to, in replica
@@ -353,8 +350,8 @@ async fn wait_until_ready(
     deadline: Instant,
 ) -> Result<(), Failure> {
     let endpoints = config.peers.get(role).ok_or_else(|| {
-        Failure::new(
-            "PlanInvalid",
+        Failure::plain(
+            Reason::PlanInvalid,
             format!("this role waits for {role}, which has no peers"),
         )
     })?;
@@ -377,15 +374,15 @@ async fn poll(
         match control::query(endpoint).await {
             Ok(status) if accept(&status) => return Ok(status),
             Ok(status) if status.finished => {
-                return Err(Failure::new(
-                    "PeerFailed",
+                return Err(Failure::plain(
+                    Reason::PeerFailed,
                     format!("peer {role} at {endpoint} finished before it was ready"),
                 ));
             }
             Ok(_) => {}
             Err(error) if Instant::now() >= deadline => {
-                return Err(Failure::new(
-                    "PeerUnreachable",
+                return Err(Failure::plain(
+                    Reason::PeerUnreachable,
                     format!(
                         "peer {role} at {endpoint} could not be reached before the timeout: {error}"
                     ),
@@ -394,8 +391,8 @@ async fn poll(
             Err(_) => {}
         }
         if Instant::now() >= deadline {
-            return Err(Failure::new(
-                "PeerUnreachable",
+            return Err(Failure::plain(
+                Reason::PeerUnreachable,
                 format!("peer {role} at {endpoint} did not become ready before the timeout"),
             ));
         }
@@ -438,16 +435,16 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
         .status()
         .await
         .map_err(|e| {
-            Failure::new(
-                "MtuFailed",
+            Failure::plain(
+                Reason::MtuFailed,
                 format!("cannot run ip (package iproute2): {e}"),
             )
         })?;
     if status.success() {
         Ok(())
     } else {
-        Err(Failure::new(
-            "MtuFailed",
+        Err(Failure::plain(
+            Reason::MtuFailed,
             format!(
                 "setting MTU {mtu} on {interface} failed ({}); the pod needs NET_ADMIN",
                 process::describe(status)
@@ -458,10 +455,10 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
 
 /// Why a finished tool gave no result: it said it failed (fio's job errors, the load
 /// generator's start-up failures), or what it printed is not a result.
-fn failure_reason(error: &ParseError) -> &'static str {
+pub(crate) fn failure_reason(error: &ParseError) -> Reason {
     match error {
-        ParseError::ToolReportedError(_) => "ToolFailed",
-        _ => "ResultUnparseable",
+        ParseError::ToolReportedError(_) => Reason::ToolFailed,
+        _ => Reason::ResultUnparseable,
     }
 }
 
@@ -474,11 +471,11 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
                 summary: Some(parsed.summary),
             },
             Some(Err(error)) => Outcome::Failed {
-                reason: failure_reason(&error).into(),
+                reason: failure_reason(&error).to_string(),
                 message: strip_terminal_codes(&error.to_string()),
             },
             None => Outcome::Failed {
-                reason: "PlanInvalid".into(),
+                reason: Reason::PlanInvalid.to_string(),
                 message: format!("unknown benchmark kind {}", config.plan.kind),
             },
         }
@@ -507,13 +504,13 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
 }
 
 fn failed_report(config: &AgentConfig, started: Timestamp, failure: Failure) -> AgentReport {
-    tracing::error!(reason = failure.reason, message = %failure.message, "role failed");
+    tracing::error!(reason = %failure.reason, message = %failure.message, "role failed");
     AgentReport {
         kind: config.plan.kind.clone(),
         role: config.role.clone(),
         index: config.index,
         outcome: Outcome::Failed {
-            reason: failure.reason.into(),
+            reason: failure.reason.to_string(),
             message: failure.message,
         },
         command: Vec::new(),
@@ -590,7 +587,7 @@ mod plain_text_tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            Failure::new("SetupFailed", "\x1b[33mwarning\x1b[0m").message,
+            Failure::plain(Reason::SetupFailed, "\x1b[33mwarning\x1b[0m").message,
             "warning"
         );
     }

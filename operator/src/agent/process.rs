@@ -8,7 +8,7 @@ use perfsweep_benchmarks::plan::Command;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout};
 
-use super::Failure;
+use super::{Failure, Reason};
 
 /// Starts `argv` in `workdir`. Standard output is piped for capture; standard error goes
 /// straight to ours (it is logged, never parsed).
@@ -37,16 +37,16 @@ pub fn spawn(
     crate::local::tree::end_with_parent(&mut process);
     process.spawn().map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
-            Failure::new(
-                "ToolMissing",
+            Failure::plain(
+                Reason::ToolMissing,
                 format!(
                     "{} is not installed: install the Debian package {} (apt-get install {})",
                     command.program, command.package, command.package
                 ),
             )
         } else {
-            Failure::new(
-                "ToolFailed",
+            Failure::plain(
+                Reason::ToolFailed,
                 format!("cannot start {}: {error}", command.program),
             )
         }
@@ -85,8 +85,8 @@ pub async fn run_setup(
     let mut child = spawn(command, argv, workdir, env)?;
     let output = tee_stdout(child.stdout.take()).await;
     let status = child.wait().await.map_err(|e| {
-        Failure::new(
-            "ToolFailed",
+        Failure::plain(
+            Reason::ToolFailed,
             format!("waiting for {}: {e}", command.program),
         )
     })?;
@@ -95,8 +95,8 @@ pub async fn run_setup(
     } else {
         let tail = String::from_utf8_lossy(&output);
         let tail: String = tail.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-        Err(Failure::new(
-            "SetupFailed",
+        Err(Failure::plain(
+            Reason::SetupFailed,
             format!(
                 "{} exited with {}: {tail}",
                 command.program,

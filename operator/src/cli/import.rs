@@ -11,8 +11,8 @@ use perfsweep_benchmarks::record::{self, Environment, Evidence, RecordOutcome, R
 use perfsweep_benchmarks::{labels, registry, report};
 use serde_json::{Map, Value};
 
-use crate::controller::benchmark::outcome;
 use crate::{output_dir, records};
+use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -58,7 +58,7 @@ pub fn import(args: &ImportArgs, default_run_id: &str) -> anyhow::Result<(PathBu
             std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let judged = judge(kind, &name, &logs, &args.logs);
+    let judged = judge(kind, &logs, &args.logs);
     let run_id = args
         .run_id
         .clone()
@@ -108,33 +108,40 @@ struct Judged {
     report: Option<report::AgentReport>,
 }
 
-fn judge(kind: &registry::KindInfo, name: &str, logs: &[String], paths: &[PathBuf]) -> Judged {
-    let failed = |reason: &str, message: String| Judged {
-        outcome: RecordOutcome::Failed {
-            reason: reason.to_owned(),
-            message,
-        },
+fn judge(kind: &registry::KindInfo, logs: &[String], paths: &[PathBuf]) -> Judged {
+    let failed = |failure: Failure| Judged {
+        outcome: RecordOutcome::failed(&failure),
         report: None,
     };
     let Some(first) = logs.first() else {
-        return failed(outcome::UNPARSEABLE, "no log was given".into());
+        return failed(Failure::new(Reason::ResultUnparseable, "no log was given"));
     };
     // The role is the first log's; every replica must be of the same role, in order.
     let role = match report::find(first) {
         Ok(found) => found.role,
-        Err(e) => return failed(outcome::UNPARSEABLE, format!("{}: {e}", paths[0].display())),
-    };
-    let mut reports = Vec::with_capacity(logs.len());
-    for (index, (log, path)) in logs.iter().zip(paths).enumerate() {
-        let pod = path.display().to_string();
-        let replica = u32::try_from(index).unwrap_or(u32::MAX);
-        match outcome::replica_report(log, kind.kind, &role, replica, &pod) {
-            Ok(found) => reports.push(found),
-            Err(failure) => return failed(&failure.reason, failure.message),
+        Err(e) => {
+            let message = format!("{}: {e}", paths[0].display());
+            return failed(Failure::new(Reason::ResultUnparseable, message));
         }
-    }
-    let combined = report::combine(kind, reports);
-    match outcome::evaluate_report::<Value>(combined.clone(), kind.kind, name) {
+    };
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let outputs: Vec<ProcessOutput<'_>> = logs
+        .iter()
+        .zip(&names)
+        .map(|(log, name)| ProcessOutput {
+            name,
+            output: log,
+            note: None,
+        })
+        .collect();
+    let expected = Expected {
+        kind,
+        role: &role,
+        spec: &Value::Null,
+    };
+    // The record says what the result was, not whether it met a gate: no criteria.
+    let evaluation = outcome::evaluate(&expected, &outputs);
+    match evaluation.outcome {
         Ok(success) => Judged {
             outcome: RecordOutcome::Succeeded {
                 summary: success.summary.unwrap_or_default(),
@@ -144,11 +151,8 @@ fn judge(kind: &registry::KindInfo, name: &str, logs: &[String], paths: &[PathBu
             report: Some(success.report),
         },
         Err(failure) => Judged {
-            outcome: RecordOutcome::Failed {
-                reason: failure.reason,
-                message: failure.message,
-            },
-            report: Some(combined),
+            outcome: RecordOutcome::failed(&failure),
+            report: evaluation.report,
         },
     }
 }
@@ -235,7 +239,7 @@ mod tests {
     #[test]
     fn a_good_report_is_a_success_with_metrics_and_evidence() {
         let kind = registry::lookup("IPerf").expect("IPerf is registered");
-        let judged = judge(kind, "ipf", &[log(&iperf_report(IPERF_OUTPUT))], &paths(1));
+        let judged = judge(kind, &[log(&iperf_report(IPERF_OUTPUT))], &paths(1));
         let RecordOutcome::Succeeded { metrics, .. } = &judged.outcome else {
             panic!("expected success, got {:?}", judged.outcome);
         };
@@ -251,20 +255,20 @@ mod tests {
         let kind = registry::lookup("IPerf").expect("IPerf is registered");
         let mut tampered = iperf_report(IPERF_OUTPUT);
         tampered.raw_output = Some(format!("{IPERF_OUTPUT} "));
-        let judged = judge(kind, "ipf", &[log(&tampered)], &paths(1));
+        let judged = judge(kind, &[log(&tampered)], &paths(1));
         assert!(
-            matches!(&judged.outcome, RecordOutcome::Failed { reason, .. } if reason == outcome::UNPARSEABLE),
+            matches!(&judged.outcome, RecordOutcome::Failed { reason, .. } if reason == Reason::ResultUnparseable.as_str()),
             "{:?}",
             judged.outcome
         );
-        let judged = judge(kind, "ipf", &["no report here\n".to_owned()], &paths(1));
+        let judged = judge(kind, &["no report here\n".to_owned()], &paths(1));
         assert!(matches!(judged.outcome, RecordOutcome::Failed { .. }));
     }
 
     #[test]
     fn a_report_of_another_kind_is_refused() {
         let kind = registry::lookup("Fio").expect("Fio is registered");
-        let judged = judge(kind, "fio", &[log(&iperf_report(IPERF_OUTPUT))], &paths(1));
+        let judged = judge(kind, &[log(&iperf_report(IPERF_OUTPUT))], &paths(1));
         let RecordOutcome::Failed { message, .. } = &judged.outcome else {
             panic!("expected a failure, got {:?}", judged.outcome);
         };

@@ -13,6 +13,7 @@ use perfsweep_benchmarks::registry::KindInfo;
 use serde_json::{Map, Value, json};
 
 use super::files;
+use crate::local::sweep::SetRun;
 use crate::local::{self, LocalOptions, LocalOutcome, LocalRun, table};
 use crate::output_dir::{self, Existing};
 use crate::verdict::{Ended, Signals, Stop, Tally, Verdict};
@@ -81,6 +82,8 @@ struct Job {
     permutation: Map<String, Value>,
     /// Export credentials moved out of the spec's inline parameters (OME's form).
     credentials: std::collections::BTreeMap<String, String>,
+    /// Its set (an index into the run's sets) and its index among the set's children.
+    in_set: Option<(usize, usize)>,
 }
 
 impl RunArgs {
@@ -103,7 +106,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let default_output = || PathBuf::from("perfsweep-results").join(&run_id);
     if args.local {
         let nodes = super::run_fleet::loopback_nodes(args.nodes.as_deref())?;
-        let jobs = load_jobs(&args.files, &nodes)?;
+        let Jobs { jobs, sets } = load_jobs(&args.files, &nodes)?;
         // Every tool of every benchmark, once, before the first one starts.
         if let Some(missing) = missing_tools(&jobs) {
             anyhow::bail!("{missing}; nothing was run");
@@ -126,7 +129,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let output = output
             .map(|dir| output_dir::prepare(&dir, args.existing(), &run_id))
             .transpose()?;
-        let ended = run_jobs(&jobs, &options, &nodes, output.as_deref(), &run_id).await?;
+        let ended = run_jobs(&jobs, sets, &options, &nodes, output.as_deref(), &run_id).await?;
         let mut code = ended.exit_code();
         // An interrupted run exports nothing: the user asked it to stop.
         if let (Some(sink), Some(dir), None) = (sink, &output, ended.stopped)
@@ -226,12 +229,19 @@ fn node_pair_selector(document: &Value) -> Option<String> {
     Some(labels)
 }
 
+/// The benchmarks of a run, and the sets they come from.
+struct Jobs {
+    jobs: Vec<Job>,
+    sets: Vec<SetRun>,
+}
+
 fn load_jobs(
     paths: &[PathBuf],
     nodes: &crate::local::nodes::LoopbackNodes,
-) -> anyhow::Result<Vec<Job>> {
+) -> anyhow::Result<Jobs> {
     let node_names = (!nodes.is_empty()).then(|| nodes.names());
     let mut jobs = Vec::new();
+    let mut sets = Vec::new();
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
             let location = input.location(count);
@@ -247,9 +257,14 @@ fn load_jobs(
             let credentials = super::export::secret_data(&checked.secrets);
             match checked.checked {
                 Checked::Set {
-                    name, expansion, ..
+                    name,
+                    expansion,
+                    set,
+                    ..
                 } => {
-                    for child in &expansion.children {
+                    let set_index = sets.len();
+                    sets.push(SetRun::new(&name, set.spec.failure_policy, &expansion));
+                    for (index, child) in expansion.children.iter().enumerate() {
                         jobs.push(Job {
                             kind: expansion.kind,
                             name: child.name.clone(),
@@ -259,6 +274,7 @@ fn load_jobs(
                             repetition: Some(child.repetition),
                             permutation: (*child.permutation).clone(),
                             credentials: credentials.clone(),
+                            in_set: Some((set_index, index)),
                         });
                     }
                 }
@@ -271,11 +287,12 @@ fn load_jobs(
                     repetition: None,
                     permutation: Map::new(),
                     credentials,
+                    in_set: None,
                 }),
             }
         }
     }
-    Ok(jobs)
+    Ok(Jobs { jobs, sets })
 }
 
 /// What a local run has done so far: what the summary prints.
@@ -287,10 +304,13 @@ struct Progress {
     recorded: usize,
     /// Every finished benchmark's run, in job order (the fleet verdict reads them).
     runs: Vec<LocalRun>,
+    /// The sets the jobs come from, as their children finish.
+    sets: Vec<SetRun>,
 }
 
 async fn run_jobs(
     jobs: &[Job],
+    sets: Vec<SetRun>,
     options: &LocalOptions,
     nodes: &crate::local::nodes::LoopbackNodes,
     output: Option<&Path>,
@@ -306,7 +326,10 @@ async fn run_jobs(
         "run {run_id}: {} benchmark(s), one at a time on this machine (the local backend never runs benchmarks concurrently)",
         jobs.len()
     );
-    let mut progress = Progress::default();
+    let mut progress = Progress {
+        sets,
+        ..Progress::default()
+    };
     let stopped = run_each(
         jobs,
         options,
@@ -341,6 +364,14 @@ async fn run_jobs(
         }
     }
     let tally = progress.tally;
+    // Each set's phase and Accepted condition, as the BenchmarkSet controller would
+    // report them (a set is not accepted only when a child failed or was rejected, so
+    // the exit code already says so).
+    for set in &progress.sets {
+        for line in set.lines() {
+            eprintln!("{line}");
+        }
+    }
     if let Some(dir) = output {
         eprintln!(
             "records and evidence of {} benchmark(s) written to {}",
@@ -386,6 +417,21 @@ async fn run_each(
     progress: &mut Progress,
 ) -> anyhow::Result<Option<(Stop, String)>> {
     for (position, job) in jobs.iter().enumerate() {
+        // The set's failurePolicy, decided as the BenchmarkSet controller decides it.
+        if let Some((set, index)) = job.in_set
+            && let Some(set) = progress.sets.get(set)
+            && !set.may_start(index)
+        {
+            eprintln!(
+                "[{}/{}] {} {} not started: set {} stopped on a failure (failurePolicy: Stop)",
+                position + 1,
+                jobs.len(),
+                job.kind.kind,
+                describe(job),
+                set.name
+            );
+            continue;
+        }
         let mut ignored = local::ignored_settings(&job.spec);
         if !nodes.is_empty() {
             // Honoured: each placed role binds to its stand-in node's address.
@@ -413,15 +459,21 @@ async fn run_each(
                 return Ok(Some((stop, job.name.clone())));
             }
         };
-        let result = match &run.outcome {
-            LocalOutcome::Succeeded { result, .. } => Some(result),
-            LocalOutcome::Failed { .. } => None,
+        if let Some((set, index)) = job.in_set
+            && let Some(set) = progress.sets.get_mut(set)
+        {
+            set.finished(index, &run.outcome);
+        }
+        let verdict = match &run.outcome {
+            LocalOutcome::Succeeded { acceptance, .. } => {
+                Verdict::judged(&job.spec, Some(acceptance.as_ref()))
+            }
+            LocalOutcome::Failed(_) => Verdict::judged(&job.spec, None),
         };
-        let verdict = Verdict::of(job.kind, &job.spec, result);
-        progress.tally.add(result.is_some(), &verdict);
+        progress.tally.add(run.outcome.result().is_some(), &verdict);
         let shown = match &run.outcome {
             LocalOutcome::Succeeded { summary, .. } => summary.clone(),
-            LocalOutcome::Failed { reason, message } => format!("FAILED {reason}: {message}"),
+            LocalOutcome::Failed(failure) => format!("FAILED {failure}"),
         };
         let judged = match &verdict {
             Verdict::Accepted => " accepted".to_owned(),
@@ -445,7 +497,7 @@ async fn run_each(
             repetition: job.repetition.map_or_else(|| "-".into(), |r| r.to_string()),
             result: match &run.outcome {
                 LocalOutcome::Succeeded { summary, .. } => summary.clone(),
-                LocalOutcome::Failed { reason, .. } => format!("FAILED ({reason})"),
+                LocalOutcome::Failed(failure) => format!("FAILED ({})", failure.reason),
             },
             verdict: verdict.cell().to_owned(),
             seconds: run.elapsed.as_secs_f64(),
@@ -513,15 +565,14 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
         started_at: run.started_at.to_string(),
         finished_at: run.finished_at.to_string(),
         outcome: match &run.outcome {
-            LocalOutcome::Succeeded { summary, result } => RecordOutcome::Succeeded {
+            LocalOutcome::Succeeded {
+                summary, result, ..
+            } => RecordOutcome::Succeeded {
                 summary: summary.clone(),
                 result: result.clone(),
                 metrics: job.kind.metrics(result),
             },
-            LocalOutcome::Failed { reason, message } => RecordOutcome::Failed {
-                reason: reason.clone(),
-                message: message.clone(),
-            },
+            LocalOutcome::Failed(failure) => RecordOutcome::failed(failure),
         },
         evidence,
         artifact_manifest_digest: None,

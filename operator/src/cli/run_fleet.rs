@@ -48,7 +48,7 @@ pub fn verdict(runs: &[PairRun]) -> Option<FleetVerdict> {
                             .map(|v| v.accepted),
                     )
                 }
-                LocalOutcome::Failed { .. } => (None, None),
+                LocalOutcome::Failed(_) => (None, None),
             };
             Some(PairResult {
                 nodes,

@@ -43,7 +43,7 @@ use perfsweep_benchmarks::acceptance;
 use perfsweep_benchmarks::common::CommonSpec;
 use perfsweep_benchmarks::kinds;
 use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::plan::{PlanError, process_name};
+use perfsweep_benchmarks::plan::process_name;
 use perfsweep_benchmarks::registry::{self, BenchmarkKind, KindInfo};
 use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
 use perfsweep_benchmarks::status::{
@@ -54,7 +54,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use self::assess::{Failure, Observed, Verdict};
+use self::assess::{Failure, Observed, Reason, Verdict};
 use self::outcome::Success;
 use super::{Context, Error, Settings, default_watcher, scoped_api};
 
@@ -113,11 +113,11 @@ impl Stage {
         let timeout = assess::human(timeout);
         match self {
             Self::ReadingResult => Failure::new(
-                "ResultUnreadable",
+                Reason::ResultUnreadable,
                 format!("the result could not be read within the timeout of {timeout}: {error}"),
             ),
             stage => Failure::new(
-                "TimedOut",
+                Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {timeout} ({}; last error: {error})",
                     stage.describe()
@@ -128,19 +128,19 @@ impl Stage {
 }
 
 /// The reason of the `OperatorError` condition and event: what kind of failure it was.
-fn operator_error_reason(error: &Error) -> &'static str {
+fn operator_error_reason(error: &Error) -> Reason {
     match error {
         Error::Kube {
             source: kube::Error::Api(status),
             ..
         } => match status.code {
-            403 => "Forbidden",
-            429 | 500.. => "APIUnavailable",
-            _ => "APIError",
+            403 => Reason::Forbidden,
+            429 | 500.. => Reason::APIUnavailable,
+            _ => Reason::APIError,
         },
         // No answer at all: connection refused, TLS, timeouts.
-        Error::Kube { .. } => "APIUnavailable",
-        Error::MissingNamespace { .. } | Error::Serialize { .. } => "OperatorError",
+        Error::Kube { .. } => Reason::APIUnavailable,
+        Error::MissingNamespace { .. } | Error::Serialize { .. } => Reason::OperatorError,
     }
 }
 
@@ -481,7 +481,7 @@ async fn on_operator_error<K: Benchmark>(
         condition(
             OPERATOR_ERROR_CONDITION,
             condition_status::TRUE,
-            reason,
+            reason.as_str(),
             message.clone(),
             target.generation,
             now,
@@ -494,7 +494,7 @@ async fn on_operator_error<K: Benchmark>(
         engine,
         benchmark,
         EventType::Warning,
-        reason,
+        reason.as_str(),
         "Reconcile",
         &message,
     )
@@ -542,12 +542,18 @@ struct Prepared {
     /// pod's (distributed load generators); usually none.
     result_siblings: Vec<String>,
     timeout: Duration,
+    /// The spec (installation defaults applied), for the acceptance criteria.
+    spec: Value,
 }
 
 /// Validate and build: the spec checked as admission would, its plan, its objects.
 fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Failure> {
-    let mut object = serde_json::to_value(benchmark)
-        .map_err(|e| Failure::new("InvalidSpec", format!("the object cannot be read: {e}")))?;
+    let mut object = serde_json::to_value(benchmark).map_err(|e| {
+        Failure::new(
+            Reason::InvalidSpec,
+            format!("the object cannot be read: {e}"),
+        )
+    })?;
     if let Some(spec) = object.get_mut("spec") {
         target
             .defaults
@@ -560,17 +566,17 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
-        return Err(Failure::new("InvalidSpec", message));
+        return Err(Failure::new(Reason::InvalidSpec, message));
     }
     let spec = object.get("spec").cloned().unwrap_or(Value::Null);
     let timeout = serde_json::from_value::<CommonSpec>(spec.clone())
-        .map_err(|e| Failure::new("InvalidSpec", format!("spec: {e}")))?
+        .map_err(|e| Failure::new(Reason::InvalidSpec, format!("spec: {e}")))?
         .timeout()
-        .map_err(|e| Failure::new("InvalidSpec", format!("spec.timeout: {e}")))?;
-    let plan = target.info.plan(&spec).map_err(|error| match error {
-        PlanError::NotImplemented { .. } => Failure::new("Unsupported", error.to_string()),
-        PlanError::Invalid { .. } => Failure::new("InvalidSpec", error.to_string()),
-    })?;
+        .map_err(|e| Failure::new(Reason::InvalidSpec, format!("spec.timeout: {e}")))?;
+    let plan = target
+        .info
+        .plan(&spec)
+        .map_err(|error| Failure::of_plan(&error))?;
     let reference = BenchmarkRef {
         kind: target.info.kind.to_owned(),
         name: target.name.clone(),
@@ -578,14 +584,14 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
         uid: target.uid.clone(),
     };
     let rendered = render::render(&reference, &spec, &plan).map_err(|error| match error {
-        RenderError::Unsupported(_) => Failure::new("Unsupported", error.to_string()),
-        RenderError::Invalid { .. } => Failure::new("InvalidSpec", error.to_string()),
+        RenderError::Unsupported(_) => Failure::new(Reason::Unsupported, error.to_string()),
+        RenderError::Invalid { .. } => Failure::new(Reason::InvalidSpec, error.to_string()),
     })?;
     let pods: Vec<String> = rendered.pods.iter().map(ResourceExt::name_any).collect();
     let result_pod = format!("{}-{}", target.name, process_name(&plan.result_role, 0));
     if !pods.contains(&result_pod) {
         return Err(Failure::new(
-            "Unsupported",
+            Reason::Unsupported,
             format!(
                 "the rendered pods ({}) lack the result pod {result_pod}",
                 pods.join(", ")
@@ -603,6 +609,7 @@ fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Prepared, Fai
         result_pod,
         result_siblings,
         timeout,
+        spec,
     })
 }
 
@@ -736,7 +743,7 @@ async fn create_missing(
 
 fn volcano_missing() -> Failure {
     Failure::new(
-        "VolcanoNotInstalled",
+        Reason::VolcanoNotInstalled,
         format!(
             "scheduler: volcano needs Volcano's PodGroup ({}), which this cluster does not serve: install Volcano (then restart the operator) or set scheduler: default",
             PodGroup::api_version(&())
@@ -775,7 +782,7 @@ where
                         .map(|o| format!(" (it belongs to {} {})", o.kind, o.name))
                         .unwrap_or_default();
                     Ok(Created::Rejected(Failure::new(
-                        "NameConflict",
+                        Reason::NameConflict,
                         format!(
                             "{kind} {}/{name} already exists and does not belong to this benchmark{owner}: delete it or rename the benchmark",
                             target.namespace
@@ -792,7 +799,7 @@ where
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
             Ok(Created::Rejected(Failure::new(
-                "CreateRejected",
+                Reason::CreateRejected,
                 format!("the API server rejected {kind} {name}: {}", status.message),
             )))
         }
@@ -952,7 +959,7 @@ async fn advance<K: Benchmark>(
                 let environment = observe_environment(engine, target, &observation.pods).await;
                 keep_evidence(engine, target, Some(&success.report), &environment).await?;
                 let evidence = success.evidence_sha256.clone();
-                let verdict = judge(benchmark, target, &success.result);
+                let verdict = success.acceptance.clone();
                 status = finished(&status, target, Ok(success), now);
                 if let Some(verdict) = verdict {
                     set_condition(
@@ -999,48 +1006,18 @@ async fn read_result<R: DeserializeOwned>(
     target: &Target,
     prepared: &Prepared,
 ) -> Result<Result<Success<R>, Failure>, Error> {
-    let pod = &prepared.result_pod;
-    let log = match read_log(engine, target, pod).await? {
-        Ok(log) => log,
-        Err(failure) => return Ok(Err(failure)),
-    };
-    if prepared.result_siblings.is_empty() {
-        return Ok(outcome::evaluate(
-            &log,
-            target.info.kind,
-            &prepared.result_role,
-            pod,
-        ));
-    }
-    let mut reports = Vec::with_capacity(prepared.result_siblings.len() + 1);
-    for (index, pod) in std::iter::once(pod)
-        .chain(&prepared.result_siblings)
-        .enumerate()
-    {
-        let log = if index == 0 {
-            log.clone()
-        } else {
-            match read_log(engine, target, pod).await? {
-                Ok(log) => log,
-                Err(failure) => return Ok(Err(failure)),
-            }
-        };
-        match outcome::replica_report(
-            &log,
-            target.info.kind,
-            &prepared.result_role,
-            index as u32,
-            pod,
-        ) {
-            Ok(report) => reports.push(report),
+    let mut logs = Vec::with_capacity(prepared.result_siblings.len() + 1);
+    for pod in std::iter::once(&prepared.result_pod).chain(&prepared.result_siblings) {
+        match read_log(engine, target, pod).await? {
+            Ok(log) => logs.push((pod.clone(), log)),
             Err(failure) => return Ok(Err(failure)),
         }
     }
-    let combined = perfsweep_benchmarks::report::combine(target.info, reports);
-    Ok(outcome::evaluate_report(
-        combined,
-        target.info.kind,
-        &prepared.result_pod,
+    Ok(outcome::evaluate_logs(
+        target.info,
+        &prepared.result_role,
+        &prepared.spec,
+        &logs,
     ))
 }
 
@@ -1074,14 +1051,8 @@ async fn reported_failure(
 ) -> Option<Failure> {
     let pod = &prepared.result_pod;
     let log = read_log(engine, target, pod).await.ok()?.ok()?;
-    match outcome::evaluate::<Value>(&log, target.info.kind, &prepared.result_role, pod) {
-        Err(failure) if failure.reason != outcome::UNPARSEABLE => Some(failure),
-        _ => None,
-    }
+    outcome::reported_failure(target.info, &prepared.result_role, pod, &log)
 }
-
-/// A result log the API server will not give (or not within the timeout).
-const RESULT_UNREADABLE: &str = "ResultUnreadable";
 
 /// The agent container's log; a log the API server will not give (the pod or its node
 /// is gone) is a failure, other errors (the kubelet unreachable, the API server
@@ -1101,7 +1072,7 @@ async fn read_log(
             if (400..500).contains(&status.code) && status.code != 429 =>
         {
             Ok(Err(Failure::new(
-                RESULT_UNREADABLE,
+                Reason::ResultUnreadable,
                 format!("pod {pod}: the log cannot be read: {}", status.message),
             )))
         }
@@ -1181,7 +1152,7 @@ fn finished<R: Clone>(
                     condition(
                         type_,
                         value,
-                        &failure.reason,
+                        failure.reason.as_str(),
                         bounded(&failure.message),
                         generation,
                         now,
@@ -1191,18 +1162,6 @@ fn finished<R: Clone>(
         }
     }
     status
-}
-
-/// The verdict of the benchmark's acceptance criteria on its result; `None` without
-/// criteria.
-fn judge<K: Benchmark>(
-    benchmark: &K,
-    target: &Target,
-    result: &K::Result,
-) -> Option<acceptance::Verdict> {
-    let object = serde_json::to_value(benchmark).ok()?;
-    let result = serde_json::to_value(result).ok()?;
-    acceptance::judge(target.info, object.get("spec")?, &result)
 }
 
 /// The `Accepted` condition: which criteria failed and by how much, or that all were met.
@@ -1256,7 +1215,7 @@ async fn conclude<K: Benchmark>(
                 engine,
                 benchmark,
                 EventType::Warning,
-                &failure.reason,
+                failure.reason.as_str(),
                 "Run",
                 &failure.message,
             )

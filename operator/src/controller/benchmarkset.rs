@@ -27,6 +27,7 @@ use kube::{Client, Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::fleet;
 use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::outcome::Reason;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
@@ -223,7 +224,7 @@ async fn reject(
         condition(
             "Valid",
             condition_status::FALSE,
-            "InvalidSpec",
+            Reason::InvalidSpec.as_str(),
             message.clone(),
             generation,
             Timestamp::now(),
@@ -234,7 +235,7 @@ async fn reject(
             ctx,
             set,
             EventType::Warning,
-            "InvalidSpec",
+            Reason::InvalidSpec.as_str(),
             "Validate",
             &format!("{}: {message}", error.field_path()),
         )

@@ -4,6 +4,7 @@
 
 pub mod claim;
 pub mod nodes;
+pub mod sweep;
 pub mod table;
 pub mod tree;
 
@@ -13,10 +14,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::agent_env::{self, AddressSource};
+use perfsweep_benchmarks::agent_env::{self, AddressSource, EnvValue};
+use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
 use perfsweep_benchmarks::plan::{Plan, process_name};
 use perfsweep_benchmarks::registry::KindInfo;
-use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
+use perfsweep_benchmarks::report::AgentReport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::process::{Child, Command};
@@ -47,8 +49,23 @@ impl LocalOptions {
 /// How one local run ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LocalOutcome {
-    Succeeded { summary: String, result: Value },
-    Failed { reason: String, message: String },
+    Succeeded {
+        summary: String,
+        result: Value,
+        /// The acceptance criteria's verdict; `None` without criteria.
+        acceptance: Option<perfsweep_benchmarks::acceptance::Verdict>,
+    },
+    Failed(Failure),
+}
+
+impl LocalOutcome {
+    /// The result, when the run succeeded.
+    pub fn result(&self) -> Option<&Value> {
+        match self {
+            Self::Succeeded { result, .. } => Some(result),
+            Self::Failed(_) => None,
+        }
+    }
 }
 
 /// One benchmark run on this machine.
@@ -87,44 +104,42 @@ pub fn ignored_settings(spec: &Value) -> Vec<&'static str> {
 
 /// Runs the benchmark of `kind` with `spec` (validated) on this machine.
 pub async fn run(kind: &KindInfo, name: &str, spec: &Value, options: &LocalOptions) -> LocalRun {
-    run_planned(kind.plan(spec), name, options).await
+    run_planned_spec(kind.plan(spec), name, spec, options).await
 }
 
 /// Runs a plan made from a spec (by [`KindInfo::plan`], or changed from one, as smoke
-/// tests that shrink a problem do) on this machine.
+/// tests that shrink a problem do) on this machine; judged without acceptance criteria.
 pub async fn run_planned(
     plan: Result<Plan, perfsweep_benchmarks::plan::PlanError>,
     name: &str,
     options: &LocalOptions,
 ) -> LocalRun {
+    run_planned_spec(plan, name, &Value::Null, options).await
+}
+
+/// [`run_planned`], the outcome judged against `spec`'s acceptance criteria.
+async fn run_planned_spec(
+    plan: Result<Plan, perfsweep_benchmarks::plan::PlanError>,
+    name: &str,
+    spec: &Value,
+    options: &LocalOptions,
+) -> LocalRun {
     let started_at = Timestamp::now();
     let clock = Instant::now();
-    let outcome = match plan {
-        Err(error) => Err(("Unsupported".to_owned(), error.to_string())),
+    let ran = match plan {
+        Err(error) => Err(Failure::of_plan(&error)),
         // A missing device or unpackaged tool first: installing packages would not help.
         Ok(plan) => match preflight(&plan) {
-            Some(failure) => Err((failure.reason.to_owned(), failure.message)),
+            Some(failure) => Err(failure),
             None => match missing_tools(&plan) {
-                Some(message) => Err(("ToolMissing".to_owned(), message)),
+                Some(message) => Err(Failure::new(Reason::ToolMissing, message)),
                 None => run_plan(&plan, name, options).await,
             },
         },
     };
-    let (outcome, report) = match outcome {
-        Ok(report) => {
-            let outcome = match &report.outcome {
-                Outcome::Succeeded { result, summary } => LocalOutcome::Succeeded {
-                    summary: summary.clone().unwrap_or_default(),
-                    result: result.clone().unwrap_or(Value::Null),
-                },
-                Outcome::Failed { reason, message } => LocalOutcome::Failed {
-                    reason: reason.clone(),
-                    message: message.clone(),
-                },
-            };
-            (outcome, Some(report))
-        }
-        Err((reason, message)) => (LocalOutcome::Failed { reason, message }, None),
+    let (outcome, report) = match ran {
+        Ok(finished) => judge(&finished, spec),
+        Err(failure) => (LocalOutcome::Failed(failure), None),
     };
     LocalRun {
         outcome,
@@ -133,6 +148,71 @@ pub async fn run_planned(
         finished_at: Timestamp::now(),
         elapsed: clock.elapsed(),
     }
+}
+
+/// What the result processes of a finished plan printed, and what else went wrong.
+pub struct Finished {
+    pub kind: String,
+    pub result_role: String,
+    /// The result role's replicas in order: label, standard output, end of the log.
+    pub outputs: Vec<(String, String, String)>,
+    /// Other processes that failed or did not stop: `label: why`.
+    pub stragglers: Vec<String>,
+}
+
+/// The local backend's judgement of a finished plan: the shared outcome logic, then
+/// the other processes (a peer that failed or hung fails a run the result process
+/// thought a success).
+pub fn judge(finished: &Finished, spec: &Value) -> (LocalOutcome, Option<AgentReport>) {
+    let Some(kind) = perfsweep_benchmarks::registry::lookup(&finished.kind) else {
+        let failure = Failure::new(
+            Reason::PlanInvalid,
+            format!("unknown benchmark kind {}", finished.kind),
+        );
+        return (LocalOutcome::Failed(failure), None);
+    };
+    let notes: Vec<String> = finished
+        .outputs
+        .iter()
+        .map(|(_, _, tail)| format!("agent log: {tail}"))
+        .collect();
+    let outputs: Vec<ProcessOutput<'_>> = finished
+        .outputs
+        .iter()
+        .zip(&notes)
+        .map(|((label, stdout, _), note)| ProcessOutput {
+            name: label,
+            output: stdout,
+            note: Some(note),
+        })
+        .collect();
+    let expected = Expected {
+        kind,
+        role: &finished.result_role,
+        spec,
+    };
+    let evaluation = outcome::evaluate(&expected, &outputs);
+    let stragglers = &finished.stragglers;
+    let outcome = match evaluation.outcome {
+        Ok(_) if !stragglers.is_empty() => {
+            LocalOutcome::Failed(Failure::new(Reason::PeerFailed, stragglers.join("; ")))
+        }
+        Ok(success) => LocalOutcome::Succeeded {
+            summary: success.summary.unwrap_or_default(),
+            result: success.result,
+            acceptance: success.acceptance,
+        },
+        // A peer that failed is usually why the result process failed: say how.
+        Err(mut failure) => {
+            if !stragglers.is_empty() {
+                failure
+                    .message
+                    .push_str(&format!("; other processes: {}", stragglers.join("; ")));
+            }
+            LocalOutcome::Failed(failure)
+        }
+    };
+    (outcome, evaluation.report)
 }
 
 /// The plan's built-in checks (`perfsweep require-…` setup steps: an RDMA device, a
@@ -195,23 +275,18 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
-type RunError = (String, String);
-
-async fn run_plan(
-    plan: &Plan,
-    name: &str,
-    options: &LocalOptions,
-) -> Result<AgentReport, RunError> {
+async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Finished, Failure> {
     let scratch = options
         .scratch
         .join(format!("perfsweep-{}-{name}", std::process::id()));
-    let io_error =
-        |what: &str, e: std::io::Error| ("LocalSetupFailed".to_owned(), format!("{what}: {e}"));
+    let io_error = |what: &str, e: std::io::Error| {
+        Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"))
+    };
     // One random token per run for plans whose launcher starts commands on the others.
     let launch_token = if plan.remote_launch() {
         Some(
             crate::agent::exec::random_token()
-                .map_err(|e| ("LocalSetupFailed".to_owned(), e.to_string()))?,
+                .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?,
         )
     } else {
         None
@@ -227,7 +302,7 @@ async fn run_plan(
         &claim::LoopbackBlock::default_dir(),
         &claim::Holder::this_process(name),
     )
-    .map_err(|e| ("LocalSetupFailed".to_owned(), e.to_string()))?;
+    .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?;
     let mut endpoints = BTreeMap::new();
     let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (number, (role, index)) in plan.processes().enumerate() {
@@ -235,8 +310,8 @@ async fn run_plan(
             .then(|| options.role_addresses.get(&role.name).copied())
             .flatten();
         let address = placed.or_else(|| block.address(number)).ok_or_else(|| {
-            (
-                "PlanInvalid".to_owned(),
+            Failure::new(
+                Reason::PlanInvalid,
                 format!(
                     "{number} processes do not fit in the loopback block 127.{}.0.0/16",
                     block.octet()
@@ -252,10 +327,6 @@ async fn run_plan(
     }
     // The plan's volumes: one directory per name, the same for every process.
     let volumes = scratch.join("volumes");
-    let plan_json =
-        serde_json::to_string(plan).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
-    let peers_json =
-        serde_json::to_string(&peers).map_err(|e| ("PlanInvalid".into(), e.to_string()))?;
     let host = hostname();
 
     // Secrets come from our environment (there is no Secret store locally); a missing
@@ -269,8 +340,8 @@ async fn run_plan(
                 value => value,
             };
             let value = value.map_err(|_| {
-                (
-                    "SecretMissing".to_owned(),
+                Failure::new(
+                    Reason::SecretMissing,
                     format!(
                         "role {} needs key {:?} of Secret {:?}: set the environment variable {variable} for a local run",
                         role.name, secret.key, secret.secret
@@ -295,21 +366,32 @@ async fn run_plan(
             .get(&(role.name.clone(), index))
             .copied()
             .unwrap_or((std::net::Ipv4Addr::LOCALHOST, 0));
+        let address = AddressSource::Literal(address.to_string());
+        let site = agent_env::Site {
+            peers: &peers,
+            control_port: port,
+            address: &address,
+            address_variable: None,
+            workdir: workdir.display().to_string(),
+            volumes_dir: Some(volumes.display().to_string()),
+            host: EnvValue::Text(host.clone()),
+            // Loopback's MTU is not the benchmark's to set (named as ignored).
+            mtu: None,
+        };
+        let environment = agent_env::environment(plan, &role.name, index, &site)
+            .map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
         let mut command = Command::new(&options.agent_program);
         command
             .arg("agent")
-            .env(agent_env::PLAN, &plan_json)
-            .env(agent_env::ROLE, &role.name)
-            .env(agent_env::INDEX, index.to_string())
-            .env(agent_env::PEERS, &peers_json)
-            .env(agent_env::CONTROL_PORT, port.to_string())
-            .env(
-                agent_env::ADDRESS,
-                AddressSource::Literal(address.to_string()).to_string(),
+            .envs(
+                environment
+                    .into_iter()
+                    .filter_map(|(name, value)| match value {
+                        EnvValue::Text(text) => Some((name, text)),
+                        // Pods only; no site of a local run names one.
+                        EnvValue::PodField(_) => None,
+                    }),
             )
-            .env(agent_env::WORKDIR, &workdir)
-            .env(agent_env::VOLUMES_DIR, &volumes)
-            .env(agent_env::HOST, &host)
             .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
             .envs(
                 secrets
@@ -344,8 +426,8 @@ async fn run_plan(
         }
     }
     let Some(mut result_process) = result_process else {
-        return Err((
-            "PlanInvalid".into(),
+        return Err(Failure::new(
+            Reason::PlanInvalid,
             format!("the plan has no {}-0 process", plan.result_role),
         ));
     };
@@ -363,59 +445,40 @@ async fn run_plan(
     } = watched;
     let output = match output {
         ResultProcess::Finished(output) => output,
+        // The backstop is the local runner's deadline, as the operator's is on
+        // Kubernetes (the agent's own is `Timeout`).
         ResultProcess::TimedOut => {
-            return Err((
-                "Timeout".to_owned(),
+            return Err(Failure::new(
+                Reason::TimedOut,
                 format!("no result within {backstop:?}"),
             ));
         }
         // The peer's own log says why; the others only stopped because of it.
-        ResultProcess::PeerFailed(peer) => return Err(("PeerFailed".to_owned(), peer)),
+        ResultProcess::PeerFailed(peer) => return Err(Failure::new(Reason::PeerFailed, peer)),
     };
-    let mut reports = vec![report::find(&output.stdout)];
-    for (label, output) in &result_outputs {
-        reports.push(report::find(&output.stdout).map_err(|error| match error {
-            report::ReportError::Missing => report::ReportError::Malformed(format!(
-                "{label} reported nothing; agent log: {}",
-                output.stderr_tail()
-            )),
-            other => other,
-        }));
-    }
-    let combined = reports
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map(
-            |reports| match perfsweep_benchmarks::registry::lookup(&plan.kind) {
-                Some(kind) => report::combine(kind, reports),
-                None => reports
-                    .into_iter()
-                    .next()
-                    .unwrap_or_else(|| unreachable!("one report at least")),
+    let mut outputs = vec![(
+        result_process.label.clone(),
+        output.stdout.clone(),
+        output.stderr_tail(),
+    )];
+    // The other replicas in index order, as the outcome logic checks them; one that
+    // did not finish is there with nothing to report.
+    let replicas = plan.role(&plan.result_role).map_or(1, |r| r.replicas);
+    for index in 1..replicas {
+        let label = process_name(&plan.result_role, index);
+        outputs.push(
+            match result_outputs.iter().find(|(done, _)| *done == label) {
+                Some((_, output)) => (label, output.stdout.clone(), output.stderr_tail()),
+                None => (label, String::new(), "it did not finish".to_owned()),
             },
         );
-    match combined {
-        Ok(mut report) => {
-            match (&mut report.outcome, stragglers.is_empty()) {
-                (Outcome::Succeeded { .. }, false) => {
-                    report.outcome = Outcome::Failed {
-                        reason: "PeerFailed".into(),
-                        message: stragglers.join("; "),
-                    };
-                }
-                // A peer that failed is usually why the result process failed: say how.
-                (Outcome::Failed { message, .. }, false) => {
-                    message.push_str(&format!("; other processes: {}", stragglers.join("; ")));
-                }
-                _ => {}
-            }
-            Ok(report)
-        }
-        Err(error) => Err((
-            "AgentFailed".into(),
-            format!("{error}; agent log: {}", output.stderr_tail()),
-        )),
     }
+    Ok(Finished {
+        kind: plan.kind.clone(),
+        result_role: plan.result_role.clone(),
+        outputs,
+        stragglers,
+    })
 }
 
 /// How long agents and tools get to stop after SIGTERM before SIGKILL.

@@ -13,21 +13,8 @@ use perfsweep_benchmarks::volcano::PodGroup;
 /// Waiting reasons that mean the image will not arrive by waiting longer.
 const IMAGE_PULL_FAILURES: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];
 
-/// Why a benchmark failed: a CamelCase reason for conditions and a sentence for people.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    pub reason: String,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn new(reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            reason: reason.to_owned(),
-            message: message.into(),
-        }
-    }
-}
+/// Why a benchmark failed: the one failure type of both backends.
+pub use perfsweep_benchmarks::outcome::{Failure, Reason};
 
 /// Everything the assessment looks at.
 pub struct Observed<'a> {
@@ -106,13 +93,13 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         let Some(pod) = pod(name) else { continue };
         if phase_of(pod) == "Failed" {
             return Verdict::Failed {
-                failure: Failure::new("PodFailed", pod_failure_message(pod)),
+                failure: Failure::new(Reason::PodFailed, pod_failure_message(pod)),
                 pod: Some(name.clone()),
             };
         }
         if let Some(message) = image_pull_failure(pod) {
             return Verdict::Failed {
-                failure: Failure::new("ImagePullFailure", message),
+                failure: Failure::new(Reason::ImagePullFailure, message),
                 pod: Some(name.clone()),
             };
         }
@@ -122,7 +109,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     {
         return Verdict::Failed {
             failure: Failure::new(
-                "PodDeleted",
+                Reason::PodDeleted,
                 format!("pod {name} was deleted while the benchmark ran"),
             ),
             pod: Some(name.clone()),
@@ -140,7 +127,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     {
         return Verdict::Failed {
             failure: Failure::new(
-                "Unschedulable",
+                Reason::Unschedulable,
                 format!(
                     "pods could not be scheduled within the timeout of {}: {why}",
                     human(timeout)
@@ -160,7 +147,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         };
         return Verdict::Failed {
             failure: Failure::new(
-                "TimedOut",
+                Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {} (waiting for {waiting_for})",
                     human(timeout)

@@ -1,13 +1,14 @@
-//! From the result pod's log to the benchmark's outcome: the agent's report (its last
-//! line), checked for integrity and typed as the kind's result. Pure.
+//! From the result pods' logs to the benchmark's outcome: the logs are read here (by
+//! the controller), what they mean is decided by the one outcome logic both backends
+//! share ([`perfsweep_benchmarks::outcome::evaluate`]). Pure.
 
-use perfsweep_benchmarks::report::{self, Outcome};
+use perfsweep_benchmarks::outcome::{self, Expected, ProcessOutput};
+use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::report;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use super::assess::Failure;
-
-/// Reason of every failure to get a usable result out of a finished result pod.
-pub const UNPARSEABLE: &str = "ResultUnparseable";
+use super::assess::{Failure, Reason};
 
 /// The result of a finished benchmark.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,112 +19,88 @@ pub struct Success<R> {
     pub evidence_sha256: Option<String>,
     /// The whole report (with the raw output), to keep once the pods are gone.
     pub report: report::AgentReport,
+    /// The acceptance criteria's verdict on the result; `None` without criteria.
+    pub acceptance: Option<perfsweep_benchmarks::acceptance::Verdict>,
 }
 
-/// What the agent of `pod` (which played `role` of a `kind` benchmark) reported in `log`.
-pub fn evaluate<R: DeserializeOwned>(
-    log: &str,
-    kind: &str,
+/// The outcome of a `kind` benchmark with `spec` whose result role `role` has the pods
+/// and logs `logs` (replica 0 first): what the controller concludes from the result
+/// pods, and `perfsweep import` from saved logs.
+pub fn evaluate_logs<R: DeserializeOwned>(
+    kind: &KindInfo,
     role: &str,
-    pod: &str,
+    spec: &Value,
+    logs: &[(String, String)],
 ) -> Result<Success<R>, Failure> {
-    let report = replica_report(log, kind, role, 0, pod)?;
-    evaluate_report(report, kind, pod)
+    evaluate_logs_with_report(kind, role, spec, logs).0
 }
 
-/// The report of replica `index` of `role` in the log of its pod `pod`.
-pub fn replica_report(
-    log: &str,
-    kind: &str,
+/// [`evaluate_logs`], and the (combined) report the outcome was read from, when there
+/// was one.
+pub fn evaluate_logs_with_report<R: DeserializeOwned>(
+    kind: &KindInfo,
     role: &str,
-    index: u32,
-    pod: &str,
-) -> Result<report::AgentReport, Failure> {
-    let unparseable = |why: String| Failure::new(UNPARSEABLE, format!("pod {pod}: {why}"));
-    let report = report::find(log).map_err(|e| unparseable(e.to_string()))?;
-    if report.kind != kind || report.role != role || report.index != index {
-        return Err(unparseable(format!(
-            "the report is from {} {}-{}, not from {kind} {role}-{index}",
-            report.kind, report.role, report.index
-        )));
-    }
-    Ok(report)
+    spec: &Value,
+    logs: &[(String, String)],
+) -> (Result<Success<R>, Failure>, Option<report::AgentReport>) {
+    let names: Vec<String> = logs.iter().map(|(pod, _)| format!("pod {pod}")).collect();
+    let outputs: Vec<ProcessOutput<'_>> = logs
+        .iter()
+        .zip(&names)
+        .map(|((_, log), name)| ProcessOutput {
+            name,
+            output: log,
+            note: None,
+        })
+        .collect();
+    let expected = Expected { kind, role, spec };
+    let evaluation = outcome::evaluate(&expected, &outputs);
+    let typed = evaluation.outcome.and_then(|success| {
+        // The shared logic checked the result's shape against the kind's; this is the
+        // same type, read for the status.
+        let result = serde_json::from_value(success.result).map_err(|e| {
+            Failure::new(
+                Reason::ResultUnparseable,
+                format!(
+                    "{}: the reported result is not a valid {} result: {e}",
+                    names[0], kind.kind
+                ),
+            )
+        })?;
+        Ok(Success {
+            result,
+            summary: success.summary,
+            evidence_sha256: success.evidence_sha256,
+            report: success.report,
+            acceptance: success.acceptance,
+        })
+    });
+    (typed, evaluation.report)
 }
 
-/// The outcome a report (of the result pod `pod`, or the combined reports of the result
-/// role's replicas) gives.
-pub fn evaluate_report<R: DeserializeOwned>(
-    report: report::AgentReport,
-    kind: &str,
-    pod: &str,
-) -> Result<Success<R>, Failure> {
-    let unparseable = |why: String| Failure::new(UNPARSEABLE, format!("pod {pod}: {why}"));
-    if !report.evidence_is_intact() {
-        return Err(unparseable(
-            "the tool's raw output in the report does not match its SHA-256 digest".into(),
-        ));
-    }
-    match report.outcome.clone() {
-        Outcome::Failed { reason, message } => {
-            let reason = if is_condition_reason(&reason) {
-                reason
-            } else {
-                "AgentFailed".into()
-            };
-            Err(Failure::new(&reason, message))
-        }
-        Outcome::Succeeded { result: None, .. } => Err(unparseable(
-            "the agent reported success but no result".into(),
-        )),
-        Outcome::Succeeded {
-            result: Some(result),
-            summary,
-        } => {
-            let result = serde_json::from_value(result).map_err(|e| {
-                unparseable(format!(
-                    "the reported result is not a valid {kind} result: {e}"
-                ))
-            })?;
-            Ok(Success {
-                result,
-                summary,
-                evidence_sha256: report.raw_output_sha256.clone(),
-                report,
-            })
-        }
-    }
-}
-
-/// Whether `reason` can be a condition reason (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
-/// at most 1024 characters), as the API server requires.
-fn is_condition_reason(reason: &str) -> bool {
-    let bytes = reason.as_bytes();
-    let inner_ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':');
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            bytes.len() <= 1024
-                && first.is_ascii_alphabetic()
-                && (last.is_ascii_alphanumeric() || *last == b'_')
-                && bytes.iter().all(inner_ok)
-        }
-        _ => false,
+/// What the agent of a failed result pod reported, if it got to report a failure of
+/// its own (anything but an unreadable report).
+pub fn reported_failure(kind: &KindInfo, role: &str, pod: &str, log: &str) -> Option<Failure> {
+    let logs = [(pod.to_owned(), log.to_owned())];
+    match evaluate_logs::<Value>(kind, role, &Value::Null, &logs) {
+        Err(failure) if failure.reason != Reason::ResultUnparseable => Some(failure),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::report::{AgentReport, sha256_hex};
+    use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
     use serde_json::json;
 
-    #[derive(Debug, PartialEq, serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Throughput {
-        bits_per_second: f64,
+    const RAW: &str = include_str!("../../../../benchmarks/testdata/iperf/tcp-1stream.json");
+
+    fn iperf() -> &'static KindInfo {
+        perfsweep_benchmarks::registry::lookup("IPerf").expect("registered")
     }
 
     fn report(outcome: Outcome) -> AgentReport {
-        let raw = "{\"end\": {}}\n".to_owned();
         AgentReport {
             tool_version: None,
             kind: "IPerf".into(),
@@ -134,93 +111,57 @@ mod tests {
             started_at: "2026-01-01T00:00:00Z".into(),
             finished_at: "2026-01-01T00:00:10Z".into(),
             host: None,
-            raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
-            raw_output: Some(raw),
+            raw_output_sha256: Some(sha256_hex(RAW.as_bytes())),
+            raw_output: Some(RAW.into()),
         }
     }
 
-    fn succeeded() -> Outcome {
-        Outcome::Succeeded {
-            result: Some(json!({"bitsPerSecond": 9.4e9})),
-            summary: Some("9.40 Gbit/s".into()),
-        }
-    }
-
-    fn evaluate_log(log: &str) -> Result<Success<Throughput>, Failure> {
-        evaluate(log, "IPerf", "client", "b-client-0")
+    fn evaluate_log(log: &str) -> Result<Success<Value>, Failure> {
+        evaluate_logs(
+            iperf(),
+            "client",
+            &json!({}),
+            &[("b-client-0".into(), log.into())],
+        )
     }
 
     #[test]
     fn reads_the_result_from_the_last_report_line() {
-        let log = format!("connecting\n{}\n", report(succeeded()).to_line());
-        let success = evaluate_log(&log).expect("a result");
-        assert_eq!(
-            success.result,
-            Throughput {
-                bits_per_second: 9.4e9
-            }
-        );
-        assert_eq!(success.summary.as_deref(), Some("9.40 Gbit/s"));
-        assert_eq!(
-            success.evidence_sha256,
-            Some(sha256_hex("{\"end\": {}}\n".as_bytes()))
-        );
-    }
-
-    #[test]
-    fn anything_but_an_intact_matching_report_is_unparseable() {
-        let mut tampered = report(succeeded());
-        tampered.raw_output = Some("edited".into());
-        let mut other_role = report(succeeded());
-        other_role.role = "server".into();
-        let logs = [
-            "iperf3: error - unable to connect\n".to_owned(),
-            format!("{}{{not json\n", report::MARKER),
-            tampered.to_line(),
-            other_role.to_line(),
-            report(Outcome::Succeeded {
-                result: None,
-                summary: None,
-            })
-            .to_line(),
-            report(Outcome::Succeeded {
-                result: Some(json!({"bitsPerSecond": "fast"})),
-                summary: None,
-            })
-            .to_line(),
-        ];
-        for log in logs {
-            let failure = evaluate_log(&log).expect_err(&log);
-            assert_eq!(failure.reason, UNPARSEABLE, "{log}");
-            assert!(
-                failure.message.starts_with("pod b-client-0: "),
-                "{failure:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_reported_failure_keeps_its_reason() {
-        let failed = |reason: &str| {
-            report(Outcome::Failed {
-                reason: reason.into(),
-                message: "iperf3 exited with 1".into(),
-            })
-            .to_line()
+        let parsed = iperf().parse(RAW).expect("fixture parses");
+        let succeeded = Outcome::Succeeded {
+            result: Some(parsed.result.clone()),
+            summary: Some(parsed.summary.clone()),
         };
-        let failure = evaluate_log(&failed("ToolFailed")).expect_err("a failure");
-        assert_eq!(failure, Failure::new("ToolFailed", "iperf3 exited with 1"));
-        let failure = evaluate_log(&failed("not a reason!")).expect_err("a failure");
-        assert_eq!(failure.reason, "AgentFailed");
+        let log = format!("connecting\n{}\n", report(succeeded).to_line());
+        let success = evaluate_log(&log).expect("a result");
+        assert_eq!(success.result, parsed.result);
+        assert_eq!(success.summary, Some(parsed.summary));
+        assert_eq!(success.evidence_sha256, Some(sha256_hex(RAW.as_bytes())));
     }
 
     #[test]
-    fn condition_reasons() {
-        assert!(is_condition_reason("ParseFailed"));
-        assert!(is_condition_reason("A_b:c,d1"));
-        assert!(!is_condition_reason(""));
-        assert!(!is_condition_reason("1abc"));
-        assert!(!is_condition_reason("has space"));
-        assert!(!is_condition_reason("trailing:"));
+    fn unreadable_reports_name_the_pod() {
+        let failure = evaluate_log("iperf3: error - unable to connect\n").expect_err("no report");
+        assert_eq!(failure.reason, Reason::ResultUnparseable);
+        assert!(
+            failure.message.starts_with("pod b-client-0: "),
+            "{failure:?}"
+        );
+    }
+
+    #[test]
+    fn a_failed_pod_gives_the_reported_failure_but_not_an_unreadable_report() {
+        let failed = report(Outcome::Failed {
+            reason: "ToolFailed".into(),
+            message: "iperf3 exited with 1".into(),
+        });
+        assert_eq!(
+            reported_failure(iperf(), "client", "b-client-0", &failed.to_line()),
+            Some(Failure::new(Reason::ToolFailed, "iperf3 exited with 1"))
+        );
+        assert_eq!(
+            reported_failure(iperf(), "client", "b-client-0", "no report"),
+            None
+        );
     }
 }

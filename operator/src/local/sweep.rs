@@ -1,0 +1,190 @@
+//! A BenchmarkSet's own decisions in a local run, made by the functions the BenchmarkSet
+//! controller makes them with: whether the next child may start (`failurePolicy`), the
+//! set's phase, and its `Accepted` condition over the children's verdicts.
+
+use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
+use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
+use perfsweep_benchmarks::set::{FailurePolicy, expand::Expansion};
+use perfsweep_benchmarks::status::Phase;
+
+use super::LocalOutcome;
+
+/// One set of a local run, as its children finish one at a time.
+#[derive(Clone, Debug)]
+pub struct SetRun {
+    pub name: String,
+    policy: FailurePolicy,
+    children: Vec<String>,
+    states: Vec<ChildState>,
+    judged: Vec<ChildAcceptance>,
+    /// Any child has acceptance criteria (the set's or the template's).
+    gated: bool,
+}
+
+impl SetRun {
+    pub fn new(name: &str, policy: FailurePolicy, expansion: &Expansion) -> Self {
+        let count = expansion.children.len();
+        Self {
+            name: name.to_owned(),
+            policy,
+            children: expansion.children.iter().map(|c| c.name.clone()).collect(),
+            states: vec![ChildState::NotCreated; count],
+            judged: vec![ChildAcceptance::Pending; count],
+            gated: expansion.children.iter().any(|child| {
+                child
+                    .spec
+                    .get(acceptance::FIELD)
+                    .and_then(serde_json::Value::as_array)
+                    .is_some_and(|criteria| !criteria.is_empty())
+            }),
+        }
+    }
+
+    /// Whether child `index` may start now, one child at a time: what the controller
+    /// would create next with `maxParallel: 1`. Nothing after a failure under
+    /// `failurePolicy: Stop`.
+    pub fn may_start(&self, index: usize) -> bool {
+        set_status::next_to_create(&self.states, 1, self.policy).contains(&index)
+    }
+
+    /// Child `index` ended with `outcome`.
+    pub fn finished(&mut self, index: usize, outcome: &LocalOutcome) {
+        let (state, judged) = match outcome {
+            LocalOutcome::Succeeded { acceptance, .. } => (
+                ChildState::Created {
+                    phase: Phase::Succeeded,
+                    message: None,
+                },
+                match acceptance {
+                    Some(verdict) if verdict.accepted => ChildAcceptance::Accepted,
+                    Some(verdict) => ChildAcceptance::Rejected {
+                        message: verdict.message(),
+                    },
+                    None => ChildAcceptance::Pending,
+                },
+            ),
+            LocalOutcome::Failed(failure) => (
+                ChildState::Created {
+                    phase: Phase::Failed,
+                    message: Some(failure.message.clone()),
+                },
+                ChildAcceptance::Failed,
+            ),
+        };
+        if let (Some(slot), Some(verdict)) =
+            (self.states.get_mut(index), self.judged.get_mut(index))
+        {
+            *slot = state;
+            *verdict = judged;
+        }
+    }
+
+    /// The set's phase, as the controller reports it.
+    pub fn phase(&self) -> SetPhase {
+        set_status::phase(&self.states, self.policy)
+    }
+
+    /// Children that never started: the set stopped on a failure.
+    pub fn not_started(&self) -> usize {
+        self.states
+            .iter()
+            .filter(|s| **s == ChildState::NotCreated)
+            .count()
+    }
+
+    /// The set's `Accepted` condition `(status, reason, message)`, when it is gated.
+    pub fn acceptance(&self) -> Option<(&'static str, &'static str, String)> {
+        self.gated.then(|| {
+            SetAcceptance::of(self.children.iter().map(String::as_str).zip(&self.judged))
+                .condition()
+        })
+    }
+
+    /// What the run's summary says of the set.
+    pub fn lines(&self) -> Vec<String> {
+        let summary =
+            set_status::summarize(self.children.iter().map(String::as_str).zip(&self.states));
+        let stopped = match self.not_started() {
+            0 => String::new(),
+            n => format!(", {n} not started (failurePolicy: Stop)"),
+        };
+        let mut lines = vec![format!(
+            "set {}: {:?}: {} succeeded, {} failed{stopped}",
+            self.name,
+            self.phase(),
+            summary.succeeded,
+            summary.failed
+        )];
+        if let Some((status, reason, message)) = self.acceptance() {
+            lines.push(format!(
+                "set {}: Accepted={status} ({reason}): {message}",
+                self.name
+            ));
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfsweep_benchmarks::outcome::{Failure, Reason};
+    use serde_json::json;
+
+    fn expansion(criteria: serde_json::Value) -> Expansion {
+        let set: perfsweep_benchmarks::set::BenchmarkSet = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+            "metadata": {"name": "s"},
+            "spec": {
+                "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {"duration": 1}},
+                "repetitions": 3,
+                "acceptance": criteria,
+            }
+        }))
+        .expect("a set");
+        perfsweep_benchmarks::set::expand::expand("s", &set.spec).expect("expands")
+    }
+
+    fn failed() -> LocalOutcome {
+        LocalOutcome::Failed(Failure::new(Reason::ToolFailed, "exit 1"))
+    }
+
+    #[test]
+    fn stop_starts_nothing_after_a_failure_and_continue_does() {
+        let expansion = expansion(json!([]));
+        let mut stop = SetRun::new("s", FailurePolicy::Stop, &expansion);
+        assert!(stop.may_start(0));
+        stop.finished(0, &failed());
+        assert!(!stop.may_start(1));
+        assert_eq!(stop.phase(), SetPhase::Failed);
+        assert_eq!(stop.not_started(), 2);
+        assert_eq!(stop.acceptance(), None);
+        let mut go_on = SetRun::new("s", FailurePolicy::Continue, &expansion);
+        go_on.finished(0, &failed());
+        assert!(go_on.may_start(1));
+        assert_eq!(go_on.phase(), SetPhase::Running);
+    }
+
+    #[test]
+    fn the_set_is_accepted_only_when_every_child_is() {
+        let expansion = expansion(json!([{"metric": "received_bits_per_second", "min": 1.0}]));
+        let mut set = SetRun::new("s", FailurePolicy::Continue, &expansion);
+        let verdict = |accepted: bool| acceptance::Verdict {
+            accepted,
+            checks: Vec::new(),
+        };
+        let succeeded = |accepted: bool| LocalOutcome::Succeeded {
+            summary: String::new(),
+            result: json!({}),
+            acceptance: Some(verdict(accepted)),
+        };
+        set.finished(0, &succeeded(true));
+        assert_eq!(set.acceptance().map(|a| a.1), Some(acceptance::IN_PROGRESS));
+        set.finished(1, &succeeded(true));
+        set.finished(2, &succeeded(false));
+        assert_eq!(
+            set.acceptance().map(|a| a.1),
+            Some(acceptance::CRITERIA_NOT_MET)
+        );
+    }
+}

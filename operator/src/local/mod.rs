@@ -379,7 +379,7 @@ async fn run_plan(
                 "{label} reported nothing; agent log: {}",
                 output.stderr_tail()
             )),
-            other => other,
+            other @ report::ReportError::Malformed(_) => other,
         }));
     }
     let combined = reports

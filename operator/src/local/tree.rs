@@ -233,7 +233,7 @@ fn reap_inherited() {
     {
         let mut status = 0;
         // SAFETY: waitpid writes the status into our local integer only.
-        unsafe { libc::waitpid(zombie.pid, &mut status, libc::WNOHANG) };
+        unsafe { libc::waitpid(zombie.pid, &raw mut status, libc::WNOHANG) };
     }
 }
 

@@ -283,10 +283,10 @@ pub fn judge(kind: &crate::registry::KindInfo, spec: &Value, result: &Value) -> 
 fn shortfall(criterion: &Criterion, value: f64) -> Option<String> {
     let by = |bound: f64| {
         let delta = (value - bound).abs();
-        if bound != 0.0 {
-            format!("{} ({}%)", num(delta), num(delta / bound.abs() * 100.0))
-        } else {
+        if bound == 0.0 {
             num(delta)
+        } else {
+            format!("{} ({}%)", num(delta), num(delta / bound.abs() * 100.0))
         }
     };
     let name = &criterion.metric;

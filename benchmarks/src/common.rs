@@ -161,7 +161,7 @@ pub struct CommonSpec {
 }
 
 /// The timeout used when a benchmark does not set one.
-pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(30);
 
 impl CommonSpec {
     /// The effective timeout, from `timeout` or [`DEFAULT_TIMEOUT`].

@@ -76,8 +76,8 @@ mod tests {
     #[test]
     fn parses_compound_durations() {
         assert_eq!(parse("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("1h30m").unwrap(), Duration::from_mins(90));
+        assert_eq!(parse("1.5h").unwrap(), Duration::from_mins(90));
         assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
     }
 

@@ -374,7 +374,7 @@ fn median(values: &[f64]) -> Option<f64> {
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
     Some(if sorted.len().is_multiple_of(2) {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
+        f64::midpoint(sorted[mid - 1], sorted[mid])
     } else {
         sorted[mid]
     })

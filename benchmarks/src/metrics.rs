@@ -102,12 +102,14 @@ impl MetricDef {
 
     /// This metric with the largest value it can plausibly take (every kind states one
     /// per metric; a value above it is a corrupt or misread output).
+    #[must_use]
     pub const fn up_to(mut self, max: f64) -> Self {
         self.valid.max = max;
         self
     }
 
     /// This metric with both bounds stated (e.g. a percentage, 0 to 100).
+    #[must_use]
     pub const fn within(mut self, min: f64, max: f64) -> Self {
         self.valid = MetricRange { min, max };
         self

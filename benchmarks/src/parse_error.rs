@@ -150,6 +150,9 @@ pub(crate) fn finite(v: f64) -> Option<f64> {
 /// The 1-based number of the first line of `raw` that prints `value` (a token that
 /// reads as the same number), so a range error can point at it. `None` when the value
 /// was computed rather than printed.
+// Exact equality is the only test that matches an infinite value; the tolerance covers
+// the rest.
+#[allow(clippy::float_cmp)]
 pub(crate) fn line_of_value(raw: &str, value: f64) -> Option<usize> {
     let is_separator = |c: char| c.is_whitespace() || ",:;=()[]{}\"'|".contains(c);
     raw.lines()

@@ -42,6 +42,7 @@ pub struct ResultRecord {
 impl ResultRecord {
     /// Fills what follows from the rest of the record: the network mode (from the spec)
     /// and the artifact manifest digest (from the evidence).
+    #[must_use]
     pub fn complete(mut self) -> Self {
         if self.environment.network.is_none() {
             self.environment.network = Some(network_of(&self.spec));
@@ -96,8 +97,7 @@ pub fn fallback_case_key(kind: &str, permutation: &Map<String, Value>) -> String
 /// the common fields every kind embeds.
 pub fn network_of(spec: &Value) -> String {
     serde_json::from_value::<crate::common::CommonSpec>(spec.clone())
-        .map(|common| common.network_mode().to_string())
-        .unwrap_or_else(|_| "pod".into())
+        .map_or_else(|_| "pod".into(), |common| common.network_mode().to_string())
 }
 
 /// SHA-256 of the canonical JSON list of evidence entries, sorted by path; `None`

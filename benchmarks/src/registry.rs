@@ -124,7 +124,7 @@ impl Debug for KindInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KindInfo")
             .field("kind", &self.kind)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

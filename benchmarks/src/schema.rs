@@ -301,15 +301,15 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
     let number = |key: &str| map.get(key).and_then(Value::as_f64);
     let count = |key: &str| map.get(key).and_then(Value::as_u64);
     let compile_list = |key: &str| -> Result<Vec<Node>, SchemaError> {
-        map.get(key)
-            .and_then(Value::as_array)
-            .map(|branches| {
+        map.get(key).and_then(Value::as_array).map_or_else(
+            || Ok(Vec::new()),
+            |branches| {
                 branches
                     .iter()
                     .map(|branch| compile_at(branch, path))
                     .collect()
-            })
-            .unwrap_or_else(|| Ok(Vec::new()))
+            },
+        )
     };
 
     let mut properties = BTreeMap::new();

@@ -68,7 +68,7 @@ impl Summary {
         let median = if n % 2 == 1 {
             sorted[n / 2]
         } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+            f64::midpoint(sorted[n / 2 - 1], sorted[n / 2])
         };
         let stddev = (n > 1).then(|| {
             let ss: f64 = sorted.iter().map(|v| (v - mean).powi(2)).sum();
@@ -115,6 +115,8 @@ impl Summary {
 
 /// Welch's unequal-variances t-test of two samples' means: the two-sided p-value, or
 /// `None` when either side has fewer than two values.
+// With no spread at all the means are compared exactly: equal or certainly different.
+#[allow(clippy::float_cmp)]
 pub fn welch_p_value(a: &Summary, b: &Summary) -> Option<f64> {
     let (sa, sb) = (a.stddev?, b.stddev?);
     let (na, nb) = (a.count as f64, b.count as f64);
@@ -146,7 +148,7 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
         high *= 2.0;
     }
     for _ in 0..200 {
-        let mid = (low + high) / 2.0;
+        let mid = f64::midpoint(low, high);
         if t_sf(mid, df) > target {
             low = mid;
         } else {
@@ -156,7 +158,7 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
             break;
         }
     }
-    (low + high) / 2.0
+    f64::midpoint(low, high)
 }
 
 /// The regularized incomplete beta function I_x(a, b) (Numerical Recipes, continued

@@ -72,7 +72,7 @@ fn check_all(convert: bool) {
                 assert_eq!(expansion.children.len(), expected, "{}", file.display());
                 let mut names: Vec<&str> =
                     expansion.children.iter().map(|c| c.name.as_str()).collect();
-                names.sort();
+                names.sort_unstable();
                 names.dedup();
                 assert_eq!(
                     names.len(),

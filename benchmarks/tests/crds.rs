@@ -18,9 +18,13 @@ fn checked_in_crds_match_the_rust_types() {
     expected_files.sort();
     let mut found: Vec<String> = std::fs::read_dir(&dir)
         .expect("crds/ exists")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".yaml"))
+        .filter(|name| {
+            std::path::Path::new(name)
+                .extension()
+                .is_some_and(|ext| ext.eq_ignore_ascii_case("yaml"))
+        })
         .collect();
     found.sort();
     assert_eq!(

@@ -88,7 +88,7 @@ fn names_are_stable_and_depend_only_on_the_child_spec() {
 #[test]
 fn an_out_of_range_permutation_names_its_path_and_permutation() {
     let error = set_error(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata: {name: bad}
@@ -97,7 +97,7 @@ spec:
   permutations:
     product:
       streams: [1, 0]
-"#,
+",
     );
     let text = error.to_string();
     assert!(text.contains("permutation 1 (streams=0)"), "{text}");
@@ -111,14 +111,14 @@ spec:
 #[test]
 fn a_template_error_points_at_the_template_once() {
     let error = set_error(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata: {name: bad}
 spec:
   template: {apiVersion: perfsweep.io/v1alpha1, kind: IPerf, spec: {durration: 10}}
   permutations: {product: {streams: [1, 2, 3]}}
-"#,
+",
     );
     let messages = error.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
@@ -192,7 +192,7 @@ fn duplicate_permutations_are_rejected() {
 #[test]
 fn set_level_schema_and_cel_errors_name_the_field() {
     let error = set_error(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata: {name: bad}
@@ -200,7 +200,7 @@ spec:
   template: {apiVersion: perfsweep.io/v1alpha1, kind: IPerf}
   repetitions: 0
   maxParalel: 2
-"#,
+",
     );
     let text = error.to_string();
     assert!(
@@ -244,7 +244,7 @@ proptest! {
         let expected = streams.len() * durations.len() * repetitions as usize;
         prop_assert_eq!(first.children.len(), expected);
         let mut names: Vec<&str> = first.children.iter().map(|c| c.name.as_str()).collect();
-        names.sort();
+        names.sort_unstable();
         names.dedup();
         prop_assert_eq!(names.len(), expected);
         for name in &names {

@@ -30,7 +30,7 @@ pub fn open_file_limit() -> u64 {
         rlim_max: 0,
     };
     // SAFETY: getrlimit only writes the struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
         return 1024;
     }
     limit.rlim_cur

@@ -62,11 +62,11 @@ mod tests {
         let mut rng = Rng::new(42);
         let n = 200_000;
         let draws: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
-        let mean = draws.iter().sum::<f64>() / n as f64;
-        let var = draws.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        let mean = draws.iter().sum::<f64>() / f64::from(n);
+        let var = draws.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f64::from(n);
         assert!(mean.abs() < 0.01, "mean {mean}");
         assert!((var - 1.0).abs() < 0.02, "variance {var}");
-        let exp = (0..n).map(|_| rng.exponential(3.0)).sum::<f64>() / n as f64;
+        let exp = (0..n).map(|_| rng.exponential(3.0)).sum::<f64>() / f64::from(n);
         assert!((exp - 3.0).abs() < 0.05, "exponential mean {exp}");
         assert!((0..1000).all(|_| (5..9).contains(&rng.below(5, 9))));
     }

@@ -129,7 +129,7 @@ impl TrafficScenario {
     /// caller's (reproducible) random source. Embeddings have no output.
     pub fn sample(&self, random: &mut impl RandomSource) -> (u32, u32) {
         // Python's int() truncates toward zero; `as` saturates at the u32 range.
-        let truncate = |x: f64| x.trunc().clamp(0.0, u32::MAX as f64) as u32;
+        let truncate = |x: f64| x.trunc().clamp(0.0, f64::from(u32::MAX)) as u32;
         match *self {
             Self::Deterministic { input, output } => (input, output),
             Self::Normal {
@@ -138,8 +138,8 @@ impl TrafficScenario {
                 output_mean,
                 output_stddev,
             } => {
-                let input = input_mean as f64 + input_stddev as f64 * random.normal();
-                let output = output_mean as f64 + output_stddev as f64 * random.normal();
+                let input = f64::from(input_mean) + f64::from(input_stddev) * random.normal();
+                let output = f64::from(output_mean) + f64::from(output_stddev) * random.normal();
                 (truncate(input).max(1), truncate(output).max(2))
             }
             Self::Uniform {
@@ -153,7 +153,7 @@ impl TrafficScenario {
                     if high <= low {
                         return low;
                     }
-                    truncate(low as f64 + (high - low) as f64 * random.unit()).min(high - 1)
+                    truncate(f64::from(low) + f64::from(high - low) * random.unit()).min(high - 1)
                 };
                 let input = uniform(input_min, input_max);
                 let output = uniform(output_min, output_max);
@@ -325,7 +325,7 @@ mod tests {
         assert!((input - 479.5).abs() < 0.5, "input mean {input}");
         assert!((output - 299.5).abs() < 0.3, "output mean {output}");
         let sd = {
-            let values: Vec<f64> = draws.iter().map(|d| d.0 as f64).collect();
+            let values: Vec<f64> = draws.iter().map(|d| f64::from(d.0)).collect();
             (values.iter().map(|v| (v - input).powi(2)).sum::<f64>() / values.len() as f64).sqrt()
         };
         assert!((sd - 24.0).abs() < 0.5, "input stddev {sd}");

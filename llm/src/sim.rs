@@ -605,7 +605,7 @@ impl Body for SimBody {
                         let first = body.first.unwrap_or(last);
                         record.ttft_ms = millis(first - arrival);
                         record.mean_itl_ms = if body.tokens > 1 {
-                            millis(last - first) / (body.tokens - 1) as f64
+                            millis(last - first) / f64::from(body.tokens - 1)
                         } else {
                             0.0
                         };
@@ -757,8 +757,7 @@ fn read_ask(
         .get("max_completion_tokens")
         .or_else(|| value.get("max_tokens"))
         .and_then(Value::as_u64)
-        .map(|n| n.min(u32::MAX as u64) as u32)
-        .unwrap_or(default_max_tokens);
+        .map_or(default_max_tokens, |n| n.min(u64::from(u32::MAX)) as u32);
     let stream = value
         .get("stream")
         .and_then(Value::as_bool)
@@ -808,7 +807,7 @@ impl State {
         match self.args.capacity {
             Some(capacity) if capacity > 0 => {
                 let active = self.active.load(Ordering::Relaxed) as f64;
-                let capacity = capacity as f64;
+                let capacity = f64::from(capacity);
                 1.0 + ((active - capacity).max(0.0) / capacity)
             }
             _ => 1.0,
@@ -906,7 +905,8 @@ async fn generate(
 
     let cached_tokens = state.cached_tokens(ask.prompt.as_deref());
     let drawn_ttft = state.draw(&mut rng, state.args.ttft_ms, state.args.ttft_jitter_ms)
-        + state.args.prefill_ms_per_token * ask.input_tokens.saturating_sub(cached_tokens) as f64;
+        + state.args.prefill_ms_per_token
+            * f64::from(ask.input_tokens.saturating_sub(cached_tokens));
     let fail_now = rng.unit() < state.args.error_rate;
     let fail_midstream = rng.unit() < state.args.midstream_error_rate;
     let mut record = RequestRecord {
@@ -1339,7 +1339,7 @@ async fn embeddings(
     state.max_active.fetch_max(active, Ordering::Relaxed);
     let guard = ActiveGuard(state.clone());
     let drawn = state.draw(&mut rng, state.args.ttft_ms, state.args.ttft_jitter_ms)
-        + state.args.prefill_ms_per_token * input_tokens as f64;
+        + state.args.prefill_ms_per_token * f64::from(input_tokens);
     let mut record = RequestRecord {
         id,
         model: model.to_owned(),
@@ -1396,7 +1396,7 @@ async fn embeddings(
 fn embedding_of(seed: u64, text: &str, dimensions: u32) -> Vec<f32> {
     // FNV-1a of the text picks the generator.
     let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3)
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
     });
     let mut rng = Rng::derive(seed, hash);
     let raw: Vec<f64> = (0..dimensions).map(|_| rng.normal()).collect();

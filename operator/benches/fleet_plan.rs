@@ -25,7 +25,9 @@ use perfsweep_benchmarks::set::summary::{CaseSummary, ResultsSummary};
 use perfsweep_benchmarks::set::{self, BenchmarkSetSpec, BenchmarkSetStatus};
 use perfsweep_benchmarks::status::{Phase, condition};
 use serde_json::json;
-use support::*;
+use support::{
+    SETS, create_node, double_with_crds, name_of, node_pair_set, set_phase, set_status, wait_until,
+};
 
 const FLEET: usize = 1000;
 /// The fleet the expansion is timed on (its per-child cost is projected to `FLEET`).
@@ -288,8 +290,8 @@ async fn simulate(n: usize) {
         health_addr: "127.0.0.1:0".parse().expect("a socket address"),
         debounce: Duration::from_millis(50),
         instance: Some("bench".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
     let task = tokio::spawn(
@@ -305,7 +307,7 @@ async fn simulate(n: usize) {
         .create(&SETS, node_pair_set("fleet", 1))
         .expect("creating the set");
     let mut most_at_once = 0;
-    wait_until(Duration::from_secs(600), "the set to finish", || {
+    wait_until(Duration::from_mins(10), "the set to finish", || {
         let live: Vec<String> = support::children(&double, "fleet")
             .iter()
             .filter(|c| c["status"]["phase"] != "Succeeded")

@@ -141,7 +141,14 @@ fn run_measured(command: &mut Command) -> anyhow::Result<Usage> {
     // SAFETY: rusage is plain data that wait4 fills in.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: waits for our own child by pid; the Child is not waited on elsewhere.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let pid = unsafe {
+        libc::wait4(
+            child.id() as libc::pid_t,
+            &raw mut status,
+            0,
+            &raw mut usage,
+        )
+    };
     if pid < 0 {
         bail!("wait4: {}", std::io::Error::last_os_error());
     }
@@ -191,7 +198,7 @@ fn report(sim: &Sim, run: &Run, usage: &Usage, result: &LLMInferenceResult) -> a
     let Some(it) = result.iterations.first() else {
         bail!("the loadgen reported no iteration");
     };
-    let all_requests = it.requests + it.errors + run.streams as u64;
+    let all_requests = it.requests + it.errors + u64::from(run.streams);
     let cpu_per_request = usage.cpu.as_secs_f64() * 1000.0 / all_requests as f64;
     let events = it.inter_token_latency_millis.count + 2 * it.requests;
     println!(
@@ -250,12 +257,13 @@ fn report(sim: &Sim, run: &Run, usage: &Usage, result: &LLMInferenceResult) -> a
 }
 
 fn peers_dir() -> PathBuf {
-    std::env::var_os("LLM_BENCH_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
+    std::env::var_os("LLM_BENCH_PEERS").map_or_else(
+        || {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
                 .join(".cache/perfsweep/peers")
-        })
+        },
+        PathBuf::from,
+    )
 }
 
 /// aiperf at `streams` streams of D(128,64) against `sim`: the CPU seconds of its process
@@ -305,7 +313,7 @@ fn aiperf(sim: &Sim, streams: u32, requests: u64) -> anyhow::Result<Option<(f64,
         println!("  aiperf: failed (see {})", artifacts.display());
         return Ok(None);
     }
-    let all = requests + streams as u64;
+    let all = requests + u64::from(streams);
     let per_request = usage.cpu.as_secs_f64() * 1000.0 / all as f64;
     println!(
         "  aiperf {streams} streams D(128,64): {requests} measured + {streams} warmup requests in {:.1} s; CPU {:.2} s (process tree) = {:.3} ms/request, peak RSS {:.0} MiB (largest process)",
@@ -384,21 +392,26 @@ fn bare_reader(sim: &Sim, streams: usize, requests: u64, pause: Duration) -> any
                 socket.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_TIMESTAMPNS,
-                (&one as *const libc::c_int).cast(),
+                (&raw const one).cast(),
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
             let mut event = libc::epoll_event {
                 events: libc::EPOLLIN as u32,
                 u64: index as u64,
             };
-            libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, socket.as_raw_fd(), &mut event);
+            libc::epoll_ctl(
+                epoll,
+                libc::EPOLL_CTL_ADD,
+                socket.as_raw_fd(),
+                &raw mut event,
+            );
         }
         sockets.push(socket);
     }
     let thread_cpu = || {
         // SAFETY: rusage is plain data that getrusage fills in.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut usage) };
         let time = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         time(usage.ru_utime) + time(usage.ru_stime)
     };
@@ -431,12 +444,12 @@ fn bare_reader(sim: &Sim, streams: usize, requests: u64, pause: Duration) -> any
             };
             // SAFETY: msghdr is plain data; iov and control outlive the call.
             let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-            message.msg_iov = &mut iov;
+            message.msg_iov = &raw mut iov;
             message.msg_iovlen = 1;
             message.msg_control = control.as_mut_ptr().cast();
             message.msg_controllen = std::mem::size_of_val(&control) as _;
             // SAFETY: as above; the descriptor is open.
-            let n = unsafe { libc::recvmsg(sockets[index].as_raw_fd(), &mut message, 0) };
+            let n = unsafe { libc::recvmsg(sockets[index].as_raw_fd(), &raw mut message, 0) };
             if n <= 0 {
                 bail!("the simulator closed a connection");
             }
@@ -465,7 +478,7 @@ fn open_file_limit() -> u64 {
     // SAFETY: getrlimit fills in the struct.
     unsafe {
         let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 {
             limit.rlim_max as u64
         } else {
             1024
@@ -476,8 +489,7 @@ fn open_file_limit() -> u64 {
 /// Whether `section` is among `LLM_BENCH_SECTIONS` (comma-separated; all when unset).
 fn wanted(section: &str) -> bool {
     std::env::var("LLM_BENCH_SECTIONS")
-        .map(|list| list.split(',').any(|s| s.trim() == section))
-        .unwrap_or(true)
+        .map_or(true, |list| list.split(',').any(|s| s.trim() == section))
 }
 
 /// CPU per request at 64 streams of D(128,64): perfsweep at several wakeup windows, the
@@ -550,7 +562,7 @@ fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("LLM_BENCH_QUICK").is_some();
     println!(
         "LLM load generator, one process each for simulator and load generator on {} cores",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
     if wanted("cpu") {
         cpu_per_request(quick)?;
@@ -606,7 +618,7 @@ fn scale(quick: bool) -> anyhow::Result<()> {
     let (base, _) = loadgen(&sim, &baseline)?;
     let run = Run {
         streams,
-        measured: streams as u64,
+        measured: u64::from(streams),
         scenario: "D(128,8)",
         coalescing_us: 2000,
     };

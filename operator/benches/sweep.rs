@@ -17,12 +17,15 @@ use perfsweep::controller::{Context, Settings, benchmarkset};
 use perfsweep_benchmarks::set::{self, BenchmarkSet};
 use perfsweep_testkit::{ApiDouble, RecordedRequest};
 use serde_json::{Value, json};
-use support::*;
+use support::{
+    IPERFS, NS, Operator, SETS, double_with_crds, expected_names, set_phase, set_status,
+    wait_for_status, wait_until,
+};
 
 /// Runs per expansion case (after one warm-up run that also compiles the schemas).
 const RUNS: usize = 5;
 /// How long the operator may take for each phase of the 1,000-child sweep.
-const SWEEP_TIMEOUT: Duration = Duration::from_secs(300);
+const SWEEP_TIMEOUT: Duration = Duration::from_mins(5);
 
 fn main() {
     println!("== expand + validate (parse_object + set::expand), {RUNS} runs each ==");
@@ -77,8 +80,8 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 health_addr: "127.0.0.1:0".parse().expect("a socket address"),
                 debounce: Duration::from_millis(50),
                 instance: Some("bench".into()),
-                defaults: Default::default(),
-                export: Default::default(),
+                defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+                export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
             let controller = benchmarkset::controller(&client, &settings)
@@ -210,7 +213,7 @@ async fn operator_sweep(size: u32, mode: Mode) {
 
 /// Waits until the operator has made no request for a second (at most a minute).
 async fn settle(double: &ApiDouble) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     let mut seen = double.request_count();
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -245,11 +248,10 @@ fn request_counts(log: &[RecordedRequest]) -> Counts {
 fn made_by(request: &RecordedRequest) -> &'static str {
     let resource = request.rbac_resource();
     match (request.verb.as_str(), resource.as_str()) {
-        (_, "benchmarksets" | "benchmarksets/status") => "set",
-        ("create" | "delete", "iperfs") => "set",
+        (_, "benchmarksets" | "benchmarksets/status") | ("create" | "delete", "iperfs") => "set",
         ("list", "iperfs") if request.namespace.is_some() => "set",
-        ("get", "iperfs") | (_, "iperfs/status") => "benchmark",
-        (_, "pods" | "pods/log" | "services" | "podgroups") => "benchmark",
+        ("get", "iperfs")
+        | (_, "iperfs/status" | "pods" | "pods/log" | "services" | "podgroups") => "benchmark",
         _ => "either",
     }
 }

@@ -53,7 +53,7 @@ pub async fn serve_with_metrics(
         tokio::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
-                _ = &mut shutdown => break,
+                () = &mut shutdown => break,
                 accepted = listener.accept() => accepted,
             };
             let Ok((stream, _)) = accepted else { continue };
@@ -71,6 +71,8 @@ pub async fn serve_with_metrics(
     Ok((bound, server))
 }
 
+// hyper's `service_fn` takes a function returning a future.
+#[allow(clippy::unused_async)]
 async fn respond(
     request: Request<Incoming>,
     readiness: Readiness,

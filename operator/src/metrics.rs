@@ -226,8 +226,7 @@ impl Metrics {
                 let status = set.status.as_ref();
                 let phase = status
                     .and_then(|s| s.phase)
-                    .map(|p| format!("{p:?}"))
-                    .unwrap_or_else(|| "Pending".into());
+                    .map_or_else(|| "Pending".into(), |p| format!("{p:?}"));
                 f.add(
                     "perfsweep_benchmarksets",
                     "gauge",

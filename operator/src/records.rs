@@ -115,25 +115,22 @@ pub fn cluster_record(
     let status = object.get("status").cloned().unwrap_or_else(|| json!({}));
     let metadata = &object["metadata"];
     let phase: Option<Phase> = serde_json::from_value(status["phase"].clone()).ok();
-    let outcome = match phase {
-        Some(Phase::Succeeded) => {
-            let result = status.get("result").cloned().unwrap_or(Value::Null);
-            RecordOutcome::Succeeded {
-                summary: status["summary"].as_str().unwrap_or_default().to_owned(),
-                metrics: kind.metrics(&result),
-                result,
-            }
+    let outcome = if let Some(Phase::Succeeded) = phase {
+        let result = status.get("result").cloned().unwrap_or(Value::Null);
+        RecordOutcome::Succeeded {
+            summary: status["summary"].as_str().unwrap_or_default().to_owned(),
+            metrics: kind.metrics(&result),
+            result,
         }
-        _ => {
-            let failed = status["conditions"]
-                .as_array()
-                .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
-                .cloned()
-                .unwrap_or_default();
-            RecordOutcome::Failed {
-                reason: failed["reason"].as_str().unwrap_or("Unknown").to_owned(),
-                message: failed["message"].as_str().unwrap_or_default().to_owned(),
-            }
+    } else {
+        let failed = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
+            .cloned()
+            .unwrap_or_default();
+        RecordOutcome::Failed {
+            reason: failed["reason"].as_str().unwrap_or("Unknown").to_owned(),
+            message: failed["message"].as_str().unwrap_or_default().to_owned(),
         }
     };
     let report = kept.report.as_ref();
@@ -200,7 +197,7 @@ pub fn add_report_facts(environment: &mut Environment, report: &AgentReport) {
         environment.hosts.push(host.clone());
         environment.hosts.sort();
     }
-    environment.command = report.command.clone();
+    environment.command.clone_from(&report.command);
     if let Some(found) = &report.tool_version {
         environment
             .tool_versions

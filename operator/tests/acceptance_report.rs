@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// Any loopback run meets these: at least 1 kbit/s, at least 1% of 1 Mbit/s.
-const PASSING: &str = r#"
+const PASSING: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -31,10 +31,10 @@ spec:
   permutations:
     product:
       streams: [1, 2]
-"#;
+";
 
 /// No machine meets this: 1 Pbit/s, as a set-level criterion.
-const FAILING: &str = r#"
+const FAILING: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -50,7 +50,7 @@ spec:
   acceptance:
     - metric: received_bits_per_second
       min: 1.0e15
-"#;
+";
 
 /// Runs `sweep`, which must end with the exit code `expected` (0: accepted, 3: ran
 /// fine, not accepted).

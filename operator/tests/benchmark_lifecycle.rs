@@ -259,7 +259,7 @@ async fn runs_an_iperf_to_a_result_and_cleans_up() {
         .iter()
         .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
         .collect();
-    names.sort();
+    names.sort_unstable();
     assert_eq!(names, ["happy-client-0", "happy-server-0"]);
     for object in pods
         .iter()

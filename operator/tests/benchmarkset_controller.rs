@@ -450,8 +450,7 @@ async fn spec_edit_replaces_only_the_changed_children() {
     let uid = |name: &str| {
         double
             .get(&IPERFS, Some(NS), name)
-            .map(|c| c["metadata"]["uid"].clone())
-            .unwrap_or(Value::Null)
+            .map_or(Value::Null, |c| c["metadata"]["uid"].clone())
     };
     let kept_uids = [uid(&before[0]), uid(&before[1])];
 

@@ -16,7 +16,7 @@ use support::{Operator, WAIT, double_with_crds, wait_until};
 
 const NS: &str = "journey";
 
-const SWEEP: &str = r#"
+const SWEEP: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -31,7 +31,7 @@ spec:
   permutations:
     product:
       streams: [1, 4]
-"#;
+";
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("perfsweep-journey-{name}-{}", std::process::id()));
@@ -106,7 +106,7 @@ async fn kubelet_finishing(double: std::sync::Arc<ApiDouble>, clients: usize) {
     }
 }
 
-async fn perfsweep(args: &[&str], dir: &Path) -> tokio::process::Child {
+fn perfsweep(args: &[&str], dir: &Path) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_perfsweep"))
         .args(args)
         .current_dir(dir)
@@ -142,9 +142,8 @@ async fn run_applies_follows_downloads_and_cleans_up() {
             "sweep.yaml",
         ],
         &dir,
-    )
-    .await;
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    );
+    let output = tokio::time::timeout(Duration::from_mins(1), child.wait_with_output())
         .await
         .expect("the run finishes")
         .expect("output collected");
@@ -172,7 +171,7 @@ async fn run_applies_follows_downloads_and_cleans_up() {
     let results = dir.join("results");
     let records: Vec<Value> = std::fs::read_dir(&results)
         .expect("results directory")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("record")).expect("JSON"))
@@ -227,8 +226,7 @@ async fn ctrl_c_cleans_up_too() {
     let child = perfsweep(
         &["run", "--kubeconfig", "kubeconfig", "-n", NS, "sweep.yaml"],
         &dir,
-    )
-    .await;
+    );
     wait_until(WAIT, "the set is created", || {
         if double.list(&support::SETS, Some(NS)).is_empty() {
             Err("no set yet".to_owned())
@@ -290,8 +288,7 @@ async fn ctrl_c_keeps_the_records_of_benchmarks_that_finished() {
             "sweep.yaml",
         ],
         &dir,
-    )
-    .await;
+    );
     let phases = || -> Vec<String> {
         double
             .list(&support::IPERFS, Some(NS))
@@ -334,7 +331,7 @@ async fn ctrl_c_keeps_the_records_of_benchmarks_that_finished() {
     let results = dir.join("results");
     let records: Vec<Value> = std::fs::read_dir(&results)
         .expect("results directory created")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("record")).expect("JSON"))
@@ -384,7 +381,7 @@ async fn a_node_pair_sweep_runs_over_the_clusters_labelled_nodes() {
     double
         .write_kubeconfig(dir.join("kubeconfig"))
         .expect("kubeconfig written");
-    let sweep = r#"
+    let sweep = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -398,7 +395,7 @@ spec:
   permutations:
     nodePairs:
       selector: {matchLabels: {rack: r7}}
-"#;
+";
     std::fs::write(dir.join("pairs.yaml"), sweep).expect("sweep written");
     let child = perfsweep(
         &[
@@ -412,9 +409,8 @@ spec:
             "pairs.yaml",
         ],
         &dir,
-    )
-    .await;
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    );
+    let output = tokio::time::timeout(Duration::from_mins(1), child.wait_with_output())
         .await
         .expect("the run finishes")
         .expect("output collected");
@@ -426,7 +422,7 @@ spec:
     );
     let records = std::fs::read_dir(dir.join("results"))
         .expect("results")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .count();
     assert_eq!(

@@ -75,7 +75,7 @@ fn fake_github() -> (u16, Arc<Mutex<Vec<Received>>>) {
                 ("404 Not Found", "{\"message\": \"Not Found\"}".to_owned())
             };
             log.lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(Received {
                     method,
                     target,
@@ -93,7 +93,10 @@ fn fake_github() -> (u16, Arc<Mutex<Vec<Received>>>) {
 }
 
 fn results_dir() -> (PathBuf, String) {
-    let dir = std::env::temp_dir().join(format!("perfsweep-github-{}", std::process::id()));
+    // One directory per call: the tests of this file run in parallel in one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("perfsweep-github-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("evidence")).expect("scratch");
     let sha = sha256_hex(EVIDENCE.as_bytes());
@@ -134,7 +137,10 @@ fn records_and_evidence_become_assets_of_the_tagged_release() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let received = received.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let received = received
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     assert!(
         received
             .iter()

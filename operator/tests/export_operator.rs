@@ -52,7 +52,7 @@ impl Write for Sink {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         self.0
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .extend_from_slice(data);
         Ok(data.len())
     }
@@ -229,8 +229,12 @@ fn assert_no_secret_leaked(double: &ApiDouble, name: &str) {
         .to_string();
     let events: Vec<Value> = double.list(&Gvr::EVENTS_V1, Some(NS));
     let events = serde_json::to_string(&events).expect("events");
-    let log =
-        String::from_utf8_lossy(&log().lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let log = String::from_utf8_lossy(
+        &log()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_owned();
     let requests = format!("{:?}", double.requests());
     for (what, text) in [
         ("status", &benchmark),

@@ -47,8 +47,8 @@ impl Replica {
             health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
             debounce: Duration::from_millis(50),
             instance: Some(identity.to_owned()),
-            defaults: Default::default(),
-            export: Default::default(),
+            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+            export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

@@ -103,7 +103,7 @@ fn worker_output(worker: u32) -> String {
         .map(|(index, &level)| {
             let ttft = samples(worker, index);
             let e2e: Vec<u64> = ttft.iter().map(|t| t + 70_000).collect();
-            let errors = if worker == 1 { 1 } else { 0 };
+            let errors = u64::from(worker == 1);
             let raw = RawIteration {
                 histograms: RawHistograms {
                     ttft: encoded(&ttft),
@@ -128,7 +128,7 @@ fn worker_output(worker: u32) -> String {
             let errors_by_kind = if errors > 0 {
                 [("http_503".to_owned(), errors)].into_iter().collect()
             } else {
-                Default::default()
+                std::collections::BTreeMap::default()
             };
             let share = level / WORKERS + u32::from(worker < level % WORKERS);
             let mut iteration = summarize(

@@ -40,7 +40,7 @@ async fn loadgen(
         tokio::time::sleep(length).await;
         assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     }
-    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+    let output = tokio::time::timeout(Duration::from_mins(2), child.wait_with_output())
         .await
         .expect("the loadgen finishes")
         .expect("its output");

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 // psync and direct: 0 work on any filesystem (tmpfs has no O_DIRECT, libaio may be
 // missing); small files and 1 s runs keep the sweep to seconds.
-const SWEEP: &str = r#"
+const SWEEP: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -33,7 +33,7 @@ spec:
     product:
       rw: [randread, randwrite]
       bs: [4k, 64k]
-"#;
+";
 
 fn number(value: &Value, pointer: &str) -> f64 {
     value
@@ -130,7 +130,7 @@ fn a_local_fio_sweep_reports_what_fio_measured_on_two_workers() {
             .iter()
             .map(|w| w["host"].as_str().expect("worker host"))
             .collect();
-        hosts.sort();
+        hosts.sort_unstable();
         hosts.dedup();
         assert_eq!(hosts.len(), 2, "two distinct servers: {hosts:?}");
         assert!(hosts.iter().all(|h| h.starts_with("127.")), "{hosts:?}");
@@ -171,7 +171,7 @@ fn prefill_and_a_raw_job_file_run_for_real() {
     let spec = dir.join("fio.yaml");
     std::fs::write(
         &spec,
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: Fio
 metadata: {name: prefill}
@@ -200,7 +200,7 @@ spec:
     [seqwrite]
     rw=write
     bs=128k
-"#,
+",
     )
     .expect("spec written");
     let out = dir.join("results");

@@ -74,7 +74,7 @@ fn four_loopback_nodes_run_in_rounds_and_are_judged() {
     assert_eq!(pairs.len(), 6, "every pair once");
     let evidence = std::fs::read_dir(out.join("evidence"))
         .expect("evidence")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect::<Vec<_>>()
         .join("\n");

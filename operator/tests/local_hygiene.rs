@@ -17,7 +17,7 @@ use serde_json::Value;
 /// An iperf3 sweep of `streams` (one benchmark each) on `port`.
 fn iperf_sweep(name: &str, port: u16, streams: &str, duration: u32) -> String {
     format!(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -32,7 +32,7 @@ spec:
   permutations:
     product:
       streams: {streams}
-"#
+"
     )
 }
 
@@ -105,14 +105,12 @@ fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn record_count(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-                .count()
-        })
-        .unwrap_or(0)
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .count()
+    })
 }
 
 #[test]
@@ -126,8 +124,8 @@ fn two_local_sweeps_at_once_both_finish() {
     let started = Instant::now();
     let first = start_in_own_session(&dir, &sweep, "a", &[]);
     let second = start_in_own_session(&dir, &sweep, "b", &[]);
-    let (code_a, _, err_a) = finish(first, Duration::from_secs(120), "the first run");
-    let (code_b, _, err_b) = finish(second, Duration::from_secs(120), "the second run");
+    let (code_a, _, err_a) = finish(first, Duration::from_mins(2), "the first run");
+    let (code_b, _, err_b) = finish(second, Duration::from_mins(2), "the second run");
     eprintln!("both runs took {:.1}s", started.elapsed().as_secs_f64());
     assert_eq!(code_a, 0, "{err_a}");
     assert_eq!(code_b, 0, "{err_b}");
@@ -215,7 +213,7 @@ fn sigterm_mid_run_ends_every_process_and_keeps_finished_records() {
     }
     let dir = scratch("sigterm");
     // Two `fio --server` workers per benchmark: the processes the issue found orphaned.
-    let sweep = r#"
+    let sweep = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -233,7 +231,7 @@ spec:
   permutations:
     product:
       bs: [4k, 8k, 16k]
-"#;
+";
     signalled_mid_run(&dir, sweep, libc::SIGTERM, "SIGTERM", "fio");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -299,7 +297,7 @@ fn a_server_that_cannot_start_fails_the_benchmark_instead_of_hanging_it() {
     let sweep = iperf_sweep("blocked", port, "[1]", 1);
     let child = start_in_own_session(&dir, &sweep, "out", &[]);
     let started = Instant::now();
-    let (code, stdout, stderr) = finish(child, Duration::from_secs(60), "the blocked run");
+    let (code, stdout, stderr) = finish(child, Duration::from_mins(1), "the blocked run");
     eprintln!(
         "a failed server ended the run in {:.1}s",
         started.elapsed().as_secs_f64()
@@ -317,7 +315,7 @@ fn a_server_that_cannot_start_fails_the_benchmark_instead_of_hanging_it() {
 
 fn run_into(dir: &Path, sweep: &str, out: &str, extra: &[&str]) -> (i32, String, String) {
     let child = start_in_own_session(dir, sweep, out, extra);
-    finish(child, Duration::from_secs(60), "the run")
+    finish(child, Duration::from_mins(1), "the run")
 }
 
 fn run_ids(dir: &Path) -> Vec<String> {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-const SWEEP: &str = r#"
+const SWEEP: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -25,7 +25,7 @@ spec:
   permutations:
     product:
       streams: [1, 2]
-"#;
+";
 
 #[test]
 fn a_local_iperf_sweep_reports_what_iperf3_measured() {
@@ -88,7 +88,7 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
             "iperf3 ran with the permutation's streams"
         );
     }
-    streams_seen.sort();
+    streams_seen.sort_unstable();
     assert_eq!(streams_seen, vec![1, 1, 2, 2]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -122,7 +122,7 @@ fn parse_prints_the_structured_result_and_rejects_garbage() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchmarks/testdata/iperf");
     let file = std::fs::read_dir(&fixture)
         .expect("iperf fixtures")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .find(|p| {
             p.file_name()

@@ -51,7 +51,7 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
     }
     let record: Value = std::fs::read_dir(&out)
         .expect("output directory")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "json"))
         .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("record")).expect("JSON"))

@@ -52,7 +52,7 @@ spec:
 fn a_local_sharegpt_run_uses_the_dataset_and_the_tokenizer_file() {
     let dir = scratch("llm-sharegpt");
     let sweep = format!(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: LLMInference
 metadata:
@@ -73,7 +73,7 @@ spec:
     seed: 5
   numConcurrency: [2]
   maxRequestsPerIteration: 6
-"#,
+",
         tokenizer = fixture("llama3-style.tokenizer.json"),
         dataset = fixture("sharegpt-sample.json"),
     );
@@ -96,7 +96,7 @@ spec:
 fn a_tokenizer_that_is_not_there_fails_the_benchmark_before_the_run() {
     let dir = scratch("llm-no-tokenizer");
     // On the local backend a ConfigMap volume is an empty directory: the key is missing.
-    let sweep = r#"
+    let sweep = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: LLMInference
 metadata:
@@ -111,7 +111,7 @@ spec:
       key: tokenizer.json
   numConcurrency: [1]
   maxRequestsPerIteration: 4
-"#;
+";
     let (out, output) = run_local(&dir, "out", sweep);
     let records = records(&out);
     assert_eq!(
@@ -137,7 +137,7 @@ spec:
 #[test]
 fn a_local_shared_prefix_set_shows_prefix_cache_hits_and_a_lower_ttft() {
     let dir = scratch("llm-shared-prefix");
-    let sweep = r#"
+    let sweep = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -163,7 +163,7 @@ spec:
       sharedPrefix:
         - {groups: 2, systemPromptTokens: 1600, questionTokens: 32, outputTokens: 4}
         - {groups: 1, systemPromptTokens: 0, questionTokens: 1632, outputTokens: 4}
-"#;
+";
     let (out, _) = run_local_sweep(&dir, "shared-prefix", sweep);
     let records = records(&out);
     assert_eq!(records.len(), 2);
@@ -202,7 +202,7 @@ fn a_local_trace_replay_runs_on_the_traces_schedule_with_prefix_hits() {
     let trace_path = dir.join("trace.jsonl");
     std::fs::write(&trace_path, trace).expect("trace written");
     let sweep = format!(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: LLMInference
 metadata:
@@ -220,7 +220,7 @@ spec:
     blockTokens: 16
     source:
       file: {trace}
-"#,
+",
         trace = trace_path.display()
     );
     let (out, _) = run_local_sweep(&dir, "trace", &sweep);

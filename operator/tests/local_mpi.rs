@@ -24,7 +24,7 @@ fn options(name: &str) -> LocalOptions {
     LocalOptions {
         agent_program: PathBuf::from(env!("CARGO_BIN_EXE_perfsweep")),
         scratch,
-        role_addresses: Default::default(),
+        role_addresses: std::collections::BTreeMap::default(),
     }
 }
 
@@ -134,7 +134,7 @@ async fn mpi_pingpong_runs_imb_or_says_how_to_get_it() {
                 assert!(message.contains("IMB-v2021.3.tar.gz"), "{message}");
                 assert!(message.contains("make -C"), "{message}");
             }
-            other => panic!("IMB-MPI1 is missing, yet {other:?}"),
+            other @ LocalOutcome::Succeeded { .. } => panic!("IMB-MPI1 is missing, yet {other:?}"),
         }
         eprintln!(
             "SKIPPED: IMB-MPI1 is not installed (Debian does not package it); the failure says how to build it. The launch path is tested for real by the OpenFOAM smoke test."
@@ -147,9 +147,8 @@ async fn mpi_pingpong_runs_imb_or_says_how_to_get_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rdma_kinds_need_a_device_and_say_so_before_starting() {
-    let has_device = std::fs::read_dir("/sys/class/infiniband")
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
+    let has_device =
+        std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
     if has_device {
         eprintln!(
             "SKIPPED: this machine has an RDMA device; the no-device failure cannot be shown"
@@ -165,7 +164,9 @@ async fn rdma_kinds_need_a_device_and_say_so_before_starting() {
                 assert_eq!(reason, "NoRdmaDevice", "{kind}: {message}");
                 assert!(message.contains("/sys/class/infiniband"), "{message}");
             }
-            other => panic!("{kind} without an RDMA device: {other:?}"),
+            other @ LocalOutcome::Succeeded { .. } => {
+                panic!("{kind} without an RDMA device: {other:?}")
+            }
         }
         assert!(run.report.is_none(), "no process was started");
         assert!(started.elapsed().as_secs() < 5);

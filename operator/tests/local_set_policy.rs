@@ -10,7 +10,7 @@ use local_support::{records, run_local, scratch, tool_or_skip};
 /// maximum, which iperf3 refuses (a parameter error, exit 1); the second is fine.
 fn sweep(name: &str, policy: &str) -> String {
     format!(
-        r#"
+        r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -27,7 +27,7 @@ spec:
     explicit:
       - window: 2G
       - window: 1M
-"#
+"
     )
 }
 
@@ -94,7 +94,7 @@ fn a_set_level_criterion_that_fails_shows_and_fails_the_command() {
     }
     let dir = scratch("set-acceptance");
     // No loopback link carries a petabit per second: every child is rejected.
-    let set = r#"
+    let set = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -109,7 +109,7 @@ spec:
   acceptance:
     - metric: received_bits_per_second
       min: 1.0e15
-"#;
+";
     let (out, output) = run_local(&dir, "gated", set);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(

@@ -56,8 +56,8 @@ async fn metrics_are_served_and_pass_promtool() {
         health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
         debounce: Duration::from_millis(50),
         instance: Some("metrics-test".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
@@ -158,8 +158,8 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
         debounce: Duration::from_millis(50),
         instance: Some("benign".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

@@ -12,6 +12,8 @@ use support::{NS, Operator, WAIT, condition, double_with_crds, wait_until};
 
 const AGENT: &str = "agent";
 
+// `kind` is what Kubernetes calls a kind's name.
+#[allow(clippy::struct_field_names)]
 struct Kind {
     kind: &'static str,
     gvr: Gvr,

@@ -242,7 +242,7 @@ fn normalize_request(mut request: RecordedRequest) -> RecordedRequest {
             .iter()
             .any(|k| k.plural() == request.resource)
     {
-        request.resource = ANY_BENCHMARK.to_owned();
+        ANY_BENCHMARK.clone_into(&mut request.resource);
     }
     request
 }
@@ -275,8 +275,8 @@ fn start_operator(
         health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
         debounce: Duration::from_millis(50),
         instance: Some("rbac".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),

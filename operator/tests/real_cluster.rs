@@ -69,8 +69,8 @@ async fn start_operator() -> (
         health_addr: "127.0.0.1:0".parse().expect("address"),
         debounce: Duration::from_millis(200),
         instance: Some("e2e".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let task = tokio::spawn(perfsweep::controller::run(
         operator_client().await,
@@ -123,7 +123,7 @@ async fn install_crds(client: &Client) {
         .await
         .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
         tokio::time::timeout(
-            Duration::from_secs(60),
+            Duration::from_mins(1),
             await_condition(api.clone(), &name, conditions::is_crd_established()),
         )
         .await
@@ -243,7 +243,7 @@ async fn a_name_conflict_fails_at_once_on_the_cluster() {
     api.create(&PostParams::default(), &object)
         .await
         .expect("IPerf created");
-    let status = wait_for_status(&api, "e2e-conflict", Duration::from_secs(60), |s| {
+    let status = wait_for_status(&api, "e2e-conflict", Duration::from_mins(1), |s| {
         s["phase"] == "Failed"
     })
     .await;
@@ -287,7 +287,7 @@ async fn an_operator_killed_mid_creation_is_replaced_by_one_that_adopts() {
     api.create(&PostParams::default(), &object)
         .await
         .expect("IPerf created");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
     while services
         .get_opt("e2e-restart")
         .await
@@ -299,7 +299,7 @@ async fn an_operator_killed_mid_creation_is_replaced_by_one_that_adopts() {
     }
     first.abort();
     let (stop, second) = start_operator().await;
-    let status = wait_for_status(&api, "e2e-restart", Duration::from_secs(300), |s| {
+    let status = wait_for_status(&api, "e2e-restart", Duration::from_mins(5), |s| {
         s["phase"] == "Succeeded" || s["phase"] == "Failed"
     })
     .await;
@@ -337,8 +337,8 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         health_addr: "127.0.0.1:0".parse().expect("address"),
         debounce: Duration::from_millis(200),
         instance: Some("e2e".into()),
-        defaults: Default::default(),
-        export: Default::default(),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
     };
     let operator = tokio::spawn(perfsweep::controller::run(
         operator_client().await,
@@ -360,7 +360,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
     api.create(&PostParams::default(), &object)
         .await
         .expect("IPerf created");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(5);
     let status = loop {
         let current = api.get("e2e-iperf").await.expect("IPerf readable");
         let phase = current.data["status"]["phase"]

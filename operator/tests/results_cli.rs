@@ -10,7 +10,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-const SWEEP: &str = r#"
+const SWEEP: &str = r"
 apiVersion: perfsweep.io/v1alpha1
 kind: BenchmarkSet
 metadata:
@@ -26,7 +26,7 @@ spec:
   permutations:
     product:
       streams: [1, 2]
-"#;
+";
 
 fn results(args: &[&str]) -> Output {
     let output = perfsweep()
@@ -201,6 +201,6 @@ fn results_of_a_local_sweep() {
             assert_eq!(change["pValue"], 1.0);
         }
     }
-    assert_eq!(compared.status.code(), Some(if regressed { 1 } else { 0 }));
+    assert_eq!(compared.status.code(), Some(i32::from(regressed)));
     let _ = std::fs::remove_dir_all(&dir);
 }

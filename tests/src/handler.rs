@@ -28,7 +28,7 @@ pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Watches without `timeoutSeconds` end after this long (the apiserver picks 30–60 min;
 /// shorter keeps a forgotten watch from outliving a test run).
-const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_mins(5);
 
 pub(crate) struct Shared {
     pub store: Store,

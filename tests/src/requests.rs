@@ -75,6 +75,7 @@ impl RequestMatcher {
     }
 
     /// Fails `count` matching requests instead of one.
+    #[must_use]
     pub fn times(mut self, count: usize) -> Self {
         self.count = count;
         self

@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -15,9 +15,11 @@ use tokio::task::JoinHandle;
 use crate::error::ApiError;
 use crate::gvr::Gvr;
 use crate::handler::{Shared, handle};
+use crate::logs::PodLogs;
 use crate::patch::PatchKind;
 use crate::registry::{ResourceType, types_from_crd};
 use crate::requests::{RecordedRequest, RequestLog, RequestMatcher};
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, Store, Target};
 
 /// An in-memory Kubernetes API server listening on `127.0.0.1`, serving until dropped.
@@ -45,10 +47,10 @@ impl ApiDouble {
         let shared = Arc::new(Shared {
             store: Store::new(),
             log: RequestLog::default(),
-            pod_logs: Default::default(),
+            pod_logs: PodLogs::default(),
             address: address.clone(),
             shutdown: stopped.clone(),
-            rbac: Default::default(),
+            rbac: RwLock::default(),
         });
         let accept_loop = tokio::spawn(serve(listener, shared.clone(), stopped));
         ApiDouble {
@@ -250,10 +252,12 @@ preferences: {{}}
         let Ok(rt) = self.resolve(gvr) else {
             return Vec::new();
         };
-        let (items, _) = self
-            .shared
-            .store
-            .list(&rt, ns, &Default::default(), &Default::default());
+        let (items, _) = self.shared.store.list(
+            &rt,
+            ns,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
         items
             .into_iter()
             .map(|obj| crate::watch::render(&rt, obj))

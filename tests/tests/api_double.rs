@@ -874,9 +874,12 @@ async fn kubeconfig_round_trip() {
     let from_yaml =
         kube::config::Kubeconfig::from_yaml(&double.kubeconfig_yaml()).expect("parse yaml");
     assert_eq!(from_yaml.current_context.as_deref(), Some("apidouble"));
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("config");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
     assert_eq!(config.default_namespace, "default");
     let client = Client::try_from(config).expect("client");
     let version = client.apiserver_version().await.expect("version");

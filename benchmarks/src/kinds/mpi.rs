@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// How MPI ranks talk to each other.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -73,7 +74,7 @@ impl MpiJob {
         let mut program = "mpirun".to_owned();
         let mut package = "openmpi-bin";
         if self.time_ranks {
-            program = AGENT_PROGRAM.to_owned();
+            AGENT_PROGRAM.clone_into(&mut program);
             package = "perfsweep";
             args.extend(["mpi-time".into(), "--".into(), "mpirun".into()]);
         }
@@ -208,7 +209,7 @@ impl MpiJob {
             roles: vec![launcher, worker],
             result_role: "launcher".into(),
             timeout_seconds: 0,
-            pod_overrides: Default::default(),
+            pod_overrides: BTreeMap::default(),
         }
     }
 }

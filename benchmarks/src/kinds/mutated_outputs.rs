@@ -197,7 +197,7 @@ where
                 }
             }
             Err(crate::parse_error::ParseError::Implausible { .. }) => {
-                tally.borrow_mut().refused_as_implausible += 1
+                tally.borrow_mut().refused_as_implausible += 1;
             }
             Err(_) => tally.borrow_mut().refused_otherwise += 1,
         }

@@ -196,7 +196,7 @@ fn combine(
                 summary: reported,
             } => {
                 results.push(result.clone());
-                summary = reported.clone();
+                summary.clone_from(reported);
             }
         }
     }

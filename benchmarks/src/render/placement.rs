@@ -141,7 +141,7 @@ mod tests {
             lifetime: Lifetime::Serve,
             uses_devices,
             capabilities: Vec::new(),
-            env: Default::default(),
+            env: BTreeMap::default(),
             secret_env: Vec::new(),
             volumes: Vec::new(),
         }

@@ -154,7 +154,12 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
         ),
         // Unset keeps Kubernetes' default (Always for `:latest`, else IfNotPresent).
         image_pull_policy: common.image_pull_policy.map(|p| p.as_str().to_owned()),
-        command: Some(AGENT_COMMAND.iter().map(|s| s.to_string()).collect()),
+        command: Some(
+            AGENT_COMMAND
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
+        ),
         env: Some(env(context, role, index)?),
         ports: Some(ports),
         resources,

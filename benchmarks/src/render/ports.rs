@@ -91,7 +91,9 @@ fn unique_name(taken: &[NamedPort], wanted: &str, port: u16, protocol: PortProto
     if free(&fallback) {
         return fallback;
     }
-    // Only reachable when a plan names another port literally `tcp-<this port>`.
+    // Only reachable when a plan names another port literally `tcp-<this port>`; a plan
+    // has finitely many names, so the search ends.
+    #[allow(clippy::maybe_infinite_iter)]
     (2u32..)
         .map(|n| format!("{proto}-{port}-{n}"))
         .find(|name| free(name))
@@ -159,7 +161,7 @@ mod tests {
             lifetime: Lifetime::Serve,
             uses_devices: false,
             capabilities: Vec::new(),
-            env: Default::default(),
+            env: std::collections::BTreeMap::default(),
             secret_env: Vec::new(),
             volumes: Vec::new(),
         }
@@ -171,7 +173,7 @@ mod tests {
             roles,
             result_role: "a".into(),
             timeout_seconds: 60,
-            pod_overrides: Default::default(),
+            pod_overrides: std::collections::BTreeMap::default(),
         }
     }
 

@@ -116,8 +116,11 @@ mod tests {
             waits_for: Vec::new(),
             lifetime: Lifetime::Serve,
             uses_devices: true,
-            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
-            env: Default::default(),
+            capabilities: capabilities
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
+            env: std::collections::BTreeMap::default(),
             secret_env: Vec::new(),
             volumes: Vec::new(),
         }

@@ -130,7 +130,7 @@ fn pair_result(
     let value = (!values.is_empty()).then(|| {
         let mid = values.len() / 2;
         if values.len().is_multiple_of(2) {
-            (values[mid - 1] + values[mid]) / 2.0
+            f64::midpoint(values[mid - 1], values[mid])
         } else {
             values[mid]
         }
@@ -148,7 +148,12 @@ fn group_label(record: &ResultRecord) -> String {
         .benchmark
         .permutation
         .iter()
-        .filter(|(key, _)| !(key.starts_with("placement.") && key.ends_with(".nodes")))
+        .filter(|(key, _)| {
+            !(key.starts_with("placement.")
+                && std::path::Path::new(key)
+                    .extension()
+                    .is_some_and(|ext| ext.eq_ignore_ascii_case("nodes")))
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut label = format!(

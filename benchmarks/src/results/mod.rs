@@ -67,23 +67,22 @@ pub fn group(records: &[ResultRecord], stability: Stability) -> Vec<Case> {
     let mut values: Vec<Vec<(String, Better, Vec<f64>)>> = Vec::new();
     for (index, record) in records.iter().enumerate() {
         let key = record.case_key();
-        let position = match cases.iter().position(|c| c.key == key) {
-            Some(position) => position,
-            None => {
-                cases.push(Case {
-                    key,
-                    kind: record.benchmark.kind.clone(),
-                    set: record.benchmark.set.clone(),
-                    permutation: record.benchmark.permutation.clone(),
-                    workload_spec_digest: record.workload_spec_digest.clone(),
-                    runs: 0,
-                    failed: 0,
-                    metrics: Vec::new(),
-                    records: Vec::new(),
-                });
-                values.push(Vec::new());
-                cases.len() - 1
-            }
+        let position = if let Some(position) = cases.iter().position(|c| c.key == key) {
+            position
+        } else {
+            cases.push(Case {
+                key,
+                kind: record.benchmark.kind.clone(),
+                set: record.benchmark.set.clone(),
+                permutation: record.benchmark.permutation.clone(),
+                workload_spec_digest: record.workload_spec_digest.clone(),
+                runs: 0,
+                failed: 0,
+                metrics: Vec::new(),
+                records: Vec::new(),
+            });
+            values.push(Vec::new());
+            cases.len() - 1
         };
         let case = &mut cases[position];
         case.runs += 1;
@@ -132,9 +131,6 @@ pub fn describe_permutation(permutation: &Map<String, Value>) -> String {
 
 /// A number in a short engineering form: `9.41e9` → `9.410G`, `0.00012` → `120.0µ`.
 pub fn si(value: f64) -> String {
-    if value == 0.0 || !value.is_finite() {
-        return format!("{value}");
-    }
     const PREFIXES: [(f64, &str); 10] = [
         (1e18, "E"),
         (1e15, "P"),
@@ -147,6 +143,9 @@ pub fn si(value: f64) -> String {
         (1e-6, "µ"),
         (1e-9, "n"),
     ];
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
     let magnitude = value.abs();
     // Past the largest prefix a fixed-point form would print hundreds of digits
     // (1e200 / 1e12); scientific notation keeps every cell short.

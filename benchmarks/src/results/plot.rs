@@ -273,11 +273,11 @@ pub fn scene_with(
     if y_min >= 0.0 {
         y_min = 0.0;
     }
-    if !categories.is_empty() {
+    if categories.is_empty() {
+        (x_min, x_max) = pad(x_min, x_max);
+    } else {
         x_min = -0.5;
         x_max = categories.len() as f64 - 0.5;
-    } else {
-        (x_min, x_max) = pad(x_min, x_max);
     }
     (y_min, y_max) = pad(y_min, y_max);
     if y_min < 0.0 && points().all(|p| p.y_err.map_or(p.y, |e| e.0) >= 0.0) {
@@ -838,7 +838,7 @@ mod tests {
                     case,
                     streams,
                     rep,
-                    bits * (1.0 + rep as f64 * 0.01),
+                    bits * (1.0 + f64::from(rep) * 0.01),
                 ));
             }
         }
@@ -931,9 +931,12 @@ mod tests {
         }
         // Halfway between two points, on the line: drawn; well above it: background.
         let (a, b) = (circles[0], circles[1]);
-        let middle = at((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
+        let middle = at(f64::midpoint(a.0, b.0), f64::midpoint(a.1, b.1));
         assert_ne!(middle, [255, 255, 255], "the line between the points");
-        assert_eq!(at((a.0 + b.0) / 2.0 + 7.0, TOP + 20.0), [255, 255, 255]);
+        assert_eq!(
+            at(f64::midpoint(a.0, b.0) + 7.0, TOP + 20.0),
+            [255, 255, 255]
+        );
         // Text is drawn: the title's row has dark pixels, the row above it none.
         let dark = |y: f64| (0..800).filter(|x| at(f64::from(*x), y)[0] < 128).count();
         assert!(dark(20.0) > 20, "title pixels");

@@ -351,9 +351,8 @@ pub fn render_with_fleet(
                             s.count.to_string()
                         },
                         si(s.mean),
-                        s.ci95_half_width().map(si).unwrap_or_else(|| "-".into()),
-                        s.cv.map(|cv| format!("{:.1}%", cv * 100.0))
-                            .unwrap_or_else(|| "-".into()),
+                        s.ci95_half_width().map_or_else(|| "-".into(), si),
+                        s.cv.map_or_else(|| "-".into(), |cv| format!("{:.1}%", cv * 100.0)),
                         match s.unstable {
                             None => "yes".into(),
                             Some(why) => format!("no ({why:?})"),

@@ -10,7 +10,7 @@
 //! again): with `maxParallel: 1`, a transient disturbance in the cluster then spreads
 //! across permutations instead of biasing all repetitions of one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -360,7 +360,7 @@ fn count_permutations(spec: &BenchmarkSetSpec, pairs: usize) -> Result<usize, Se
             .product
             .values()
             .map(|values| values.len() as u128)
-            .try_fold(1u128, |acc, n| acc.checked_mul(n))
+            .try_fold(1u128, u128::checked_mul)
             .unwrap_or(u128::MAX)
     };
     let permutations = product
@@ -587,13 +587,10 @@ fn locate(error: FieldError, source: &Source, spec: &BenchmarkSetSpec) -> FieldE
 
 /// One error per (path, message): a template mistake shows once, not once per child.
 fn dedupe(errors: Vec<ChildError>) -> Vec<ChildError> {
-    let mut seen = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
     errors
         .into_iter()
-        .filter(|e| {
-            seen.insert((e.error.path.clone(), e.error.message.clone()), ())
-                .is_none()
-        })
+        .filter(|e| seen.insert((e.error.path.clone(), e.error.message.clone())))
         .collect()
 }
 

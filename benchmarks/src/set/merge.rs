@@ -27,14 +27,15 @@ pub fn merge(base: &mut Map<String, Value>, patch: &Map<String, Value>, lists: L
             Value::Null => {
                 base.remove(key);
             }
-            Value::Object(patch_child) => match base.get_mut(key) {
-                Some(Value::Object(base_child)) => merge(base_child, patch_child, lists),
-                _ => {
+            Value::Object(patch_child) => {
+                if let Some(Value::Object(base_child)) = base.get_mut(key) {
+                    merge(base_child, patch_child, lists);
+                } else {
                     let mut fresh = Map::new();
                     merge(&mut fresh, patch_child, lists);
                     base.insert(key.clone(), Value::Object(fresh));
                 }
-            },
+            }
             Value::Array(items) => match (lists, base.get_mut(key)) {
                 (ListMergeMode::Append, Some(Value::Array(existing))) => {
                     existing.extend(items.iter().cloned());

@@ -114,7 +114,7 @@ fn judge(
 /// single-threaded event loop), at most the CPU quota where a cgroup sets one (the
 /// standard library reads it) or the machine's cores.
 fn usable_cores() -> f64 {
-    let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let machine = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let threads = tokio::runtime::Handle::try_current()
         .map_or(machine, |runtime| runtime.metrics().num_workers());
     threads.clamp(1, machine.max(1)) as f64
@@ -124,7 +124,7 @@ fn usable_cores() -> f64 {
 fn process_cpu_time() -> Option<Duration> {
     // SAFETY: getrusage writes into the zeroed struct we own.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) } == 0;
     if !ok {
         return None;
     }

@@ -18,10 +18,9 @@ pub fn service_metadata(pairs: &[String]) -> anyhow::Result<Option<ServiceMetada
             "version" => metadata.version = Some(value.into()),
             "gpuType" => metadata.gpu_type = Some(value.into()),
             "gpuCount" => {
-                metadata.gpu_count =
-                    Some(value.parse().with_context(|| {
-                        format!("--service-metadata gpuCount={value}: not a count")
-                    })?)
+                metadata.gpu_count = Some(value.parse().with_context(|| {
+                    format!("--service-metadata gpuCount={value}: not a count")
+                })?);
             }
             other => bail!(
                 "--service-metadata {other}: unknown key (engine, version, gpuType, gpuCount)"

@@ -247,7 +247,7 @@ pub fn raise_open_file_limit() -> u64 {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) != 0 {
             return 1024;
         }
         if limit.rlim_cur < limit.rlim_max {
@@ -255,7 +255,7 @@ pub fn raise_open_file_limit() -> u64 {
                 rlim_cur: limit.rlim_max,
                 rlim_max: limit.rlim_max,
             };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) == 0 {
                 return raised.rlim_cur;
             }
         }
@@ -349,13 +349,13 @@ fn receive(fd: std::os::fd::RawFd, buffer: &mut [u8]) -> io::Result<(usize, Inst
         let mut control = [0u64; 8];
         // SAFETY: msghdr is plain data; every pointer set below outlives the call.
         let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-        message.msg_iov = &mut iov;
+        message.msg_iov = &raw mut iov;
         message.msg_iovlen = 1;
         message.msg_control = control.as_mut_ptr().cast();
         message.msg_controllen = std::mem::size_of_val(&control) as _;
         // SAFETY: the descriptor is open for the lifetime of self; iov points into
         // `buffer` and msg_control into `control`, both valid for their lengths.
-        let n = unsafe { libc::recvmsg(fd, &mut message, 0) };
+        let n = unsafe { libc::recvmsg(fd, &raw mut message, 0) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -364,7 +364,7 @@ fn receive(fd: std::os::fd::RawFd, buffer: &mut [u8]) -> io::Result<(usize, Inst
         // SAFETY: CMSG_* walk the control buffer the kernel filled in, within
         // msg_controllen; the timestamp is copied out unaligned.
         unsafe {
-            let mut header = libc::CMSG_FIRSTHDR(&message);
+            let mut header = libc::CMSG_FIRSTHDR(&raw const message);
             while !header.is_null() {
                 if (*header).cmsg_level == libc::SOL_SOCKET
                     && (*header).cmsg_type == libc::SCM_TIMESTAMPNS
@@ -373,7 +373,7 @@ fn receive(fd: std::os::fd::RawFd, buffer: &mut [u8]) -> io::Result<(usize, Inst
                         std::ptr::read_unaligned(libc::CMSG_DATA(header).cast());
                     arrival = arrival_from_realtime(stamp, now);
                 }
-                header = libc::CMSG_NXTHDR(&message, header);
+                header = libc::CMSG_NXTHDR(&raw const message, header);
             }
         }
         Ok((n as usize, arrival))
@@ -405,7 +405,7 @@ fn set_option(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> i
             socket.as_raw_fd(),
             level,
             name,
-            (&one as *const libc::c_int).cast(),
+            (&raw const one).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -474,7 +474,7 @@ impl AsyncWrite for Socket {
             // a SIGPIPE.
             match guard.try_io(|inner| inner.get_ref().write(buf)) {
                 Ok(result) => return Poll::Ready(result),
-                Err(_would_block) => continue,
+                Err(_would_block) => {}
             }
         }
     }
@@ -846,10 +846,10 @@ mod tests {
             .duration_since(SystemTime::UNIX_EPOCH)
             .expect("after 1970");
         let age = Duration::from_millis(3);
-        let stamp = wall - age;
+        let stamp = wall.checked_sub(age).unwrap();
         let stamp = libc::timespec {
             tv_sec: stamp.as_secs() as _,
-            tv_nsec: stamp.subsec_nanos() as _,
+            tv_nsec: stamp.subsec_nanos().into(),
         };
         let arrival = arrival_from_realtime(stamp, now);
         let off = now - arrival;

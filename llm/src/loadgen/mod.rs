@@ -334,16 +334,14 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<std::process::ExitCode> {
         }
     };
     let json = serde_json::to_string(&outcome.document()?).context("serializing the result")?;
-    match &args.output {
-        Some(path) => std::fs::write(path, json + "\n")
-            .with_context(|| format!("writing {}", path.display()))?,
-        None => {
-            use std::io::Write as _;
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{json}")
-                .and_then(|()| stdout.flush())
-                .context("writing the result to standard output")?;
-        }
+    if let Some(path) = &args.output {
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    } else {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{json}")
+            .and_then(|()| stdout.flush())
+            .context("writing the result to standard output")?;
     }
     if let Some(failure) = outcome.failure() {
         eprintln!("perfsweep loadgen: {failure}");
@@ -454,7 +452,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
     let tokenizer = Tokenizer::shared(&args.tokenizer)?;
     let embeddings = match args.task {
         Some(task) => task == Task::TextToEmbeddings,
-        None => args.dataset.is_none() && scenarios.iter().any(|s| s.is_embedding()),
+        None => args.dataset.is_none() && scenarios.iter().any(TrafficScenario::is_embedding),
     };
     let workloads = workloads(args, &scenarios, &tokenizer, embeddings).await?;
     if args.concurrency.contains(&0) {
@@ -729,7 +727,7 @@ async fn run_iteration(
         _ => None,
     };
     let (total_streams, default_requests, default_warmup) = match load {
-        Load::Closed(c) => (c as u64, (c as u64 * 4).max(100), c as u64),
+        Load::Closed(c) => (u64::from(c), (u64::from(c) * 4).max(100), u64::from(c)),
         // A trace is replayed whole, every request measured.
         Load::Open(_) if let Some(trace) = replay => (
             args.max_concurrency.map_or(0, u64::from),
@@ -765,7 +763,7 @@ async fn run_iteration(
         time: args.max_time_s.map(|s| Duration::from_secs_f64(s.max(0.0))),
     };
     let load_seed = match load {
-        Load::Closed(c) => c as u64,
+        Load::Closed(c) => u64::from(c),
         Load::Open(rate) => rate.to_bits(),
     };
     let seed = shared.seed ^ ((scenario_index as u64) << 32) ^ load_seed;
@@ -810,7 +808,7 @@ async fn run_iteration(
                 max_concurrency: args.max_concurrency.map(|cap| {
                     (distribute::share(u64::from(cap), workers, args.worker) as u32).max(1)
                 }),
-                replay: replay.map(|trace| trace.offsets()),
+                replay: replay.map(workload::trace::Trace::offsets),
             };
             loops::open(shared, workload, open, budget, seed, &recorder).await?
         }
@@ -1036,15 +1034,14 @@ impl Worker {
         let input_tokens = u64::from(draw.input_tokens);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
-        let outcome = match deadline::within(timeout, self.exchange(sent)).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                self.connection = None;
-                Err(Failed(
-                    "timeout",
-                    format!("no complete response within {timeout:?}"),
-                ))
-            }
+        let outcome = if let Ok(outcome) = deadline::within(timeout, self.exchange(sent)).await {
+            outcome
+        } else {
+            self.connection = None;
+            Err(Failed(
+                "timeout",
+                format!("no complete response within {timeout:?}"),
+            ))
         };
         let done = Instant::now();
         if !measured {
@@ -1156,14 +1153,13 @@ impl Worker {
         self.stream.reset();
         self.body.clear();
         self.delays = ClientDelays::default();
-        let (mut connection, writing_from) = match self.connection.take() {
-            Some(connection) => (connection, sent),
-            None => {
-                let connection = Connection::open(&self.shared.endpoint)
-                    .await
-                    .map_err(|e| Failed("connect", format!("{e:#}")))?;
-                (connection, Instant::now())
-            }
+        let (mut connection, writing_from) = if let Some(connection) = self.connection.take() {
+            (connection, sent)
+        } else {
+            let connection = Connection::open(&self.shared.endpoint)
+                .await
+                .map_err(|e| Failed("connect", format!("{e:#}")))?;
+            (connection, Instant::now())
         };
         connection
             .send(&self.request)

@@ -84,7 +84,7 @@ impl Progress {
             loop {
                 tokio::time::sleep_until(next).await;
                 next += interval;
-                let done = recorder.lock().map(|r| r.count()).unwrap_or(0);
+                let done = recorder.lock().map_or(0, |r| r.count());
                 let seconds = began.elapsed().as_secs_f64();
                 eprintln!(
                     "{}",

@@ -55,9 +55,9 @@ impl Search {
             }),
             (Some(pass), Some(fail)) => {
                 let mid = if self.integer {
-                    ((pass + fail) / 2.0).floor()
+                    f64::midpoint(pass, fail).floor()
                 } else {
-                    (pass + fail) / 2.0
+                    f64::midpoint(pass, fail)
                 };
                 let close = if self.integer {
                     fail - pass <= 1.0

@@ -211,8 +211,7 @@ impl StreamState {
             let message = error
                 .get("message")
                 .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| error.to_string());
+                .map_or_else(|| error.to_string(), str::to_owned);
             self.error = Some(("stream_error", message));
             return;
         }
@@ -574,6 +573,7 @@ mod tests {
 
     #[test]
     fn the_scanner_agrees_with_serde_or_defers_to_it() {
+        type Expected = Option<(usize, Option<Usage>)>;
         let usage = |p, c| {
             Some(Usage {
                 prompt_tokens: Some(p),
@@ -581,7 +581,6 @@ mod tests {
                 prompt_tokens_details: None,
             })
         };
-        type Expected = Option<(usize, Option<Usage>)>;
         let cases: [(&str, Expected); 10] = [
             (
                 r#"{"id":"x","choices":[{"index":0,"delta":{"content":" to"},"finish_reason":null}]}"#,

@@ -60,7 +60,9 @@ fn histogram() -> Histogram<u64> {
 }
 
 fn micros(duration: Duration) -> u64 {
-    (duration.as_nanos() / 1000).max(1).min(u64::MAX as u128) as u64
+    (duration.as_nanos() / 1000)
+        .max(1)
+        .min(u128::from(u64::MAX)) as u64
 }
 
 /// What one worker measured in one iteration.
@@ -135,7 +137,7 @@ impl Default for Recorder {
             ttf_answer: histogram(),
             reasoning_tokens: 0,
             by_model: BTreeMap::new(),
-            usage: Default::default(),
+            usage: super::usage_check::UsageTallies::default(),
         }
     }
 }
@@ -206,7 +208,7 @@ impl Recorder {
         let decode = e2e.saturating_sub(ttft);
         let mut tpot_ms = None;
         if sample.output_tokens > 1 && !sample.token_times.is_empty() {
-            let tpot = decode / (sample.output_tokens - 1).min(u32::MAX as u64) as u32;
+            let tpot = decode / (sample.output_tokens - 1).min(u64::from(u32::MAX)) as u32;
             let _ = self.tpot.record(micros(tpot));
             tpot_ms = Some(tpot.as_secs_f64() * 1000.0);
             if decode > Duration::ZERO {

@@ -318,7 +318,7 @@ fn merge_iteration(
         .map(|p| p.request_rate)
         .sum::<Option<f64>>()
         .map(|rate| (rate * 1e9).round() / 1e9);
-    iteration.arrivals = first.arrivals.clone();
+    iteration.arrivals.clone_from(&first.arrivals);
     iteration.burstiness = first.burstiness;
     Ok(iteration)
 }

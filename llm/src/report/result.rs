@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The format tag of a load generator report.
 pub const FORMAT: &str = "perfsweep-llm-loadgen/v1";
@@ -552,7 +553,7 @@ impl LLMInferenceResult {
         } else if let Some(limit) = self.max_error_rate_percent
             && self.error_rate_percent > limit
         {
-            let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+            let mut kinds: std::collections::BTreeMap<&str, u64> = BTreeMap::default();
             for iteration in &self.iterations {
                 for (kind, count) in &iteration.errors_by_kind {
                     *kinds.entry(kind).or_default() += count;

@@ -262,7 +262,7 @@ impl JsonBpe {
                     .and_then(|id| u32::try_from(id).ok());
                 match (content, id) {
                     (Some(content), Some(id)) if !content.is_empty() => {
-                        added.push((content.to_owned(), id))
+                        added.push((content.to_owned(), id));
                     }
                     _ => {
                         return Err(fail(
@@ -300,16 +300,13 @@ impl JsonBpe {
                     rest.find(content.as_str()).map(|at| (at, content, *id))
                 })
                 .min_by_key(|(at, content, _)| (*at, std::cmp::Reverse(content.len())));
-            match found {
-                Some((at, content, id)) => {
-                    self.encode_segment(&rest[..at], &mut ids);
-                    ids.push(id);
-                    rest = &rest[at + content.len()..];
-                }
-                None => {
-                    self.encode_segment(rest, &mut ids);
-                    break;
-                }
+            if let Some((at, content, id)) = found {
+                self.encode_segment(&rest[..at], &mut ids);
+                ids.push(id);
+                rest = &rest[at + content.len()..];
+            } else {
+                self.encode_segment(rest, &mut ids);
+                break;
             }
         }
         ids
@@ -460,7 +457,7 @@ fn pre_steps(value: &Value, path: &str) -> Result<(Vec<PreStep>, bool), JsonToke
 
 /// GPT-2's byte ↔ printable character table, inverted: character → byte.
 fn byte_level_decoder() -> HashMap<char, u8> {
-    let mut printable: Vec<u32> = (b'!' as u32..=b'~' as u32)
+    let mut printable: Vec<u32> = (u32::from(b'!')..=u32::from(b'~'))
         .chain(0xA1..=0xAC)
         .chain(0xAE..=0xFF)
         .collect();

@@ -33,7 +33,7 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
     let mut present: Vec<String> = std::fs::read_dir(sysfs)
         .map(|entries| {
             entries
-                .filter_map(|e| e.ok())
+                .filter_map(std::result::Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })

@@ -66,7 +66,7 @@ pub fn write_if_asked(config: &AgentConfig, report: &AgentReport) {
     match write(&dir, &run, &name, config.index, report) {
         Ok(file) => tracing::info!(file = %file.display(), "report written into the claim"),
         Err(error) => {
-            tracing::error!(dir = %dir.display(), %error, "cannot write the report into the claim")
+            tracing::error!(dir = %dir.display(), %error, "cannot write the report into the claim");
         }
     }
 }

@@ -60,34 +60,46 @@ const BARRIER_CHECK: Duration = Duration::from_millis(500);
 
 impl Control {
     pub fn update(&self, change: impl FnOnce(&mut Status)) {
-        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let mut status = self
+            .status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         change(&mut status);
     }
 
     pub fn status(&self) -> Status {
         self.status
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
     /// From now on, answer `EXEC` requests authenticated with `config.token`.
     pub fn enable_exec(&self, config: super::exec::ExecConfig) {
-        *self.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(config);
+        *self
+            .exec
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config);
     }
 
     /// From now on, hold barriers for the role whose replicas' control endpoints are
     /// `parties` (in replica order).
     pub fn enable_barriers(&self, parties: Vec<String>) {
-        *self.barriers.lock().unwrap_or_else(|p| p.into_inner()) = Some(Barriers {
+        *self
+            .barriers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Barriers {
             parties,
-            gates: Default::default(),
+            gates: std::collections::BTreeMap::default(),
         });
     }
 
     /// Registers replica `index` at barrier `name`; the receiver reports its end.
     fn arrive(&self, name: &str, index: u32) -> Result<BarrierWatch, String> {
-        let mut barriers = self.barriers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut barriers = self
+            .barriers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(barriers) = barriers.as_mut() else {
             return Err("this agent holds no barriers (it is not replica 0 of a role with several replicas)".into());
         };
@@ -102,7 +114,7 @@ impl Control {
             .gates
             .entry(name.to_owned())
             .or_insert_with(|| Gate {
-                arrived: Default::default(),
+                arrived: std::collections::BTreeSet::default(),
                 outcome: tokio::sync::watch::channel(None).0,
             });
         gate.arrived.insert(index);
@@ -115,7 +127,10 @@ impl Control {
 
     /// Ends barrier `name` with `error` (a party ended without arriving).
     fn fail_barrier(&self, name: &str, error: String) {
-        let barriers = self.barriers.lock().unwrap_or_else(|p| p.into_inner());
+        let barriers = self
+            .barriers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(gate) = barriers.as_ref().and_then(|b| b.gates.get(name)) {
             gate.outcome.send_if_modified(|outcome| {
                 if outcome.is_none() {
@@ -147,7 +162,7 @@ impl Control {
                         return r#"{"error":"the barrier was dropped"}"#.to_owned();
                     }
                 }
-                _ = tokio::time::sleep(BARRIER_CHECK) => self.check_missing(name).await,
+                () = tokio::time::sleep(BARRIER_CHECK) => self.check_missing(name).await,
             }
         }
     }
@@ -155,7 +170,10 @@ impl Control {
     /// Fails barrier `name` if a party that has not arrived has ended.
     async fn check_missing(&self, name: &str) {
         let missing: Vec<(u32, String)> = {
-            let barriers = self.barriers.lock().unwrap_or_else(|p| p.into_inner());
+            let barriers = self
+                .barriers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let Some(barriers) = barriers.as_ref() else {
                 return;
             };
@@ -209,7 +227,11 @@ impl Control {
         let mut read = BufReader::new(read);
         read.read_line(&mut line).await?;
         if line.trim() == "EXEC" {
-            let config = self.exec.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let config = self
+                .exec
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
             return super::exec::serve(config, read, write).await;
         }
         let words: Vec<&str> = line.split_whitespace().collect();

@@ -318,18 +318,17 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
     write.write_all(b"EXEC\n").await?;
     let mut line = String::new();
     read.read_line(&mut line).await?;
-    let challenge: Challenge = match serde_json::from_str(&line) {
-        Ok(challenge) => challenge,
-        Err(_) => {
-            // A refusal frame instead of a challenge.
-            let mut rest = line.into_bytes();
-            read.read_to_end(&mut rest).await?;
-            let reason = rest
-                .get(5..)
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default();
-            anyhow::bail!("the agent at {endpoint} refused: {reason}");
-        }
+    let challenge: Challenge = if let Ok(challenge) = serde_json::from_str(&line) {
+        challenge
+    } else {
+        // A refusal frame instead of a challenge.
+        let mut rest = line.into_bytes();
+        read.read_to_end(&mut rest).await?;
+        let reason = rest
+            .get(5..)
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        anyhow::bail!("the agent at {endpoint} refused: {reason}");
     };
     let request = Request {
         mac: sign(token, &challenge.nonce, argv),

@@ -27,7 +27,7 @@ fn list() -> Vec<(String, IpAddr, bool)> {
     let mut out = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we walk read-only and free once.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+    if unsafe { libc::getifaddrs(&raw mut head) } != 0 {
         return out;
     }
     let mut cursor = head;
@@ -44,6 +44,8 @@ fn list() -> Vec<(String, IpAddr, bool)> {
             .into_owned();
         let loopback = entry.ifa_flags & (libc::IFF_LOOPBACK as libc::c_uint) != 0;
         // SAFETY: sa_family tells which sockaddr type ifa_addr points to.
+        // getifaddrs allocates each address as its family's type, so it is aligned for it.
+        #[allow(clippy::cast_ptr_alignment)]
         let address = unsafe {
             match i32::from((*entry.ifa_addr).sa_family) {
                 libc::AF_INET => {

@@ -36,7 +36,7 @@ pub use config::AgentConfig;
 use control::Control;
 
 /// Used when a plan sets no timeout.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DEFAULT_TIMEOUT: Duration = Duration::from_mins(30);
 /// How often peers are polled while waiting for them.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -240,17 +240,17 @@ async fn play(
         Lifetime::RunToCompletion => {
             tokio::select! {
                 stdout = &mut capture => Ok(stdout),
-                _ = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the command did not finish before the benchmark's timeout")),
+                () = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the command did not finish before the benchmark's timeout")),
             }
         }
         Lifetime::Serve => {
             tokio::select! {
                 stdout = &mut capture => Ok(stdout),
-                _ = control.stopped() => {
+                () = control.stopped() => {
                     let _ = child.start_kill();
                     Ok(capture.await)
                 }
-                _ = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the benchmark's timeout passed while serving")),
+                () = tokio::time::sleep_until(deadline) => Err(Failure::plain(Reason::Timeout, "the benchmark's timeout passed while serving")),
             }
         }
     };
@@ -269,7 +269,7 @@ async fn play(
         )
     })?;
     let stopped_on_request =
-        role.lifetime == Lifetime::Serve && !status.success() && control_stopped(&status);
+        role.lifetime == Lifetime::Serve && !status.success() && control_stopped(status);
     if !status.success() && !stopped_on_request {
         // A tool that exits non-zero after saying why in its result document (the load
         // generator does: scripts read its exit code) fails with its own reason, and its
@@ -306,7 +306,7 @@ async fn play(
 }
 
 /// A serving command we killed ends by SIGKILL; that is how it is meant to end.
-fn control_stopped(status: &std::process::ExitStatus) -> bool {
+fn control_stopped(status: std::process::ExitStatus) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
@@ -379,7 +379,6 @@ async fn poll(
                     format!("peer {role} at {endpoint} finished before it was ready"),
                 ));
             }
-            Ok(_) => {}
             Err(error) if Instant::now() >= deadline => {
                 return Err(Failure::plain(
                     Reason::PeerUnreachable,
@@ -388,7 +387,7 @@ async fn poll(
                     ),
                 ));
             }
-            Err(_) => {}
+            Ok(_) | Err(_) => {}
         }
         if Instant::now() >= deadline {
             return Err(Failure::plain(
@@ -561,7 +560,7 @@ mod plain_text_tests {
             role: plan.result_role.clone(),
             plan,
             index: 0,
-            peers: Default::default(),
+            peers: std::collections::BTreeMap::default(),
             control_port: 0,
             address: perfsweep_benchmarks::agent_env::AddressSource::Literal("127.0.0.1".into()),
             workdir: std::env::temp_dir(),
@@ -584,7 +583,7 @@ mod plain_text_tests {
                     "the benchmark tool reported an error: unable to connect to server"
                 );
             }
-            other => panic!("{other:?}"),
+            other @ Outcome::Succeeded { .. } => panic!("{other:?}"),
         }
         assert_eq!(
             Failure::plain(Reason::SetupFailed, "\x1b[33mwarning\x1b[0m").message,

@@ -59,7 +59,7 @@ pub async fn rank(argv: &[String]) -> anyhow::Result<ExitCode> {
 fn children_usage(rank: Option<u32>) -> RankUsage {
     // SAFETY: getrusage writes into the zeroed struct we own.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } == 0;
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut usage) } == 0;
     if !ok {
         return RankUsage {
             rank,

@@ -46,7 +46,7 @@ pub fn signal_process(pid: i32, signal: libc::c_int) {
 pub fn reap_if_ended(pid: i32) {
     let mut status = 0;
     // SAFETY: waitpid writes the status into our local integer only.
-    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
 }
 
 /// This process's effective user id.

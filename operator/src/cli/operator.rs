@@ -75,7 +75,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             scheduler: args.default_scheduler,
             queue: args.default_queue.clone().filter(|q| !q.is_empty()),
         },
-        export: Default::default(),
+        export: crate::controller::benchmark::export::ExportPolicy::default(),
     };
     if args.leader_election {
         let namespace = args

@@ -624,10 +624,9 @@ fn show(cases: &[results::Case], headline_only: bool) -> String {
                     s.count.to_string()
                 },
                 si(s.mean),
-                s.ci95_half_width().map(si).unwrap_or_else(|| "-".into()),
-                s.stddev.map(si).unwrap_or_else(|| "-".into()),
-                s.cv.map(|cv| format!("{:.1}%", cv * 100.0))
-                    .unwrap_or_else(|| "-".into()),
+                s.ci95_half_width().map_or_else(|| "-".into(), si),
+                s.stddev.map_or_else(|| "-".into(), si),
+                s.cv.map_or_else(|| "-".into(), |cv| format!("{:.1}%", cv * 100.0)),
                 si(s.min),
                 si(s.median),
                 si(s.max),
@@ -676,11 +675,8 @@ fn compare_table(comparison: &compare::Comparison) -> String {
             side(&c.baseline),
             side(&c.candidate),
             c.relative_change
-                .map(|r| format!("{:+.2}%", r * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            c.p_value
-                .map(|p| format!("{p:.4}"))
-                .unwrap_or_else(|| "-".into()),
+                .map_or_else(|| "-".into(), |r| format!("{:+.2}%", r * 100.0)),
+            c.p_value.map_or_else(|| "-".into(), |p| format!("{p:.4}")),
             c.verdict.as_str().to_uppercase(),
         ]);
     }

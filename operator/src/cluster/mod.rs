@@ -259,8 +259,7 @@ async fn progress(
             let status = set.status.unwrap_or_default();
             let phase = status
                 .phase
-                .map(|p| format!("{p:?}"))
-                .unwrap_or_else(|| "Pending".into());
+                .map_or_else(|| "Pending".into(), |p| format!("{p:?}"));
             let finished = matches!(phase.as_str(), "Succeeded" | "Failed" | "Invalid");
             let mut line = format!(
                 "{name}: {phase}, {}/{} finished ({} succeeded, {} failed, {} running)",

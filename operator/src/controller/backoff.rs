@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 const BASE: Duration = Duration::from_secs(1);
-const MAX: Duration = Duration::from_secs(300);
+const MAX: Duration = Duration::from_mins(5);
 
 #[derive(Default)]
 pub struct PerObjectBackoff {
@@ -16,7 +16,10 @@ pub struct PerObjectBackoff {
 impl PerObjectBackoff {
     /// Records a failure of `key` and returns how long to wait before the next try.
     pub fn next_delay(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let count = failures.entry(key.to_owned()).or_insert(0);
         *count = count.saturating_add(1);
         let factor = 2u32.saturating_pow(count.saturating_sub(1).min(16));
@@ -27,7 +30,7 @@ impl PerObjectBackoff {
     pub fn reset(&self, key: &str) {
         self.failures
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(key);
     }
 }

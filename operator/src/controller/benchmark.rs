@@ -67,7 +67,7 @@ pub const AGENT_CONTAINER: &str = render::pod::CONTAINER_NAME;
 pub const EVIDENCE_ANNOTATION: &str = "perfsweep.io/evidence-sha256";
 
 /// How often a running benchmark is looked at even without a change.
-const RESYNC: Duration = Duration::from_secs(60);
+const RESYNC: Duration = Duration::from_mins(1);
 /// How often a running benchmark whose tool reports progress is looked at, to refresh
 /// `status.progress` (one bounded read of the result pod's log tail each time).
 const PROGRESS_EVERY: Duration = Duration::from_secs(15);
@@ -346,7 +346,7 @@ impl Target {
                 .map_or_else(Timestamp::now, |time| time.0),
             name,
             namespace,
-            defaults: Default::default(),
+            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         })
     }
 
@@ -1209,47 +1209,44 @@ async fn conclude<K: Benchmark>(
     if !write_status(benchmark, engine, target, old, status).await? {
         return Ok(Action::requeue(STALE_RETRY));
     }
-    match failure {
-        Some(failure) => {
+    if let Some(failure) = failure {
+        publish(
+            engine,
+            benchmark,
+            EventType::Warning,
+            failure.reason.as_str(),
+            "Run",
+            &failure.message,
+        )
+        .await;
+    } else {
+        let note = match &status.summary {
+            Some(summary) => format!("Succeeded: {summary}"),
+            None => "Succeeded".to_owned(),
+        };
+        publish(
+            engine,
+            benchmark,
+            EventType::Normal,
+            "Succeeded",
+            "Run",
+            &note,
+        )
+        .await;
+        let rejected = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE);
+        if let Some(rejected) = rejected {
             publish(
                 engine,
                 benchmark,
                 EventType::Warning,
-                failure.reason.as_str(),
-                "Run",
-                &failure.message,
+                "NotAccepted",
+                "Judge",
+                &rejected.message,
             )
             .await;
-        }
-        None => {
-            let note = match &status.summary {
-                Some(summary) => format!("Succeeded: {summary}"),
-                None => "Succeeded".to_owned(),
-            };
-            publish(
-                engine,
-                benchmark,
-                EventType::Normal,
-                "Succeeded",
-                "Run",
-                &note,
-            )
-            .await;
-            let rejected = status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE);
-            if let Some(rejected) = rejected {
-                publish(
-                    engine,
-                    benchmark,
-                    EventType::Warning,
-                    "NotAccepted",
-                    "Judge",
-                    &rejected.message,
-                )
-                .await;
-            }
         }
     }
     if let Some(digest) = evidence {
@@ -1552,7 +1549,7 @@ mod tests {
             generation: Some(1),
             resource_version: Some("7".into()),
             created: Timestamp::UNIX_EPOCH,
-            defaults: Default::default(),
+            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         }
     }
 

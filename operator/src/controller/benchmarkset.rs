@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use super::{Context, Error, SetController, Settings, default_watcher, scoped_api};
 
 /// How often a set with running children is looked at even without a change.
-const RESYNC: Duration = Duration::from_secs(300);
+const RESYNC: Duration = Duration::from_mins(5);
 
 /// The controller for BenchmarkSets and the children of every kind they own.
 pub fn controller(client: &Client, settings: &Settings) -> SetController {
@@ -142,7 +142,10 @@ impl ExpansionCache {
     pub fn expand(&self, set: &BenchmarkSet, nodes: Option<&[String]>) -> CachedExpansion {
         let key = set.uid().unwrap_or_else(|| set.name_any());
         let cache_key: CacheKey = (set.meta().generation, nodes.map(<[String]>::to_vec));
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((cached, expansion)) = entries.get(&key)
             && *cached == cache_key
         {
@@ -158,7 +161,7 @@ impl ExpansionCache {
         let key = set.uid().unwrap_or_else(|| set.name_any());
         self.entries
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&key);
     }
 }

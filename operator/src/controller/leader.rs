@@ -217,9 +217,10 @@ impl Elector {
             return self.try_acquire_or_renew().await;
         }
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        match self.replace(lease).await? {
-            true => Ok(true),
-            false => self.try_acquire_or_renew().await,
+        if self.replace(lease).await? {
+            Ok(true)
+        } else {
+            self.try_acquire_or_renew().await
         }
     }
 
@@ -251,7 +252,7 @@ impl Elector {
                     tracing::info!(lease = %self.describe(), "released the lease");
                     return;
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
                 Err(error) => {
                     tracing::warn!(lease = %self.describe(), %error, "cannot release the lease; it will expire");
                     return;
@@ -492,7 +493,7 @@ mod tests {
     #[test]
     fn the_holder_renews() {
         assert_eq!(
-            decide(Some("a"), "a", Duration::from_secs(60), LEASE),
+            decide(Some("a"), "a", Duration::from_mins(1), LEASE),
             Decision::Renew
         );
     }

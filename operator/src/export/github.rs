@@ -135,7 +135,7 @@ impl Uploader {
             .context("building the request")?;
         let what = url.split('?').next().unwrap_or(url).to_owned();
         let response = tokio::time::timeout(
-            std::time::Duration::from_secs(120),
+            std::time::Duration::from_mins(2),
             self.client.request(request),
         )
         .await

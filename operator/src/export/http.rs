@@ -23,7 +23,7 @@ type Https = hyper_rustls::HttpsConnector<HyperConnector>;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, upload included; the objects are small (records and
 /// tool output), so this is generous.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+const REQUEST_TIMEOUT: Duration = Duration::from_mins(2);
 
 /// Builds [`HyperService`]s for object_store's builders; every failed exchange is noted
 /// in `failures`, so that retries object_store makes are visible to whoever exports.

@@ -569,8 +569,7 @@ pub fn open_for_cli(destination: Destination, retry: &Retry) -> anyhow::Result<S
 /// directory), standing in for the claim.
 pub fn local_claim_dir(claim: &str, path: &str) -> PathBuf {
     let root = std::env::var_os("PERFSWEEP_PVC_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("perfsweep-pvc"));
+        .map_or_else(|| PathBuf::from("perfsweep-pvc"), PathBuf::from);
     root.join(claim).join(path)
 }
 

@@ -37,7 +37,10 @@ pub async fn load(
 pub async fn load_from(store: &Store) -> anyhow::Result<Vec<ResultRecord>> {
     let mut records = Vec::new();
     for name in store.list().await? {
-        if !name.ends_with(".jsonl") {
+        if !std::path::Path::new(&name)
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("jsonl"))
+        {
             continue;
         }
         let body = store.get(&name).await?;

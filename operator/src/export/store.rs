@@ -56,7 +56,7 @@ fn retry_config(retry: &Retry) -> RetryConfig {
         },
         max_retries: retry.attempts.saturating_sub(1) as usize,
         // Bounded by the attempts, not by time; the request timeout bounds each one.
-        retry_timeout: std::time::Duration::from_secs(3600),
+        retry_timeout: std::time::Duration::from_hours(1),
     }
 }
 
@@ -261,8 +261,7 @@ impl Store {
             let relative = match &prefix {
                 Some(prefix) => name
                     .strip_prefix(prefix.as_ref())
-                    .map(|rest| rest.trim_start_matches('/'))
-                    .unwrap_or(name),
+                    .map_or(name, |rest| rest.trim_start_matches('/')),
                 None => name,
             };
             names.push(relative.to_owned());

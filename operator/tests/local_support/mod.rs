@@ -46,7 +46,7 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn records(dir: &Path) -> Vec<Value> {
     let mut records: Vec<Value> = std::fs::read_dir(dir)
         .expect("output directory")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .map(|p| {

@@ -8,6 +8,7 @@
 pub mod s3;
 
 use std::fmt::Display;
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -76,9 +77,8 @@ fn render_chart_now() -> Option<Vec<Value>> {
             "{reason}, and CI must render the chart"
         );
         // Straight to stderr: the harness captures `eprintln!` of passing tests.
-        use std::io::Write as _;
         let _ = writeln!(
-            std::io::stderr(),
+            std::io::stderr().lock(),
             "NOT ENFORCING the chart's RBAC in the API double: {reason}"
         );
         None
@@ -122,7 +122,11 @@ pub struct Operator {
 impl Operator {
     /// Starts `perfsweep::controller::run` with a 50 ms debounce, watching all namespaces.
     pub fn start(double: &ApiDouble, instance: &str) -> Self {
-        Self::start_with_export(double, instance, Default::default())
+        Self::start_with_export(
+            double,
+            instance,
+            perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        )
     }
 
     /// As [`Operator::start`], exporting finished benchmarks as `export` says.
@@ -137,7 +141,7 @@ impl Operator {
             health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
             debounce: Duration::from_millis(50),
             instance: Some(instance.to_owned()),
-            defaults: Default::default(),
+            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export,
         };
         let shutdown = async move {

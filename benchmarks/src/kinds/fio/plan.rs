@@ -14,6 +14,7 @@
 //!   the measured job. Its output is logged, not parsed.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
+use std::collections::BTreeMap;
 
 use super::FioSpec;
 use crate::plan::{
@@ -64,7 +65,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         lifetime: Lifetime::Serve,
         uses_devices: true,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: vec![volume],
     };
@@ -118,7 +119,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         // The client only sends jobs and collects statistics.
         uses_devices: false,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -127,7 +128,7 @@ pub fn plan(spec: &FioSpec) -> Plan {
         roles: vec![worker, client],
         result_role: "client".into(),
         timeout_seconds: 0,
-        pod_overrides: Default::default(),
+        pod_overrides: BTreeMap::default(),
     }
 }
 
@@ -184,7 +185,11 @@ pub fn job_file(spec: &FioSpec) -> String {
     if spec.group_reporting {
         global.push(("group_reporting", "1".into()));
     }
-    let percentiles: Vec<String> = spec.percentiles.iter().map(|p| p.to_string()).collect();
+    let percentiles: Vec<String> = spec
+        .percentiles
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     global.push(("percentile_list", percentiles.join(":")));
     render(&global)
 }

@@ -84,6 +84,8 @@ pub struct IPerfStream {
     pub lost_percent: Option<f64>,
 }
 
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -168,33 +170,31 @@ pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
     };
     let root = JsonAt::root(&doc);
     if let Some(err) = root.get("error") {
-        let msg = err
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|_| format!("iperf3 reported a non-string error at {}", err.path()));
+        let msg = err.as_str().map_or_else(
+            |_| format!("iperf3 reported a non-string error at {}", err.path()),
+            str::to_string,
+        );
         return Err(ParseError::ToolReportedError(msg));
     }
 
     let end = root.req("end")?;
     let test_start = root.get("start").and_then(|s| s.get("test_start"));
-    let protocol = match test_start.as_ref().and_then(|t| t.get("protocol")) {
-        Some(p) => match p.as_str()? {
+    let protocol = if let Some(p) = test_start.as_ref().and_then(|t| t.get("protocol")) {
+        match p.as_str()? {
             "TCP" => IPerfProtocol::Tcp,
             "UDP" => IPerfProtocol::Udp,
             "SCTP" => IPerfProtocol::Sctp,
             other => return Err(p.error(format!("unknown protocol {other:?}"))),
-        },
-        // Infer from the per-stream blocks when test_start is absent.
-        None => {
-            let first_udp = end
-                .get("streams")
-                .and_then(|s| s.as_array().ok())
-                .and_then(|s| s.first().and_then(|s| s.get("udp")));
-            if first_udp.is_some() {
-                IPerfProtocol::Udp
-            } else {
-                IPerfProtocol::Tcp
-            }
+        }
+    } else {
+        let first_udp = end
+            .get("streams")
+            .and_then(|s| s.as_array().ok())
+            .and_then(|s| s.first().and_then(|s| s.get("udp")));
+        if first_udp.is_some() {
+            IPerfProtocol::Udp
+        } else {
+            IPerfProtocol::Tcp
         }
     };
     let reverse = match test_start.as_ref().and_then(|t| t.get("reverse")) {
@@ -225,12 +225,11 @@ pub fn parse(raw: &str) -> Result<IPerfResult, ParseError> {
             streams.push(stream(&s, bidirectional)?);
         }
     }
-    let num_streams = match test_start.as_ref().and_then(|t| t.get("num_streams")) {
-        Some(n) => u32::try_from(n.as_u64()?).map_err(|_| n.error("stream count too large"))?,
-        None => {
-            let forward = streams.iter().filter(|s| !s.bidir_reverse).count();
-            u32::try_from(forward).unwrap_or(u32::MAX)
-        }
+    let num_streams = if let Some(n) = test_start.as_ref().and_then(|t| t.get("num_streams")) {
+        u32::try_from(n.as_u64()?).map_err(|_| n.error("stream count too large"))?
+    } else {
+        let forward = streams.iter().filter(|s| !s.bidir_reverse).count();
+        u32::try_from(forward).unwrap_or(u32::MAX)
     };
 
     let cpu = end.get("cpu_utilization_percent");

@@ -2,6 +2,7 @@
 
 use super::{IPerfSpec, Protocol};
 use crate::plan::{Arg, Command, Lifetime, Plan, Port, PortProtocol, Readiness, Role};
+use std::collections::BTreeMap;
 
 const PACKAGE: &str = "iperf3";
 
@@ -41,7 +42,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         lifetime: Lifetime::Serve,
         uses_devices: true,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -61,7 +62,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         lifetime: Lifetime::RunToCompletion,
         uses_devices: true,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -70,7 +71,7 @@ pub fn plan(spec: &IPerfSpec) -> Plan {
         roles: vec![server, client],
         result_role: "client".into(),
         timeout_seconds: 0,
-        pod_overrides: Default::default(),
+        pod_overrides: BTreeMap::default(),
     }
 }
 

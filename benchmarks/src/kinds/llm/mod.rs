@@ -141,6 +141,8 @@ pub struct SimulatorSpec {
     pub reasoning_tokens: Option<u32>,
 }
 
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
 }
@@ -985,7 +987,7 @@ fn check_offered_load(spec: &LLMInferenceSpec) -> Vec<FieldError> {
         match saturation.load {
             SaturationLoad::RequestRate if max > max_rate => errors.push(too_fast(path, max)),
             SaturationLoad::Concurrency if max > max_streams as f64 => {
-                errors.push(too_many(path, max.ceil() as u64))
+                errors.push(too_many(path, max.ceil() as u64));
             }
             _ => {}
         }

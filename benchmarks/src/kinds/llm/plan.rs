@@ -34,6 +34,7 @@ use crate::plan::{
     Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, RoleVolume,
     SecretEnv, VolumeSource,
 };
+use std::collections::BTreeMap;
 
 /// The package the roles' program (`perfsweep`, run as the agent itself) comes from.
 const PACKAGE: &str = "perfsweep";
@@ -412,7 +413,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         .endpoint
         .tls
         .as_ref()
-        .map(|tls| tls.plan())
+        .map(super::tls::EndpointTls::plan)
         .unwrap_or_default();
     args.extend(tls_args);
     if let Some(metadata) = &spec.service_metadata {
@@ -447,7 +448,7 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         lifetime: Lifetime::RunToCompletion,
         uses_devices: false,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env,
         volumes: ca_volume.into_iter().chain(volumes).collect(),
     }];
@@ -561,7 +562,7 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
         lifetime: Lifetime::Serve,
         uses_devices: false,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     }

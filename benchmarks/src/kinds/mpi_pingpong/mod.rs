@@ -5,6 +5,7 @@ pub mod parse;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 use crate::common::CommonSpec;
 use crate::kinds::mpi::Transport;
@@ -132,7 +133,7 @@ pub fn plan(spec: &MPIPingPongSpec) -> crate::plan::Plan {
         rank_install_hint: IMB_INSTALL_HINT.into(),
         worker_setup: Vec::new(),
         worker_files: Vec::new(),
-        worker_env: Default::default(),
+        worker_env: BTreeMap::default(),
         time_ranks: false,
     }
     .plan()

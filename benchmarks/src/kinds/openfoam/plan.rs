@@ -295,8 +295,7 @@ mod tests {
             files
                 .iter()
                 .find(|f| f.path == path)
-                .map(|f| f.contents.clone())
-                .unwrap_or_else(|| panic!("{path} missing"))
+                .map_or_else(|| panic!("{path} missing"), |f| f.contents.clone())
         };
         assert!(find("system/blockMeshDict").contains("(400 400 400)"));
         let decomposition = find("system/decomposeParDict");

@@ -10,6 +10,7 @@
 
 use super::{BenchmarkType, Device, Model, PyTorchSpec};
 use crate::plan::{Arg, Command, Lifetime, Plan, PlanError, PlanFile, Readiness, Role};
+use std::collections::BTreeMap;
 
 /// The benchmark script, as shipped with this version of perfsweep.
 pub const SCRIPT: &str = include_str!("../../../../images/pytorch/benchmark.py");
@@ -55,7 +56,7 @@ pub fn plan(spec: &PyTorchSpec) -> Result<Plan, PlanError> {
         lifetime: Lifetime::RunToCompletion,
         uses_devices: true,
         capabilities: Vec::new(),
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -64,7 +65,7 @@ pub fn plan(spec: &PyTorchSpec) -> Result<Plan, PlanError> {
         roles: vec![worker],
         result_role: "worker".into(),
         timeout_seconds: 0,
-        pod_overrides: Default::default(),
+        pod_overrides: BTreeMap::default(),
     })
 }
 

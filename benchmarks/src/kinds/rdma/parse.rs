@@ -216,7 +216,7 @@ struct Table<'a> {
     device: Option<String>,
 }
 
-fn find_table<'a>(raw: &'a str, want_latency: Option<bool>) -> Result<Table<'a>, ParseError> {
+fn find_table(raw: &str, want_latency: Option<bool>) -> Result<Table<'_>, ParseError> {
     ensure_not_empty(raw)?;
     let lines: Vec<&str> = raw.lines().collect();
     let mut test = None;
@@ -352,13 +352,7 @@ impl Table<'_> {
             })
     }
 
-    fn int(
-        &self,
-        line: usize,
-        tokens: &[&str],
-        idx: usize,
-        label: &str,
-    ) -> Result<u64, ParseError> {
+    fn int(line: usize, tokens: &[&str], idx: usize, label: &str) -> Result<u64, ParseError> {
         let tok = tokens.get(idx).copied().unwrap_or_default();
         tok.parse().map_err(|_| ParseError::Malformed {
             line,
@@ -399,8 +393,8 @@ pub fn parse_bandwidth(raw: &str) -> Result<RDMABandwidthResult, ParseError> {
     let mut rows = Vec::with_capacity(table.rows.len());
     for (line, tokens) in &table.rows {
         rows.push(RDMABandwidthRow {
-            bytes: table.int(*line, tokens, 0, "#bytes")?,
-            iterations: table.int(*line, tokens, 1, "#iterations")?,
+            bytes: Table::int(*line, tokens, 0, "#bytes")?,
+            iterations: Table::int(*line, tokens, 1, "#iterations")?,
             peak_gbits_per_second: to_gbits(table.req(*line, tokens, "BW peak[")?),
             average_gbits_per_second: to_gbits(table.req(*line, tokens, "BW average[")?),
             message_rate_mpps: table.req(*line, tokens, "MsgRate[")?,
@@ -441,8 +435,8 @@ pub fn parse_latency(raw: &str) -> Result<RDMALatencyResult, ParseError> {
     for (line, tokens) in &table.rows {
         let l = *line;
         rows.push(RDMALatencyRow {
-            bytes: table.int(l, tokens, 0, "#bytes")?,
-            iterations: table.int(l, tokens, 1, "#iterations")?,
+            bytes: Table::int(l, tokens, 0, "#bytes")?,
+            iterations: Table::int(l, tokens, 1, "#iterations")?,
             min_micros: table.value(l, tokens, "t_min[")?,
             max_micros: table.value(l, tokens, "t_max[")?,
             typical_micros: table.value(l, tokens, "t_typical[")?,

@@ -11,6 +11,7 @@ use super::{Mode, PerftestOptions};
 use crate::plan::{
     AGENT_PROGRAM, Arg, Command, Lifetime, Plan, Port, PortProtocol, Readiness, Role,
 };
+use std::collections::BTreeMap;
 
 const PACKAGE: &str = "perftest";
 
@@ -59,7 +60,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         lifetime: Lifetime::Serve,
         uses_devices: true,
         capabilities: vec!["IPC_LOCK".into()],
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -75,7 +76,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         lifetime: Lifetime::RunToCompletion,
         uses_devices: true,
         capabilities: vec!["IPC_LOCK".into()],
-        env: Default::default(),
+        env: BTreeMap::default(),
         secret_env: Vec::new(),
         volumes: Vec::new(),
     };
@@ -84,7 +85,7 @@ pub fn plan(kind: &str, options: &PerftestOptions, measure: Measure) -> Plan {
         roles: vec![server, client],
         result_role: "client".into(),
         timeout_seconds: 0,
-        pod_overrides: Default::default(),
+        pod_overrides: BTreeMap::default(),
     }
 }
 

@@ -265,6 +265,8 @@ impl Canvas {
                         continue;
                     }
                     // Along the text (u) and down from the baseline (v).
+                    // Glyph pixel indices are below a few hundred.
+                    #[allow(clippy::cast_possible_wrap)]
                     let (u, v) = (pen + left + i as i64, top + j as i64);
                     let (x, y) = if vertical {
                         (ox + v, oy - u)

@@ -534,7 +534,7 @@ mod tests {
                 pod_group: self.pod_group.as_ref(),
                 ran: self.ran,
                 created: at(0),
-                timeout: Duration::from_secs(60),
+                timeout: Duration::from_mins(1),
                 now: self.now,
             })
         }
@@ -727,8 +727,8 @@ mod tests {
     #[test]
     fn human_durations() {
         assert_eq!(human(Duration::from_secs(2)), "2s");
-        assert_eq!(human(Duration::from_secs(1800)), "30m");
-        assert_eq!(human(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(human(Duration::from_mins(30)), "30m");
+        assert_eq!(human(Duration::from_mins(90)), "1h30m");
         assert_eq!(human(Duration::from_millis(500)), "500ms");
     }
 }

@@ -60,7 +60,7 @@ impl Default for ExportPolicy {
         Self {
             attempts: 5,
             first_delay: Duration::from_secs(10),
-            max_delay: Duration::from_secs(300),
+            max_delay: Duration::from_mins(5),
             requests: Retry {
                 attempts: 3,
                 initial_delay: Duration::from_millis(200),
@@ -385,7 +385,7 @@ mod tests {
         let policy = ExportPolicy {
             attempts: 6,
             first_delay: Duration::from_secs(10),
-            max_delay: Duration::from_secs(60),
+            max_delay: Duration::from_mins(1),
             ..ExportPolicy::default()
         };
         let delays: Vec<u64> = (1..=5).map(|a| policy.delay(a).as_secs()).collect();

@@ -3,7 +3,7 @@
 //! out with a real size, and the screenshot shows it (its colours are on the page). The
 //! screenshot is kept under `target/test-artifacts/`.
 
-mod local_support;
+use crate::local_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

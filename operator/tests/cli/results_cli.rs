@@ -1,7 +1,7 @@
 //! `perfsweep results` over the records of a real local iperf3 sweep: list, statistics,
 //! CSV, SVG, and a comparison that finds a planted regression and nothing else.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, run_local_sweep, scratch, tool_or_skip};
 

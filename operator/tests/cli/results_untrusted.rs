@@ -4,7 +4,7 @@
 //! chart file names that do not say SVG or PNG. The records are written here in code so
 //! that each defect is exactly the one planted.
 
-mod local_support;
+use crate::local_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

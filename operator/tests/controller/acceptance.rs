@@ -3,7 +3,7 @@
 //! the bound, one below) by acting as scheduler and kubelet. The benchmark controller
 //! judges each child (`Accepted` condition), the set controller the set.
 
-mod support;
+use crate::support;
 
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};

@@ -2,7 +2,7 @@
 //! as a user would and plays the scheduler and kubelet by patching pod status and
 //! setting the agent container's log (ending with a real report of real iperf3 output).
 
-mod support;
+use crate::support;
 
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};

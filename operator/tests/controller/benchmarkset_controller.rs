@@ -1,7 +1,7 @@
 //! The BenchmarkSet controller against the API double: the test creates sets as a user
 //! would and plays the benchmark controller by patching the children's status.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

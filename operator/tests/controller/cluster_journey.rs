@@ -2,7 +2,7 @@
 //! API double through a kubeconfig, the operator runs in this process, and this test
 //! plays scheduler and kubelet (pods run; the client's log carries a real iperf3 result).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! existing claim or an emptyDir), plays the kubelet (pod status, then the result pod's
 //! log ending with a report of real tool output) and checks the result and the cleanup.
 
-mod support;
+use crate::support;
 
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};

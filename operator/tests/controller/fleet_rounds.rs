@@ -5,7 +5,7 @@
 //! each round's pairs ran together; and that the one node whose results are made 40%
 //! slower is the one suspect node, with no other node or link named.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

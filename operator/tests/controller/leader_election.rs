@@ -4,7 +4,7 @@
 //! lease durations. Who acted is read from the `reportingInstance` of the events the
 //! controllers record, which is the replica's identity.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

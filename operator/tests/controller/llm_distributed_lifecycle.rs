@@ -4,7 +4,7 @@
 //! is the exact merge — counts summed, percentiles from the union of every worker's
 //! samples, computed here independently of perfsweep's merge.
 
-mod support;
+use crate::support;
 
 use hdrhistogram::Histogram;
 use kube::Api;

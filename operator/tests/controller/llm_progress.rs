@@ -2,7 +2,7 @@
 //! `perfsweep-progress:` line from the tail of the load generator pod's log on the
 //! reconciles it makes anyway, and clears it when the benchmark ends.
 
-mod support;
+use crate::support;
 
 use kube::Api;
 use kube::api::PostParams;

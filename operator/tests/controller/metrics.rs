@@ -2,7 +2,7 @@
 //! controllers' counters and the benchmarks and sets from their caches, and passes
 //! `promtool check metrics` (skipped with a reason when promtool is missing outside CI).
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};

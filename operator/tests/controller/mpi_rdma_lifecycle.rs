@@ -2,7 +2,7 @@
 //! creates each benchmark as a user would and plays scheduler and kubelet, with report
 //! lines built from the real (or transcribed) tool outputs in benchmarks/testdata.
 
-mod support;
+use crate::support;
 
 use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};

@@ -18,7 +18,7 @@
 //! The test creates and edits objects through the double's store directly (not recorded),
 //! so every recorded request is the operator's.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

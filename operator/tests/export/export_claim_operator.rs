@@ -4,7 +4,7 @@
 //! the kubelet, and checks the pod the operator created mounts the claim and is told
 //! where to write, and that the Exported condition says where the results are.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! byte; a proxy that fails the first requests with 503 shows
 //! the retries; an unreachable endpoint shows the local copy is kept.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

@@ -4,7 +4,7 @@
 //! keys of the example's `aws_profile: production` read from an AWS shared credentials
 //! file, as the AWS tools read them.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

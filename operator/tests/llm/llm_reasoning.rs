@@ -2,7 +2,7 @@
 //! tokens, and the times to the first reasoning and the first answer token are both
 //! reported — in process against the simulator, and in a local run.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{records, run_local_sweep, scratch};
 use perfsweep::llm::loadgen::{self, LoadgenArgs};

@@ -1,7 +1,7 @@
 //! The load generator against the simulator, in process: what it measures is what the
 //! simulator recorded doing, and the SSE and error edge cases are counted right.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::self_signed_or_skip;
 use perfsweep::llm::loadgen::{self, Api, LoadgenArgs};

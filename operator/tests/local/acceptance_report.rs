@@ -2,7 +2,7 @@
 //! whose criteria any loopback run meets (template-level criteria) and one whose
 //! set-level criterion no machine meets (1 Pbit/s), then `perfsweep results report`.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, scratch, tool_or_skip};
 

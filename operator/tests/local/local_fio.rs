@@ -2,7 +2,7 @@
 //! their own loopback addresses, driven by one `fio --client` — and every recorded number
 //! is the one fio itself reported in its JSON (kept as evidence beside the record).
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, records, run_local_sweep, scratch, tool_or_skip};
 

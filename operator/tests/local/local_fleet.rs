@@ -2,7 +2,7 @@
 //! over four stand-in nodes (each its own loopback address), then the heatmap and the
 //! report from the records.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, records, scratch, tool_or_skip};
 

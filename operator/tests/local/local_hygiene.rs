@@ -2,7 +2,7 @@
 //! earlier run's results, and that say whether the results were accepted: the real
 //! binary, real iperf3 and fio.
 
-mod local_support;
+use crate::local_support;
 
 use std::collections::BTreeSet;
 use std::os::unix::process::CommandExt;

@@ -1,7 +1,7 @@
 //! The local backend runs a real iperf3 sweep, and every recorded number is the one
 //! iperf3 itself reported in its JSON (kept as evidence beside the record).
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, records, run_local_sweep, scratch, tool_or_skip};
 

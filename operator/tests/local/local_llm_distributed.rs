@@ -3,7 +3,7 @@
 //! the same barrier, report their own histograms, and are merged by the local backend
 //! through the same code path the controller uses.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{records, run_local_sweep, scratch};
 use perfsweep_benchmarks::kinds::llm::histogram;

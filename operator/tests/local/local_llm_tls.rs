@@ -3,7 +3,7 @@
 //! through `caFile` the sweep measures; without it the load generator refuses the
 //! endpoint before any load.
 
-mod local_support;
+use crate::local_support;
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};

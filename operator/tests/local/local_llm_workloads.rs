@@ -2,7 +2,7 @@
 //! the load generator as agents): embeddings, a ShareGPT dataset with a tokenizer.json
 //! file, and a tokenizer that is not there failing before any request.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{records, run_local, run_local_sweep, scratch};
 

@@ -2,7 +2,7 @@
 //! (Debian's python3-torch and python3-torchvision; CI does not install them, they are
 //! large), and names what is missing when it is not.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{perfsweep, scratch};
 

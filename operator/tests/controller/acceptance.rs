@@ -5,7 +5,6 @@
 
 use crate::support;
 
-use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
@@ -13,31 +12,10 @@ use support::{
     IPERFS, NS, Operator, WAIT, condition, create_set, double_with_crds, expected_names,
     wait_for_status, wait_until,
 };
+use support::kubelet::{self, AGENT, Fixture, now, run_pod};
 
-const AGENT: &str = "agent";
 /// Between the two fixtures' received rates (9.57 and 13.1 Gbit/s).
 const MIN_BITS: f64 = 10.0e9;
-
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
-fn patch_pod(double: &ApiDouble, pod: &str, status: Value) {
-    double
-        .patch_status(&Gvr::PODS, Some(NS), pod, json!({ "status": status }))
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
-}
-
-fn pod_status(phase: &str, state: Value) -> Value {
-    json!({
-        "phase": phase,
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
-        "containerStatuses": [{
-            "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
-            "ready": true, "restartCount": 0, "state": state,
-        }],
-    })
-}
 
 /// Plays scheduler and kubelet for the IPerf `name`: both pods run, then the client
 /// exits after reporting the real iperf3 output in `fixture`.
@@ -56,31 +34,23 @@ async fn run_child(double: &ApiDouble, name: &str, fixture: &str) {
     })
     .await;
     for pod in &pods {
-        patch_pod(
-            double,
-            pod,
-            pod_status("Running", json!({"running": {"startedAt": now()}})),
-        );
+        run_pod(double, pod);
     }
     wait_for_child(double, name, "Running").await;
 
-    let path = format!(
-        "{}/../benchmarks/testdata/iperf/{fixture}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    let parsed = registry::lookup("IPerf")
-        .expect("IPerf is registered")
-        .parse(&raw)
-        .unwrap_or_else(|e| panic!("parsing {path}: {e}"));
+    let Fixture {
+        raw,
+        result,
+        summary,
+    } = kubelet::fixture("IPerf", &format!("iperf/{fixture}"));
     let report = AgentReport {
         tool_version: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,
         outcome: Outcome::Succeeded {
-            result: Some(parsed.result),
-            summary: Some(parsed.summary),
+            result: Some(result),
+            summary: Some(summary),
         },
         command: vec!["iperf3".into()],
         started_at: now(),
@@ -91,30 +61,11 @@ async fn run_child(double: &ApiDouble, name: &str, fixture: &str) {
     };
     let client = &pods[1];
     double.set_pod_log(NS, client, AGENT, &format!("{}\n", report.to_line()));
-    patch_pod(
-        double,
-        client,
-        pod_status(
-            "Succeeded",
-            json!({"terminated": {"exitCode": 0, "reason": "Completed",
-                                  "startedAt": now(), "finishedAt": now()}}),
-        ),
-    );
+    kubelet::finish_pod(double, client, 0, "");
 }
 
 async fn wait_for_child(double: &ApiDouble, name: &str, phase: &str) -> Value {
-    wait_until(WAIT, format_args!("IPerf {name}: phase {phase}"), || {
-        let status = double
-            .get(&IPERFS, Some(NS), name)
-            .and_then(|o| o.get("status").cloned())
-            .unwrap_or(Value::Null);
-        if status["phase"] == phase {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
-    .await
+    kubelet::wait_for_phase(double, &IPERFS, name, phase).await
 }
 
 #[tokio::test]

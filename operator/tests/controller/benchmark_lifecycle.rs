@@ -7,13 +7,14 @@ use crate::support;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use perfsweep_benchmarks::kinds::iperf::IPerf;
-use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{
+    self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod,
+};
 use support::{IPERFS, NS, Operator, WAIT, condition, double_with_crds, wait_until};
 
-const AGENT: &str = "agent";
 
 /// Creates an IPerf through `kube::Api<IPerf>`, as a user would.
 async fn create_iperf(double: &ApiDouble, name: &str, spec: Value) -> IPerf {
@@ -35,10 +36,7 @@ fn pod_name(benchmark: &str, role: &str) -> String {
 }
 
 fn status_of(double: &ApiDouble, name: &str) -> Value {
-    double
-        .get(&IPERFS, Some(NS), name)
-        .and_then(|object| object.get("status").cloned())
-        .unwrap_or(Value::Null)
+    kubelet::status_of(double, &IPERFS, name)
 }
 
 /// Waits until the benchmark's status satisfies `accept`; returns it.
@@ -115,83 +113,13 @@ async fn wait_for_cleanup(double: &ApiDouble, name: &str) {
     .await;
 }
 
-fn patch_pod_status(double: &ApiDouble, pod: &str, status: Value) {
-    double
-        .patch_status(&Gvr::PODS, Some(NS), pod, json!({ "status": status }))
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
-}
-
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
 fn scheduled() -> Value {
     json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}])
 }
 
-fn container(state: Value) -> Value {
-    json!([{
-        "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
-        "ready": true, "restartCount": 0, "state": state,
-    }])
-}
-
-/// The scheduler binds the pod and the kubelet starts it.
-fn run_pod(double: &ApiDouble, pod: &str) {
-    patch_pod_status(
-        double,
-        pod,
-        json!({
-            "phase": "Running",
-            "conditions": scheduled(),
-            "containerStatuses": container(json!({"running": {"startedAt": now()}})),
-        }),
-    );
-}
-
-/// The pod's agent exits with `exit_code` and this termination message.
-fn finish_pod(double: &ApiDouble, pod: &str, exit_code: i32, message: &str) {
-    let (phase, reason) = if exit_code == 0 {
-        ("Succeeded", "Completed")
-    } else {
-        ("Failed", "Error")
-    };
-    patch_pod_status(
-        double,
-        pod,
-        json!({
-            "phase": phase,
-            "conditions": scheduled(),
-            "containerStatuses": container(json!({"terminated": {
-                "exitCode": exit_code, "reason": reason, "message": message,
-                "startedAt": now(), "finishedAt": now(),
-            }})),
-        }),
-    );
-}
-
-/// Real iperf3 output and what perfsweep parses from it.
-struct Fixture {
-    raw: String,
-    result: Value,
-    summary: String,
-}
-
+/// Real iperf3 output (`benchmarks/testdata/iperf/<file>`) and what perfsweep parses from it.
 fn fixture(file: &str) -> Fixture {
-    let path = format!(
-        "{}/../benchmarks/testdata/iperf/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    let kind = registry::lookup("IPerf").expect("IPerf is registered");
-    let parsed = kind
-        .parse(&raw)
-        .unwrap_or_else(|e| panic!("parsing {path}: {e}"));
-    Fixture {
-        raw,
-        result: parsed.result,
-        summary: parsed.summary,
-    }
+    kubelet::fixture("IPerf", &format!("iperf/{file}"))
 }
 
 /// The log of the client's agent: tool chatter, then the report line.

@@ -6,13 +6,12 @@
 
 use crate::support;
 
-use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT, Fixture, finish_pod, run_pod};
 use support::{NS, Operator, WAIT, double_with_crds, wait_until};
 
-const AGENT: &str = "agent";
 const FIOS: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "fios");
 const PYTORCHES: Gvr = Gvr::from_static("perfsweep.io", "v1alpha1", "pytorches");
 
@@ -90,64 +89,18 @@ async fn wait_for_pods(double: &ApiDouble, kind: &Kind, name: &str, count: usize
     .await
 }
 
-fn status_of(double: &ApiDouble, kind: &Kind, name: &str) -> Value {
-    double
-        .get(&kind.gvr, Some(NS), name)
-        .and_then(|object| object.get("status").cloned())
-        .unwrap_or(Value::Null)
-}
-
 async fn wait_for_phase(double: &ApiDouble, kind: &Kind, name: &str, phase: &str) -> Value {
-    wait_until(
-        WAIT,
-        format_args!("{} {name}: phase {phase}", kind.name),
-        || {
-            let status = status_of(double, kind, name);
-            if status["phase"] == phase {
-                Ok(status)
-            } else {
-                Err(format!("status {status}"))
-            }
-        },
-    )
-    .await
+    kubelet::wait_for_phase(double, &kind.gvr, name, phase).await
 }
 
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
-fn patch_pod_status(double: &ApiDouble, pod: &str, phase: &str, state: Value) {
-    double
-        .patch_status(
-            &Gvr::PODS,
-            Some(NS),
-            pod,
-            json!({"status": {
-                "phase": phase,
-                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
-                "containerStatuses": [{
-                    "name": AGENT, "image": "ghcr.io/perfsweep/test:0", "imageID": "",
-                    "ready": true, "restartCount": 0, "state": state,
-                }],
-            }}),
-        )
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
-}
-
-/// Real tool output and what the registry parses from it.
+/// Real tool output and what the registry parses from it: (raw, result, summary).
 fn fixture(kind: &Kind) -> (String, Value, String) {
-    let path = format!(
-        "{}/../benchmarks/testdata/{}",
-        env!("CARGO_MANIFEST_DIR"),
-        kind.fixture
-    );
-    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    let parsed = registry::lookup(kind.name)
-        .expect("registered")
-        .parse(&raw)
-        .unwrap_or_else(|e| panic!("parsing {path}: {e}"));
-    (raw, parsed.result, parsed.summary)
+    let Fixture {
+        raw,
+        result,
+        summary,
+    } = kubelet::fixture(kind.name, kind.fixture);
+    (raw, result, summary)
 }
 
 /// Runs every pod, ends the result pod with a report of the fixture, waits for the
@@ -155,12 +108,7 @@ fn fixture(kind: &Kind) -> (String, Value, String) {
 async fn run_to_result(double: &ApiDouble, kind: &Kind, name: &str, pods: usize) -> Value {
     let pods = wait_for_pods(double, kind, name, pods).await;
     for pod in names(&pods) {
-        patch_pod_status(
-            double,
-            &pod,
-            "Running",
-            json!({"running": {"startedAt": now()}}),
-        );
+        run_pod(double, &pod);
     }
     wait_for_phase(double, kind, name, "Running").await;
     let (raw, result, summary) = fixture(kind);
@@ -187,12 +135,7 @@ async fn run_to_result(double: &ApiDouble, kind: &Kind, name: &str, pods: usize)
         AGENT,
         &format!("perfsweep agent: running\n{}\n", report.to_line()),
     );
-    patch_pod_status(
-        double,
-        &result_pod,
-        "Succeeded",
-        json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now(), "finishedAt": now()}}),
-    );
+    finish_pod(double, &result_pod, 0, "");
     wait_for_phase(double, kind, name, "Succeeded").await
 }
 

@@ -15,35 +15,17 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{AGENT, patch_pod_status, pod_status};
 use support::{
     NS, Operator, children, create_node, create_set, double_with_crds, name_of, node_pair_set,
     set_status, wait_until,
 };
 
-const AGENT: &str = "agent";
 const NODES: usize = 20;
 const SLOW_NODE: &str = "node-07";
 /// The slow node's pairs deliver this fraction of the others'.
 const SLOW_FACTOR: f64 = 0.6;
 const TIMEOUT: Duration = Duration::from_secs(600);
-
-fn patch_pod(double: &ApiDouble, pod: &str, status: Value) {
-    double
-        .patch_status(&Gvr::PODS, Some(NS), pod, json!({ "status": status }))
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
-}
-
-fn pod_status(phase: &str, state: Value) -> Value {
-    json!({
-        "phase": phase,
-        "conditions": [{"type": "PodScheduled", "status": "True",
-                        "lastTransitionTime": Timestamp::now().to_string()}],
-        "containerStatuses": [{
-            "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
-            "ready": true, "restartCount": 0, "state": state,
-        }],
-    })
-}
 
 /// Multiplies every `bits_per_second` in iperf3's JSON by `factor`.
 fn scale_rates(value: &mut Value, factor: f64) {
@@ -160,7 +142,7 @@ async fn twenty_nodes_run_in_disjoint_rounds_and_the_slow_node_is_named() {
             if !ran.contains_key(&name) && pods_exist {
                 let started = Timestamp::now();
                 for pod in &pods {
-                    patch_pod(
+                    patch_pod_status(
                         &double,
                         pod,
                         pod_status(
@@ -203,7 +185,7 @@ async fn twenty_nodes_run_in_disjoint_rounds_and_the_slow_node_is_named() {
                 );
                 let finished = Timestamp::now().to_string();
                 for pod in &pods {
-                    patch_pod(
+                    patch_pod_status(
                         &double,
                         pod,
                         pod_status(

@@ -19,11 +19,11 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{AGENT, now, patch_pod_status, pod_status};
 use support::{
     LLMS, NS, Operator, WAIT, double_with_crds, object_status, wait_for_object_status, wait_until,
 };
 
-const AGENT: &str = "agent";
 const NAME: &str = "dist";
 const WORKERS: u32 = 3;
 const LEVELS: [u32; 2] = [4, 9];
@@ -32,22 +32,10 @@ fn pod(index: u32) -> String {
     format!("{NAME}-loadgen-{index}")
 }
 
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
 fn set_pod(double: &ApiDouble, index: u32, state: Value, phase: &str) {
-    let status = json!({"status": {
-        "phase": phase,
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
-        "containerStatuses": [{
-            "name": AGENT, "image": "example.com/loadgen:1", "imageID": "",
-            "ready": phase == "Running", "restartCount": 0, "state": state,
-        }],
-    }});
-    double
-        .patch_status(&Gvr::PODS, Some(NS), &pod(index), status)
-        .unwrap_or_else(|e| panic!("patching pod {}: {e}", pod(index)));
+    let mut status = pod_status(phase, state);
+    status["containerStatuses"][0]["ready"] = (phase == "Running").into();
+    patch_pod_status(double, &pod(index), status);
 }
 
 fn run_pod(double: &ApiDouble, index: u32) {

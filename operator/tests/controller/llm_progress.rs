@@ -9,29 +9,16 @@ use kube::api::PostParams;
 use perfsweep_benchmarks::kinds::llm::LLMInference;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::json;
+use support::kubelet::{AGENT, finish_pod, patch_pod_status, pod_status, running};
 use support::{LLMS, NS, Operator, WAIT, double_with_crds, wait_for_object_status, wait_until};
 
-const AGENT: &str = "agent";
 const POD: &str = "chat-loadgen-0";
 
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
-/// The kubelet reports the pod running (`restarts` changes nothing but the object).
+/// The kubelet reports the pod running (`note` changes nothing but the object).
 fn run_pod(double: &ApiDouble, note: &str) {
-    let status = json!({"status": {
-        "phase": "Running",
-        "message": note,
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
-        "containerStatuses": [{
-            "name": AGENT, "image": "ghcr.io/perfsweep/perfsweep:test", "imageID": "",
-            "ready": true, "restartCount": 0, "state": {"running": {"startedAt": now()}},
-        }],
-    }});
-    double
-        .patch_status(&Gvr::PODS, Some(NS), POD, status)
-        .unwrap_or_else(|e| panic!("patching pod {POD}: {e}"));
+    let mut status = pod_status("Running", running());
+    status["message"] = note.into();
+    patch_pod_status(double, POD, status);
 }
 
 #[tokio::test]
@@ -100,22 +87,7 @@ async fn the_latest_progress_line_of_the_loadgen_log_is_the_status_progress() {
     assert!(!log_reads.is_empty());
 
     // The load generator ends without a report: the benchmark fails, the progress goes.
-    double
-        .patch_status(
-            &Gvr::PODS,
-            Some(NS),
-            POD,
-            json!({"status": {
-                "phase": "Failed",
-                "containerStatuses": [{
-                    "name": AGENT, "image": "ghcr.io/perfsweep/perfsweep:test", "imageID": "",
-                    "ready": false, "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "boom",
-                                             "startedAt": now(), "finishedAt": now()}},
-                }],
-            }}),
-        )
-        .expect("pod patched");
+    finish_pod(&double, POD, 1, "boom");
     let status = wait_for_object_status(&double, &LLMS, "chat", "phase Failed", |s| {
         s["phase"] == "Failed"
     })

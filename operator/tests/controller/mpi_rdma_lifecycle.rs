@@ -4,13 +4,12 @@
 
 use crate::support;
 
-use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT, Fixture, now, patch_pod_status, pod_status, run_pod};
 use support::{NS, Operator, WAIT, condition, double_with_crds, wait_until};
 
-const AGENT: &str = "agent";
 
 struct Kind {
     kind: &'static str,
@@ -79,22 +78,7 @@ fn owned_by(double: &ApiDouble, gvr: &Gvr, kind: &str, name: &str) -> Vec<Value>
 }
 
 async fn wait_for_phase(double: &ApiDouble, kind: &Kind, name: &str, phase: &str) -> Value {
-    wait_until(
-        WAIT,
-        format_args!("{} {name}: phase {phase}", kind.kind),
-        || {
-            let status = double
-                .get(&kind.gvr, Some(NS), name)
-                .and_then(|o| o.get("status").cloned())
-                .unwrap_or(Value::Null);
-            if status["phase"] == phase {
-                Ok(status)
-            } else {
-                Err(format!("status {status}"))
-            }
-        },
-    )
-    .await
+    kubelet::wait_for_phase(double, &kind.gvr, name, phase).await
 }
 
 async fn wait_for_pods(double: &ApiDouble, kind: &Kind, name: &str) -> Vec<Value> {
@@ -109,31 +93,9 @@ async fn wait_for_pods(double: &ApiDouble, kind: &Kind, name: &str) -> Vec<Value
     .await
 }
 
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
-}
-
-fn pod_status(phase: &str, state: Value) -> Value {
-    json!({"status": {
-        "phase": phase,
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
-        "containerStatuses": [{
-            "name": AGENT, "image": "ghcr.io/perfsweep/test:1", "imageID": "",
-            "ready": true, "restartCount": 0, "state": state,
-        }],
-    }})
-}
-
 fn run_pods(double: &ApiDouble, kind: &Kind, name: &str) {
     for pod in kind.pods {
-        double
-            .patch_status(
-                &Gvr::PODS,
-                Some(NS),
-                &format!("{name}-{pod}"),
-                pod_status("Running", json!({"running": {"startedAt": now()}})),
-            )
-            .expect("pod status");
+        run_pod(double, &format!("{name}-{pod}"));
     }
 }
 
@@ -164,31 +126,23 @@ fn finish(double: &ApiDouble, kind: &Kind, name: &str, outcome: Outcome, raw: Op
     } else {
         ("Succeeded", 0)
     };
-    double
-        .patch_status(
-            &Gvr::PODS,
-            Some(NS),
-            &pod,
-            pod_status(
-                phase,
-                json!({"terminated": {"exitCode": code, "reason": "Completed", "startedAt": now(), "finishedAt": now()}}),
-            ),
-        )
-        .expect("pod status");
+    patch_pod_status(
+        double,
+        &pod,
+        pod_status(
+            phase,
+            json!({"terminated": {"exitCode": code, "reason": "Completed", "startedAt": now(), "finishedAt": now()}}),
+        ),
+    );
 }
 
 fn fixture(kind: &Kind) -> (String, Value, String) {
-    let path = format!(
-        "{}/../benchmarks/testdata/{}",
-        env!("CARGO_MANIFEST_DIR"),
-        kind.fixture
-    );
-    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let parsed = registry::lookup(kind.kind)
-        .expect("registered")
-        .parse(&raw)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    (raw, parsed.result, parsed.summary)
+    let Fixture {
+        raw,
+        result,
+        summary,
+    } = kubelet::fixture(kind.kind, kind.fixture);
+    (raw, result, summary)
 }
 
 fn env_of<'a>(pod: &'a Value, name: &str) -> &'a Value {

@@ -30,6 +30,7 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT};
 use support::{IPERFS, NS, SETS, WAIT, children, iperf_set, name_of, wait_for_status, wait_until};
 use tokio::sync::oneshot;
 
@@ -37,7 +38,6 @@ use tokio::sync::oneshot;
 const RELEASE_NAMESPACE: &str = NS;
 /// The chart's default Lease name.
 const LEASE: &str = "perfsweep-operator";
-const AGENT: &str = "agent";
 
 /// Permissions the chart grants that this run cannot exercise: (API group, resource,
 /// verb, why it is needed all the same). Each must be granted and really not exercised,
@@ -296,34 +296,12 @@ fn start_operator(
     (stop, task)
 }
 
-fn patch_pod_status(double: &ApiDouble, pod: &str, status: Value) {
-    double
-        .patch_status(&Gvr::PODS, Some(NS), pod, json!({ "status": status }))
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
-}
-
 /// The kubelet: the pod runs (`None`) or ends with this exit code.
 fn kubelet(double: &ApiDouble, pod: &str, exit: Option<i32>) {
-    let now = jiff::Timestamp::now().to_string();
-    let (phase, state) = match exit {
-        None => ("Running", json!({"running": {"startedAt": now}})),
-        Some(code) => (
-            if code == 0 { "Succeeded" } else { "Failed" },
-            json!({"terminated": {"exitCode": code, "reason": "Completed", "startedAt": now, "finishedAt": now}}),
-        ),
-    };
-    patch_pod_status(
-        double,
-        pod,
-        json!({
-            "phase": phase,
-            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-            "containerStatuses": [{
-                "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
-                "ready": exit.is_none(), "restartCount": 0, "state": state,
-            }],
-        }),
-    );
+    match exit {
+        None => kubelet::run_pod(double, pod),
+        Some(code) => kubelet::finish_pod(double, pod, code, ""),
+    }
 }
 
 /// A port nothing listens on.
@@ -518,17 +496,7 @@ fn phase_of(double: &ApiDouble, name: &str) -> Value {
 }
 
 async fn wait_for_phase(double: &ApiDouble, name: &str, phase: &str) -> Value {
-    wait_until(WAIT, format_args!("IPerf {name} {phase}"), || {
-        let status = double
-            .get(&IPERFS, Some(NS), name)
-            .map_or(Value::Null, |b| b["status"].clone());
-        if status["phase"] == phase {
-            Ok(status)
-        } else {
-            Err(format!("status {status}"))
-        }
-    })
-    .await
+    kubelet::wait_for_phase(double, &IPERFS, name, phase).await
 }
 
 async fn wait_for_pod(double: &ApiDouble, pod: &str) {

@@ -12,44 +12,17 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT};
 use support::{IPERFS, NS, Operator, condition, create_node, wait_until};
 
-const AGENT: &str = "agent";
 const WAIT: Duration = Duration::from_secs(40);
 
 fn kubelet(double: &ApiDouble, pod: &str, node: &str, exit: Option<i32>) {
-    double
-        .patch(
-            &Gvr::PODS,
-            Some(NS),
-            pod,
-            json!({"spec": {"nodeName": node}}),
-        )
-        .unwrap_or_else(|e| panic!("binding pod {pod}: {e}"));
-    let now = jiff::Timestamp::now().to_string();
-    let (state, phase) = match exit {
-        None => (json!({"running": {"startedAt": now}}), "Running"),
-        Some(code) => (
-            json!({"terminated": {"exitCode": code, "reason": "Completed",
-                                  "startedAt": now, "finishedAt": now}}),
-            "Succeeded",
-        ),
-    };
-    double
-        .patch_status(
-            &Gvr::PODS,
-            Some(NS),
-            pod,
-            json!({"status": {
-                "phase": phase,
-                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-                "containerStatuses": [{
-                    "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test", "imageID": "",
-                    "ready": exit.is_none(), "restartCount": 0, "state": state,
-                }],
-            }}),
-        )
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
+    kubelet::bind(double, pod, node);
+    match exit {
+        None => kubelet::run_pod(double, pod),
+        Some(code) => kubelet::finish_pod(double, pod, code, ""),
+    }
 }
 
 fn pod(double: &ApiDouble, name: &str) -> Option<Value> {

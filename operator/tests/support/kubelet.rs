@@ -43,22 +43,36 @@ pub fn patch_pod_status(double: &ApiDouble, pod: &str, status: Value) {
         .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
 }
 
+/// The scheduler binds the pod to `node`.
+pub fn bind(double: &ApiDouble, pod: &str, node: &str) {
+    double
+        .patch(
+            &Gvr::PODS,
+            Some(NS),
+            pod,
+            json!({"spec": {"nodeName": node}}),
+        )
+        .unwrap_or_else(|e| panic!("binding pod {pod}: {e}"));
+}
+
 /// The scheduler binds the pod and the kubelet starts it.
 pub fn run_pod(double: &ApiDouble, pod: &str) {
     patch_pod_status(double, pod, pod_status("Running", running()));
 }
 
-/// The pod's agent exits with `exit_code` and this termination message.
+/// The pod's agent exits with `exit_code` and this termination message (none when empty).
 pub fn finish_pod(double: &ApiDouble, pod: &str, exit_code: i32, message: &str) {
     let (phase, reason) = if exit_code == 0 {
         ("Succeeded", "Completed")
     } else {
         ("Failed", "Error")
     };
-    let state = json!({"terminated": {
-        "exitCode": exit_code, "reason": reason, "message": message,
-        "startedAt": now(), "finishedAt": now(),
+    let mut state = json!({"terminated": {
+        "exitCode": exit_code, "reason": reason, "startedAt": now(), "finishedAt": now(),
     }});
+    if !message.is_empty() {
+        state["terminated"]["message"] = message.into();
+    }
     patch_pod_status(double, pod, pod_status(phase, state));
 }
 

@@ -48,15 +48,18 @@ fn path_with(first: &Path) -> std::ffi::OsString {
 
 const SPEC: &str = "apiVersion: perfsweep.io/v1alpha1\nkind: PyTorch\nmetadata: {name: alexnet}\nspec: {model: alexnet, inputBatchSize: 2}\n";
 
+/// Ignored: CI does not install PyTorch (the CPU build is hundreds of megabytes, a
+/// download too large for every CI run). Run where it is installed; without it the test
+/// fails, never skips.
 #[test]
+#[ignore = "needs PyTorch and torchvision (apt-get install python3-torch python3-torchvision, or pip install torch torchvision): cargo test -p perfsweep --test local -- --ignored local_pytorch"]
 fn a_local_pytorch_run_reports_what_the_script_measured() {
     let (with, _) = pythons();
-    let Some(dir) = with.first() else {
-        eprintln!(
-            "SKIPPED: no python3 here imports torch and torchvision (apt-get install python3-torch python3-torchvision)"
-        );
-        return;
-    };
+    let dir = with.first().unwrap_or_else(|| {
+        panic!(
+            "no python3 here imports torch and torchvision (apt-get install python3-torch python3-torchvision)"
+        )
+    });
     let work = scratch("pytorch");
     let spec = work.join("pytorch.yaml");
     std::fs::write(&spec, SPEC).expect("spec written");

@@ -3,7 +3,7 @@
 //! CRD, Multus's selection syntax and Kubernetes' own API schemas (through the PyPI tool
 //! `kubernetes-validate`, which bundles them) — and for what the agent will read.
 
-mod support;
+use crate::support;
 
 use support::{kubernetes_validate, third_party, to_value, volcano_schema};
 

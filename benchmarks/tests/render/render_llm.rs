@@ -3,7 +3,7 @@
 //! a value, an argument or part of the plan; the pod passes Kubernetes' own schemas
 //! (through the PyPI tool `kubernetes-validate`).
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use perfsweep_benchmarks::registry;

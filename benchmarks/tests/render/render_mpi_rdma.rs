@@ -3,7 +3,7 @@
 //! Volcano's PodGroup CRD and Kubernetes' own API schemas (`kubernetes-validate`, as in
 //! render.rs), and for the launch wiring the agents rely on.
 
-mod support;
+use crate::support;
 
 use support::{to_value, volcano_schema};
 

@@ -4,7 +4,7 @@
 //! schemas (through the PyPI tool `kubernetes-validate`, which bundles them). PyTorch's
 //! single worker renders too.
 
-mod support;
+use crate::support;
 
 use support::{kubernetes_validate, to_value};
 

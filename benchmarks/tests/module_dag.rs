@@ -393,7 +393,7 @@ fn use_tree(text: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
         }
         return;
     }
-    let path = [prefix, &[ident.clone()]].concat();
+    let path = [prefix, std::slice::from_ref(&ident)].concat();
     let rest = text[ident.len()..].trim_start();
     match rest.strip_prefix("::") {
         Some(rest) if path.len() < 2 => use_tree(rest, &path, out),

@@ -8,11 +8,11 @@ use crate::support;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT, Fixture, now, run_pod};
 use support::{
     IPERFS, NS, Operator, WAIT, condition, create_set, double_with_crds, expected_names,
     wait_for_status, wait_until,
 };
-use support::kubelet::{self, AGENT, Fixture, now, run_pod};
 
 /// Between the two fixtures' received rates (9.57 and 13.1 Gbit/s).
 const MIN_BITS: f64 = 10.0e9;

@@ -10,11 +10,8 @@ use perfsweep_benchmarks::kinds::iperf::IPerf;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
-use support::kubelet::{
-    self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod,
-};
+use support::kubelet::{self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod};
 use support::{IPERFS, NS, Operator, WAIT, condition, double_with_crds, wait_until};
-
 
 /// Creates an IPerf through `kube::Api<IPerf>`, as a user would.
 async fn create_iperf(double: &ApiDouble, name: &str, spec: Value) -> IPerf {

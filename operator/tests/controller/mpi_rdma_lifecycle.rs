@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use support::kubelet::{self, AGENT, Fixture, now, patch_pod_status, pod_status, run_pod};
 use support::{NS, Operator, WAIT, condition, double_with_crds, wait_until};
 
-
 struct Kind {
     kind: &'static str,
     gvr: Gvr,

@@ -1,8 +1,8 @@
 //! The LLM engine: load generator against the simulator (streaming variants, errors,
 //! time budgets, offered load, doubt, prefix caches, reasoning, model mixes, workloads),
-//! tokenizers and `perfsweep loadgen`'s exit code. (`llm_past_open_file_limit` stays a binary of
-//! its own: it compares the TTFT measured by a loadgen process with the simulator's to
-//! within 5 ms, which other tests running beside it in this process push past.)
+//! tokenizers and `perfsweep loadgen`'s exit code. (`llm_past_open_file_limit` stays a
+//! binary of its own: it compares the TTFT a loadgen process measured with the
+//! simulator's to within 5 ms, which tests running beside it in one process disturb.)
 //!
 //! One test binary per area (each links the whole operator once, not once per file);
 //! every file below is one module, as it was one binary before.

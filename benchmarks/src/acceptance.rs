@@ -269,14 +269,21 @@ pub fn evaluate(criteria: &[Criterion], metrics: &[Metric]) -> Option<Verdict> {
     })
 }
 
+/// What reads a structured result as metrics: a benchmark kind (the registry's
+/// `KindInfo`). A trait, so that criteria stay below the registry that lists the kinds.
+pub trait ResultMetrics {
+    /// The metrics of a structured result (`status.result`); empty when it has none.
+    fn result_metrics(&self, result: &Value) -> Vec<Metric>;
+}
+
 /// The verdict on a result (`status.result`) of `kind` under the criteria in `spec`;
 /// `None` when the spec has none.
-pub fn judge(kind: &crate::registry::KindInfo, spec: &Value, result: &Value) -> Option<Verdict> {
+pub fn judge(kind: &impl ResultMetrics, spec: &Value, result: &Value) -> Option<Verdict> {
     let criteria = criteria_of(spec);
     if criteria.is_empty() {
         return None;
     }
-    evaluate(&criteria, &kind.metrics(result))
+    evaluate(&criteria, &kind.result_metrics(result))
 }
 
 /// Why `value` fails `criterion`, with by how much; `None` when it passes.
@@ -329,88 +336,7 @@ fn shortfall(criterion: &Criterion, value: f64) -> Option<String> {
 
 /// Four significant digits with an SI prefix (`9.4G`), as tables show numbers.
 fn num(value: f64) -> String {
-    crate::results::si(value)
-}
-
-/// A set's acceptance: counts over its children and the overall verdict.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SetAcceptance {
-    /// Succeeded children whose results met every criterion.
-    pub accepted: u32,
-    /// Succeeded children whose results missed a criterion.
-    pub rejected: u32,
-    /// Failed children: no result, so not accepted.
-    pub failed: u32,
-    /// Children not judged yet (not finished).
-    pub pending: u32,
-    /// The first rejected children and why (the count is exact).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejections: Vec<crate::set::status::ChildFailure>,
-}
-
-/// What a set knows of one child's acceptance.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChildAcceptance {
-    /// Not finished, or finished without a verdict yet.
-    Pending,
-    Accepted,
-    Rejected {
-        message: String,
-    },
-    /// Failed: no result to judge.
-    Failed,
-}
-
-/// Rejections listed in a set's status before the list is cut.
-pub const REJECTIONS_LISTED: usize = 10;
-
-impl SetAcceptance {
-    pub fn of<'a>(children: impl IntoIterator<Item = (&'a str, &'a ChildAcceptance)>) -> Self {
-        let mut out = Self::default();
-        for (name, child) in children {
-            match child {
-                ChildAcceptance::Pending => out.pending += 1,
-                ChildAcceptance::Accepted => out.accepted += 1,
-                ChildAcceptance::Failed => out.failed += 1,
-                ChildAcceptance::Rejected { message } => {
-                    out.rejected += 1;
-                    if out.rejections.len() < REJECTIONS_LISTED {
-                        out.rejections.push(crate::set::status::ChildFailure {
-                            name: name.to_owned(),
-                            message: message.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// The set's `Accepted` condition: `(status, reason, message)`. False as soon as one
-    /// child is rejected or failed; True when every child was accepted; Unknown before.
-    pub fn condition(&self) -> (&'static str, &'static str, String) {
-        use crate::status::condition_status::{FALSE, TRUE, UNKNOWN};
-        let total = self.accepted + self.rejected + self.failed + self.pending;
-        let counts = format!(
-            "{} accepted, {} rejected, {} failed, {} pending of {total}",
-            self.accepted, self.rejected, self.failed, self.pending
-        );
-        if self.rejected > 0 {
-            let first = self
-                .rejections
-                .first()
-                .map(|r| format!("; first: {}: {}", r.name, r.message))
-                .unwrap_or_default();
-            (FALSE, CRITERIA_NOT_MET, format!("{counts}{first}"))
-        } else if self.failed > 0 {
-            (FALSE, CHILDREN_FAILED, counts)
-        } else if self.pending > 0 {
-            (UNKNOWN, IN_PROGRESS, counts)
-        } else {
-            (TRUE, CRITERIA_MET, counts)
-        }
-    }
+    crate::format::si(value)
 }
 
 #[cfg(test)]
@@ -598,56 +524,5 @@ mod tests {
             {"metric": "latency_p99_microseconds", "max": 5},
         ])));
         assert_eq!(errors.len(), 2, "{errors:?}");
-    }
-
-    #[test]
-    fn set_criteria_reach_every_child_without_renaming_it() {
-        let set = |acceptance: Value| -> crate::set::BenchmarkSetSpec {
-            serde_json::from_value(json!({
-                "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
-                             "spec": {"duration": 5, "acceptance": [{"metric": "retransmits", "max": 10}]}},
-                "permutations": {"product": {"streams": [1, 2]}},
-                "acceptance": acceptance,
-            }))
-            .unwrap()
-        };
-        let plain = crate::set::expand("s", &set(json!([]))).unwrap();
-        let gated = crate::set::expand(
-            "s",
-            &set(json!([{"metric": "received_bits_per_second", "min": 1e9}])),
-        )
-        .unwrap();
-        assert_eq!(plain.children[0].name, gated.children[0].name);
-        let criteria = criteria_of(&Value::Object((*gated.children[1].spec).clone()));
-        let metrics: Vec<&str> = criteria.iter().map(|c| c.metric.as_str()).collect();
-        assert_eq!(metrics, ["retransmits", "received_bits_per_second"]);
-        let error =
-            crate::set::expand("s", &set(json!([{"metric": "iops", "min": 1}]))).unwrap_err();
-        assert_eq!(error.field_path(), "spec.acceptance[0].metric");
-    }
-
-    #[test]
-    fn set_verdict() {
-        let rejected = ChildAcceptance::Rejected {
-            message: "too slow".into(),
-        };
-        let verdict = |children: &[ChildAcceptance]| {
-            let names: Vec<String> = (0..children.len()).map(|i| format!("c{i}")).collect();
-            SetAcceptance::of(names.iter().map(String::as_str).zip(children))
-        };
-        let all = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Accepted]);
-        assert_eq!(all.condition().0, "True");
-        let running = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Pending]);
-        assert_eq!(running.condition().1, IN_PROGRESS);
-        let failed = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Failed]);
-        assert_eq!(failed.condition().1, CHILDREN_FAILED);
-        let rejected = verdict(&[ChildAcceptance::Pending, rejected]);
-        assert_eq!(
-            (rejected.accepted, rejected.rejected, rejected.pending),
-            (0, 1, 1)
-        );
-        let (status, reason, message) = rejected.condition();
-        assert_eq!((status, reason), ("False", CRITERIA_NOT_MET));
-        assert!(message.ends_with("first: c1: too slow"), "{message}");
     }
 }

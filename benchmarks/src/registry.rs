@@ -7,11 +7,11 @@ use std::sync::OnceLock;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::cel::CompiledSchema;
-use kube::{CustomResourceExt, Resource};
 use serde::Deserialize;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+pub use crate::kind::BenchmarkKind;
 
 use crate::common::CommonSpec;
 use crate::kinds;
@@ -20,74 +20,6 @@ use crate::parse_error::ParseError;
 use crate::plan::{Plan, PlanError};
 use crate::schema::Node;
 use crate::validation::{FieldError, join};
-
-/// What a benchmark kind tells the generic machinery about itself.
-pub trait BenchmarkKind:
-    Resource<DynamicType = ()> + CustomResourceExt + Serialize + DeserializeOwned + Clone + Debug
-{
-    type Spec: Serialize + DeserializeOwned + Clone + Debug + PartialEq;
-    /// The structured result, parsed from the tool's output.
-    type Output: Serialize;
-
-    /// The roles this kind's pods play (for example `server` and `client`); `placement`
-    /// keys must be one of these.
-    const ROLES: &'static [&'static str];
-
-    /// The name `perfsweep parse` knows the kind by, e.g. `rdma-bandwidth`.
-    const PARSE_NAME: &'static str;
-
-    /// The image (under [`IMAGE_REGISTRY`]) the kind's pods run unless `spec.image` is set.
-    const IMAGE: &'static str;
-
-    fn common(spec: &Self::Spec) -> &CommonSpec;
-
-    /// Cross-field checks that neither the schema nor a CEL rule can express.
-    fn check(_spec: &Self::Spec) -> Vec<FieldError> {
-        Vec::new()
-    }
-
-    /// How a benchmark with this spec runs.
-    fn plan(_spec: &Self::Spec) -> Result<Plan, PlanError> {
-        Err(PlanError::NotImplemented {
-            kind: Self::kind(&()).into_owned(),
-        })
-    }
-
-    /// Parses the result role's raw output.
-    fn parse(raw: &str) -> Result<Self::Output, ParseError>;
-
-    /// Merges the results of the result role's replicas (every replica of the result
-    /// role produces a result when there are several, as distributed load generators
-    /// do) into the benchmark's result. Kinds whose result role has one replica never
-    /// merge.
-    fn merge(outputs: Vec<Self::Output>) -> Result<Self::Output, ParseError> {
-        let _ = outputs;
-        Err(ParseError::Unmergeable(format!(
-            "{} cannot merge the results of several processes",
-            Self::kind(&())
-        )))
-    }
-
-    /// The result in a few words, for status and tables.
-    fn headline(output: &Self::Output) -> String;
-
-    /// Every metric this kind can report (units in the names); the first one a result
-    /// has is its headline metric. See [`crate::metrics`].
-    const METRICS: &'static [MetricDef] = &[];
-
-    /// Result members (camelCase names, at any depth) that may hold negative numbers;
-    /// every other number in a result must be non-negative (see `check_plausible`).
-    const SIGNED_FIELDS: &'static [&'static str] = &[];
-
-    /// Whether the kind's tool prints progress lines ([`crate::progress`]) worth reading
-    /// into `status.progress` while it runs.
-    const REPORTS_PROGRESS: bool = false;
-
-    /// The result as named numbers, drawn from [`BenchmarkKind::METRICS`], headline first.
-    fn metrics(_output: &Self::Output) -> Vec<Metric> {
-        Vec::new()
-    }
-}
 
 /// A parsed result, kind-erased.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,8 +65,8 @@ impl KindInfo {
     where
         K::Output: DeserializeOwned,
     {
-        let crd = crate::crds::finalize(K::crd(), K::ROLES);
-        let schema_json = crate::crds::open_api_schema(&crd);
+        let crd = crate::crd_rules::finalize(K::crd(), K::ROLES);
+        let schema_json = crate::crd_rules::open_api_schema(&crd);
         Self {
             kind: kind_name::<K>(),
             roles: K::ROLES,
@@ -250,6 +182,12 @@ impl KindInfo {
             }
         }
         errors
+    }
+}
+
+impl crate::acceptance::ResultMetrics for KindInfo {
+    fn result_metrics(&self, result: &Value) -> Vec<Metric> {
+        self.metrics(result)
     }
 }
 

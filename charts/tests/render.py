@@ -6,7 +6,7 @@ prints the manifests as multi-document YAML on stdout.
                                    [--release NAME] [--namespace NS] [--include-crds]
 
 Exit status: 0 rendered; 1 Helm refused (bad values, template error; the message on
-stderr); 3 helm-python-sdk is not installed (operator/tests/rbac_completeness.rs then
+stderr); 3 helm-python-sdk is not installed (operator/tests/controller/rbac_completeness.rs then
 reports the test as SKIPPED with this message).
 """
 

@@ -21,11 +21,11 @@ use perfsweep_benchmarks::registry;
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use support::kubelet::{self, AGENT};
 use support::{IPERFS, NS, Operator, condition, create_node, wait_until};
 
 const ACCESS_KEY: &str = "AKIA-EXPORT-TEST-ID";
 const SECRET_KEY: &str = "export-secret-key-never-shown-4711";
-const AGENT: &str = "agent";
 const GPU: &str = "NVIDIA-H100-80GB-HBM3";
 const DIGEST: &str = "sha256:0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a09080706050403020100f";
 const WAIT: Duration = Duration::from_secs(40);
@@ -105,43 +105,24 @@ fn raw_output() -> (String, Value, String) {
     (raw, parsed.result, parsed.summary)
 }
 
-/// The scheduler binds the pod to `node`, the kubelet runs it (`exit` `None`) or ends it.
+/// The scheduler binds the pod to `node`, the kubelet runs it (`exit` `None`) or ends it;
+/// the image is pinned to [`DIGEST`], which the record must carry.
 fn kubelet(double: &ApiDouble, pod: &str, node: &str, exit: Option<i32>) {
-    double
-        .patch(
-            &Gvr::PODS,
-            Some(NS),
-            pod,
-            json!({"spec": {"nodeName": node}}),
-        )
-        .unwrap_or_else(|e| panic!("binding pod {pod}: {e}"));
-    let now = jiff::Timestamp::now().to_string();
-    let state = match exit {
-        None => json!({"running": {"startedAt": now}}),
-        Some(code) => json!({"terminated": {"exitCode": code, "reason": "Completed",
-                                            "startedAt": now, "finishedAt": now}}),
+    kubelet::bind(double, pod, node);
+    let (phase, state) = match exit {
+        None => ("Running", kubelet::running()),
+        Some(code) => (
+            "Succeeded",
+            json!({"terminated": {"exitCode": code, "reason": "Completed",
+                                  "startedAt": kubelet::now(), "finishedAt": kubelet::now()}}),
+        ),
     };
-    let phase = if exit.is_some() {
-        "Succeeded"
-    } else {
-        "Running"
-    };
-    double
-        .patch_status(
-            &Gvr::PODS,
-            Some(NS),
-            pod,
-            json!({"status": {
-                "phase": phase,
-                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-                "containerStatuses": [{
-                    "name": AGENT, "image": "ghcr.io/perfsweep/iperf:test",
-                    "imageID": format!("ghcr.io/perfsweep/iperf@{DIGEST}"),
-                    "ready": exit.is_none(), "restartCount": 0, "state": state,
-                }],
-            }}),
-        )
-        .unwrap_or_else(|e| panic!("patching the status of pod {pod}: {e}"));
+    let mut status = kubelet::pod_status(phase, state);
+    let container = &mut status["containerStatuses"][0];
+    container["image"] = "ghcr.io/perfsweep/iperf:test".into();
+    container["imageID"] = format!("ghcr.io/perfsweep/iperf@{DIGEST}").into();
+    container["ready"] = exit.is_none().into();
+    kubelet::patch_pod_status(double, pod, status);
 }
 
 /// Runs the IPerf `name` to success: pods on node-a and node-b, a report of real

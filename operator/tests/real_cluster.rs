@@ -18,8 +18,11 @@
 //! log (a node's kubelet gone) cannot be staged on a cluster from a test, and is covered
 //! against the API double (`benchmark_lifecycle::an_unreadable_result_log_fails_the_benchmark_at_its_deadline`).
 //!
-//! Without those variables every test prints why it skipped and passes: CI has no
-//! cluster (the in-memory API double covers the controllers there).
+//! Every test is `#[ignore]`d, so `cargo test` (and CI, which has no cluster: the
+//! in-memory API double covers the controllers there) lists them as ignored rather than
+//! passing them. Run them with
+//! `PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored`;
+//! run so, a test fails (never skips) when a variable it needs is missing.
 
 use std::time::Duration;
 
@@ -32,17 +35,24 @@ use serde_json::json;
 
 const NAMESPACE: &str = "default";
 
-async fn cluster() -> Option<Client> {
-    if std::env::var("PERFSWEEP_E2E").as_deref() != Ok("1") {
-        eprintln!(
-            "SKIPPED: real-cluster suite is opt-in: set PERFSWEEP_E2E=1 and KUBECONFIG to a disposable cluster"
-        );
-        return None;
-    }
-    match Client::try_default().await {
-        Ok(client) => Some(client),
-        Err(error) => panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"),
-    }
+/// The cluster's client. `PERFSWEEP_E2E=1` confirms that `KUBECONFIG` points at a
+/// disposable cluster (the suite installs CRDs and creates objects there).
+async fn cluster() -> Client {
+    assert_eq!(
+        std::env::var("PERFSWEEP_E2E").as_deref(),
+        Ok("1"),
+        "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
+    );
+    Client::try_default()
+        .await
+        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
+}
+
+/// The iperf image the cluster can pull (`PERFSWEEP_E2E_IMAGE`, built from images/iperf).
+fn e2e_image() -> String {
+    std::env::var("PERFSWEEP_E2E_IMAGE").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull")
+    })
 }
 
 /// The operator's client: the test's own, or impersonating the chart's service account
@@ -159,10 +169,9 @@ async fn dry_run_error(client: &Client, kind: &str, object: serde_json::Value) -
 }
 
 #[tokio::test]
+#[ignore = "needs a disposable cluster: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored"]
 async fn admission_rejects_what_offline_validation_rejects() {
-    let Some(client) = cluster().await else {
-        return;
-    };
+    let client = cluster().await;
     install_crds(&client).await;
     let streams = dry_run_error(
         &client,
@@ -194,10 +203,9 @@ async fn admission_rejects_what_offline_validation_rejects() {
 
 /// Issue 13, finding 5: the API server knows int32 and int64 only.
 #[tokio::test]
+#[ignore = "needs a disposable cluster: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored"]
 async fn the_crds_use_integer_formats_kubernetes_knows() {
-    let Some(client) = cluster().await else {
-        return;
-    };
+    let client = cluster().await;
     install_crds(&client).await;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds::all() {
@@ -213,10 +221,9 @@ async fn the_crds_use_integer_formats_kubernetes_knows() {
 /// Issue 13, finding 2: `kubectl create service clusterip e2e-conflict --tcp=80:80`,
 /// then an IPerf of that name: it fails at once as NameConflict, the Service stays.
 #[tokio::test]
+#[ignore = "needs a disposable cluster: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored"]
 async fn a_name_conflict_fails_at_once_on_the_cluster() {
-    let Some(client) = cluster().await else {
-        return;
-    };
+    let client = cluster().await;
     install_crds(&client).await;
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(client.clone(), NAMESPACE);
@@ -262,16 +269,10 @@ async fn a_name_conflict_fails_at_once_on_the_cluster() {
 /// benchmark's Service exists; the next one adopts it and the benchmark runs to a
 /// result, never stuck on an operator error. Needs `PERFSWEEP_E2E_IMAGE`.
 #[tokio::test]
+#[ignore = "needs a disposable cluster and an iperf image: PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored"]
 async fn an_operator_killed_mid_creation_is_replaced_by_one_that_adopts() {
-    let Some(client) = cluster().await else {
-        return;
-    };
-    let Ok(image) = std::env::var("PERFSWEEP_E2E_IMAGE") else {
-        eprintln!(
-            "SKIPPED: set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull"
-        );
-        return;
-    };
+    let client = cluster().await;
+    let image = e2e_image();
     install_crds(&client).await;
     let scheduler = std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into());
     let api = iperfs(&client);
@@ -319,16 +320,10 @@ async fn an_operator_killed_mid_creation_is_replaced_by_one_that_adopts() {
 }
 
 #[tokio::test]
+#[ignore = "needs a disposable cluster and an iperf image: PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test real_cluster -- --ignored"]
 async fn an_iperf_benchmark_runs_on_the_cluster() {
-    let Some(client) = cluster().await else {
-        return;
-    };
-    let Ok(image) = std::env::var("PERFSWEEP_E2E_IMAGE") else {
-        eprintln!(
-            "SKIPPED: set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull"
-        );
-        return;
-    };
+    let client = cluster().await;
+    let image = e2e_image();
     install_crds(&client).await;
     let scheduler = std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

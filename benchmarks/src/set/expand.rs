@@ -19,9 +19,9 @@ use serde_json::{Map, Value, json};
 use super::merge::{merge, set_path, split_path};
 use super::{BenchmarkSetSpec, MAX_SET_NAME_LEN};
 use crate::compat;
-use crate::crds::MAX_BENCHMARK_NAME_LEN;
 use crate::digest::sha256_hex;
 use crate::labels;
+use crate::names::MAX_BENCHMARK_NAME_LEN;
 use crate::registry::{self, KindInfo};
 use crate::validation::FieldError;
 

@@ -1,6 +1,7 @@
 //! BenchmarkSet: a template expanded over permutations and repetitions into child
 //! benchmarks.
 
+pub mod acceptance;
 pub mod expand;
 pub mod merge;
 pub mod rounds;
@@ -21,10 +22,7 @@ pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes};
 pub use merge::ListMergeMode;
 pub use status::BenchmarkSetStatus;
 
-/// The longest BenchmarkSet name: children are named `<set>-<case id>-<repetition>`
-/// (case ids are 10 hex digits, repetitions at most 3 digits), and a child's name is at
-/// most [`crate::crds::MAX_BENCHMARK_NAME_LEN`].
-pub const MAX_SET_NAME_LEN: usize = crate::crds::MAX_BENCHMARK_NAME_LEN - 15;
+pub use crate::names::MAX_SET_NAME_LEN;
 
 /// The default cap on the children of one set.
 pub const DEFAULT_MAX_CHILDREN: u32 = 10_000;
@@ -274,7 +272,7 @@ fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The BenchmarkSet CRD, with the kind list and name rules only known at run time.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BenchmarkSet::crd();
-    crate::crds::kubernetes_formats(&mut crd);
+    crate::crd_rules::kubernetes_formats(&mut crd);
     let Some(root) = crd
         .spec
         .versions
@@ -284,7 +282,7 @@ pub fn crd() -> CustomResourceDefinition {
     else {
         return crd;
     };
-    crate::crds::name_rules(
+    crate::crd_rules::name_rules(
         root,
         MAX_SET_NAME_LEN,
         "children are named <set>-<case id>-<repetition>",
@@ -324,7 +322,7 @@ struct SetSchema {
 fn set_schema() -> &'static SetSchema {
     static SCHEMA: std::sync::OnceLock<SetSchema> = std::sync::OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let json = crate::crds::open_api_schema(&crd());
+        let json = crate::crd_rules::open_api_schema(&crd());
         SetSchema {
             schema: crate::schema::Node::compile(&json)
                 .unwrap_or_else(|e| panic!("the derived BenchmarkSet schema is invalid: {e}")),

@@ -90,7 +90,7 @@ pub struct BenchmarkSetStatus {
     /// accepted, rejected, failed or are not judged yet, and the first rejections. The
     /// `Accepted` condition has the overall verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acceptance: Option<crate::acceptance::SetAcceptance>,
+    pub acceptance: Option<super::acceptance::SetAcceptance>,
 
     /// A node-pair set's nodes (sorted): those its selector matched when this generation
     /// was first expanded. Kept for the generation, so a node that loses its label or goes

@@ -1,6 +1,6 @@
 {{/*
 What the operator does to the cluster, exactly: derived from operator/src/controller/
-(the CLI's own calls do not count) and checked by operator/tests/rbac_completeness.rs,
+(the CLI's own calls do not count) and checked by operator/tests/controller/rbac_completeness.rs,
 which runs the operator against an API double and fails on a request these rules do not
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
 per-namespace Roles (watch.namespaces). Secrets are read only by name (get, never list

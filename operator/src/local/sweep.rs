@@ -2,7 +2,8 @@
 //! controller makes them with: whether the next child may start (`failurePolicy`), the
 //! set's phase, and its `Accepted` condition over the children's verdicts.
 
-use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
+use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{FailurePolicy, expand::Expansion};
 use perfsweep_benchmarks::status::Phase;

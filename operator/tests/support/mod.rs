@@ -5,6 +5,7 @@
 // Each target that includes this module uses a different subset of it.
 #![allow(dead_code)]
 
+pub mod kubelet;
 pub mod s3;
 
 use std::fmt::Display;

@@ -243,7 +243,7 @@ fn default_percentiles() -> Vec<f64> {
 /// Status of a Fio benchmark.
 pub type FioStatus = BenchmarkStatus<parse::FioResult>;
 
-impl crate::registry::BenchmarkKind for Fio {
+impl crate::kind::BenchmarkKind for Fio {
     type Spec = FioSpec;
     type Output = parse::FioResult;
     const PARSE_NAME: &'static str = "fio";

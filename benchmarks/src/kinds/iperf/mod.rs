@@ -112,7 +112,7 @@ fn default_port() -> u16 {
 /// Status of an IPerf benchmark.
 pub type IPerfStatus = BenchmarkStatus<parse::IPerfResult>;
 
-impl crate::registry::BenchmarkKind for IPerf {
+impl crate::kind::BenchmarkKind for IPerf {
     type Spec = IPerfSpec;
     type Output = parse::IPerfResult;
     const ROLES: &'static [&'static str] = &["server", "client"];

@@ -794,7 +794,7 @@ fn default_scenarios() -> Vec<Scenario> {
 /// Status of an LLMInference benchmark.
 pub type LLMInferenceStatus = BenchmarkStatus<LLMInferenceResult>;
 
-impl crate::registry::BenchmarkKind for LLMInference {
+impl crate::kind::BenchmarkKind for LLMInference {
     type Spec = LLMInferenceSpec;
     type Output = LLMInferenceResult;
     const PARSE_NAME: &'static str = "llm-inference";
@@ -1009,7 +1009,7 @@ const METRICS: &[crate::metrics::MetricDef] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::BenchmarkKind;
+    use crate::kind::BenchmarkKind;
     use serde_json::{Value, json};
 
     fn errors(spec: Value) -> Vec<String> {

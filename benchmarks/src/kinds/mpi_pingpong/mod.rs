@@ -58,7 +58,7 @@ fn default_maxlog() -> u32 {
 /// Status of an MPIPingPong benchmark.
 pub type MPIPingPongStatus = BenchmarkStatus<parse::MPIPingPongResult>;
 
-impl crate::registry::BenchmarkKind for MPIPingPong {
+impl crate::kind::BenchmarkKind for MPIPingPong {
     type Spec = MPIPingPongSpec;
     type Output = parse::MPIPingPongResult;
     const PARSE_NAME: &'static str = "mpi-pingpong";

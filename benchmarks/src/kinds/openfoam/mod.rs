@@ -106,7 +106,7 @@ fn one() -> u32 {
 /// Status of an OpenFOAM benchmark.
 pub type OpenFOAMStatus = BenchmarkStatus<parse::OpenFOAMResult>;
 
-impl crate::registry::BenchmarkKind for OpenFOAM {
+impl crate::kind::BenchmarkKind for OpenFOAM {
     type Spec = OpenFOAMSpec;
     type Output = parse::OpenFOAMResult;
     const PARSE_NAME: &'static str = "openfoam";

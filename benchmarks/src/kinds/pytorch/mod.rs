@@ -85,7 +85,7 @@ fn default_batch_size() -> u32 {
 /// Status of a PyTorch benchmark.
 pub type PyTorchStatus = BenchmarkStatus<parse::PyTorchResult>;
 
-impl crate::registry::BenchmarkKind for PyTorch {
+impl crate::kind::BenchmarkKind for PyTorch {
     type Spec = PyTorchSpec;
     type Output = parse::PyTorchResult;
     const PARSE_NAME: &'static str = "pytorch";

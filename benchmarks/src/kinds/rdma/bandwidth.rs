@@ -49,7 +49,7 @@ fn one() -> u32 {
 /// Status of an RDMABandwidth benchmark.
 pub type RDMABandwidthStatus = BenchmarkStatus<RDMABandwidthResult>;
 
-impl crate::registry::BenchmarkKind for RDMABandwidth {
+impl crate::kind::BenchmarkKind for RDMABandwidth {
     type Spec = RDMABandwidthSpec;
     type Output = RDMABandwidthResult;
     const PARSE_NAME: &'static str = "rdma-bandwidth";

@@ -40,7 +40,7 @@ pub struct RDMALatencySpec {
 /// Status of an RDMALatency benchmark.
 pub type RDMALatencyStatus = BenchmarkStatus<RDMALatencyResult>;
 
-impl crate::registry::BenchmarkKind for RDMALatency {
+impl crate::kind::BenchmarkKind for RDMALatency {
     type Spec = RDMALatencySpec;
     type Output = RDMALatencyResult;
     const PARSE_NAME: &'static str = "rdma-latency";

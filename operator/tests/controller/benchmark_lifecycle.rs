@@ -1,0 +1,880 @@
+//! The benchmark controllers against the API double: the test creates IPerf benchmarks
+//! as a user would and plays the scheduler and kubelet by patching pod status and
+//! setting the agent container's log (ending with a real report of real iperf3 output).
+
+use crate::support;
+
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use perfsweep_benchmarks::kinds::iperf::IPerf;
+use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_testkit::{ApiDouble, Gvr};
+use serde_json::{Value, json};
+use support::kubelet::{self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod};
+use support::{IPERFS, NS, Operator, WAIT, condition, double_with_crds, wait_until};
+
+/// Creates an IPerf through `kube::Api<IPerf>`, as a user would.
+async fn create_iperf(double: &ApiDouble, name: &str, spec: Value) -> IPerf {
+    let object: IPerf = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1",
+        "kind": "IPerf",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }))
+    .expect("the test's IPerf deserializes");
+    Api::<IPerf>::namespaced(double.client(), NS)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating IPerf {name}: {e}"))
+}
+
+fn pod_name(benchmark: &str, role: &str) -> String {
+    format!("{benchmark}-{role}-0")
+}
+
+fn status_of(double: &ApiDouble, name: &str) -> Value {
+    kubelet::status_of(double, &IPERFS, name)
+}
+
+/// Waits until the benchmark's status satisfies `accept`; returns it.
+async fn wait_for_status(
+    double: &ApiDouble,
+    name: &str,
+    what: &str,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_until(WAIT, format_args!("IPerf {name}: {what}"), || {
+        let status = status_of(double, name);
+        if accept(&status) {
+            Ok(status)
+        } else {
+            Err(format!("status {status}"))
+        }
+    })
+    .await
+}
+
+async fn wait_for_phase(double: &ApiDouble, name: &str, phase: &str) -> Value {
+    wait_for_status(double, name, &format!("phase {phase}"), |s| {
+        s["phase"] == phase
+    })
+    .await
+}
+
+/// Waits until the benchmark's pods (and Service and PodGroup) exist; returns the pods.
+async fn wait_for_pods(double: &ApiDouble, name: &str, count: usize) -> Vec<Value> {
+    wait_until(WAIT, format_args!("{count} pods of {name}"), || {
+        let pods = owned(double, &Gvr::PODS, name);
+        if pods.len() == count {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await
+}
+
+/// Objects of a type whose controller owner is the IPerf `name`.
+fn owned(double: &ApiDouble, gvr: &Gvr, name: &str) -> Vec<Value> {
+    double
+        .list(gvr, Some(NS))
+        .into_iter()
+        .filter(|object| {
+            object["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|o| o["kind"] == "IPerf" && o["name"] == name && o["controller"] == true)
+        })
+        .collect()
+}
+
+/// Waits until nothing the benchmark created is left.
+async fn wait_for_cleanup(double: &ApiDouble, name: &str) {
+    wait_until(
+        WAIT,
+        format_args!("the objects of {name} to be deleted"),
+        || {
+            let left: Vec<String> = [Gvr::PODS, Gvr::SERVICES, Gvr::PODGROUPS]
+                .iter()
+                .flat_map(|gvr| owned(double, gvr, name))
+                .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
+                .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.join(", "))
+            }
+        },
+    )
+    .await;
+}
+
+fn scheduled() -> Value {
+    json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}])
+}
+
+/// Real iperf3 output (`benchmarks/testdata/iperf/<file>`) and what perfsweep parses from it.
+fn fixture(file: &str) -> Fixture {
+    kubelet::fixture("IPerf", &format!("iperf/{file}"))
+}
+
+/// The log of the client's agent: tool chatter, then the report line.
+fn agent_log(outcome: Outcome, raw: &str) -> String {
+    let report = AgentReport {
+        tool_version: None,
+        kind: "IPerf".into(),
+        role: "client".into(),
+        index: 0,
+        outcome,
+        command: vec!["iperf3".into(), "--client".into(), "10.0.0.7".into()],
+        started_at: "2026-11-21T10:00:00Z".into(),
+        finished_at: "2026-11-21T10:00:10Z".into(),
+        host: Some("node-b".into()),
+        raw_output: Some(raw.to_owned()),
+        raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
+    };
+    format!(
+        "perfsweep agent: waiting for server-0\nperfsweep agent: running iperf3\n{}\n",
+        report.to_line()
+    )
+}
+
+fn reason_of(status: &Value, type_: &str) -> String {
+    condition(status, type_)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Runs both pods of an IPerf so that it reaches Running.
+async fn start_benchmark(double: &ApiDouble, name: &str) {
+    wait_for_pods(double, name, 2).await;
+    run_pod(double, &pod_name(name, "server"));
+    run_pod(double, &pod_name(name, "client"));
+    wait_for_phase(double, name, "Running").await;
+}
+
+/// The events recorded about the IPerf `name`, as `reason: note`.
+fn events(double: &ApiDouble, name: &str) -> Vec<String> {
+    double
+        .list(&Gvr::EVENTS_V1, Some(NS))
+        .into_iter()
+        .filter(|e| e["regarding"]["kind"] == "IPerf" && e["regarding"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or_default(),
+                e["note"]
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn runs_an_iperf_to_a_result_and_cleans_up() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let created = create_iperf(&double, "happy", json!({"duration": 10, "streams": 4})).await;
+    let uid = created.metadata.uid.clone().expect("a uid");
+
+    // Pending: PodGroup, Service and one pod per role, all owned by the benchmark.
+    let pods = wait_for_pods(&double, "happy", 2).await;
+    let mut names: Vec<&str> = pods
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["happy-client-0", "happy-server-0"]);
+    for object in pods
+        .iter()
+        .chain(&owned(&double, &Gvr::SERVICES, "happy"))
+        .chain(&owned(&double, &Gvr::PODGROUPS, "happy"))
+    {
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["uid"],
+            uid.as_str(),
+            "{object}"
+        );
+    }
+    assert_eq!(owned(&double, &Gvr::SERVICES, "happy").len(), 1);
+    assert_eq!(owned(&double, &Gvr::PODGROUPS, "happy").len(), 1);
+    let status = wait_for_status(&double, "happy", "phase Pending with conditions", |s| {
+        s["phase"] == "Pending" && !condition(s, "Ready").is_null()
+    })
+    .await;
+    assert_eq!(status["observedGeneration"], 1, "{status}");
+    assert_eq!(condition(&status, "Ready")["status"], "False", "{status}");
+
+    // Scheduled and running: phase Running, startedAt, Ready and GangScheduled.
+    run_pod(&double, "happy-server-0");
+    run_pod(&double, "happy-client-0");
+    let status = wait_for_phase(&double, "happy", "Running").await;
+    assert!(status["startedAt"].is_string(), "{status}");
+    assert_eq!(reason_of(&status, "Ready"), "AllPodsRunning", "{status}");
+    assert_eq!(
+        condition(&status, "Scheduled")["status"],
+        "True",
+        "{status}"
+    );
+    assert_eq!(
+        condition(&status, "GangScheduled")["status"],
+        "True",
+        "{status}"
+    );
+
+    // The client finishes with a real iperf3 result in its log.
+    let fixture = fixture("tcp-4streams.json");
+    let outcome = Outcome::Succeeded {
+        result: Some(fixture.result.clone()),
+        summary: Some(fixture.summary.clone()),
+    };
+    double.set_pod_log(
+        NS,
+        "happy-client-0",
+        AGENT,
+        &agent_log(outcome, &fixture.raw),
+    );
+    finish_pod(&double, "happy-client-0", 0, "");
+    let status = wait_for_phase(&double, "happy", "Succeeded").await;
+    let expected = fixture.result["receivedBitsPerSecond"]
+        .as_f64()
+        .expect("the fixture has a received rate");
+    assert!(expected > 0.0);
+    assert_eq!(
+        status["result"]["receivedBitsPerSecond"].as_f64(),
+        Some(expected),
+        "{status}"
+    );
+    assert_eq!(status["result"]["numStreams"], 4, "{status}");
+    assert_eq!(status["summary"], fixture.summary.as_str(), "{status}");
+    assert_eq!(
+        condition(&status, "Completed")["status"],
+        "True",
+        "{status}"
+    );
+    assert!(status["finishedAt"].is_string(), "{status}");
+    assert!(condition(&status, "Failed").is_null(), "{status}");
+    // The digest of the evidence is recorded next to the result.
+    let digest = sha256_hex(fixture.raw.as_bytes());
+    wait_until(WAIT, "the evidence digest annotation", || {
+        let benchmark = double.get(&IPERFS, Some(NS), "happy");
+        let annotation = benchmark
+            .as_ref()
+            .map(|b| &b["metadata"]["annotations"]["perfsweep.io/evidence-sha256"]);
+        match annotation {
+            Some(value) if *value == digest.as_str() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+
+    // The report, raw output included, outlives the pods in an owned ConfigMap.
+    let evidence = double
+        .get(&Gvr::CONFIGMAPS, Some(NS), "happy-evidence")
+        .expect("the evidence ConfigMap exists");
+    assert_eq!(evidence["metadata"]["ownerReferences"][0]["name"], "happy");
+    let kept: perfsweep_benchmarks::report::AgentReport = serde_json::from_str(
+        evidence["data"]["report.json"]
+            .as_str()
+            .expect("the report is kept"),
+    )
+    .expect("the kept report parses");
+    assert_eq!(kept.raw_output.as_deref(), Some(fixture.raw.as_str()));
+    assert!(kept.evidence_is_intact());
+
+    // Nothing lingers; the benchmark stays with its result.
+    wait_for_cleanup(&double, "happy").await;
+    assert_eq!(status_of(&double, "happy")["phase"], "Succeeded");
+    let events = events(&double, "happy");
+    for reason in ["Created", "Running", "Succeeded"] {
+        assert!(
+            events.iter().any(|e| e.starts_with(&format!("{reason}:"))),
+            "no {reason} event in {events:?}"
+        );
+    }
+    let pod_creates = double
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create" && r.resource == "pods" && r.status_code == 201)
+        .count();
+    assert_eq!(pod_creates, 2, "a finished benchmark is never run again");
+}
+
+#[tokio::test]
+async fn a_finished_benchmark_is_never_run_again() {
+    let double = double_with_crds().await;
+    let operator = Operator::start(&double, "first");
+    create_iperf(&double, "once", json!({})).await;
+    start_benchmark(&double, "once").await;
+    let fixture = fixture("tcp-1stream.json");
+    let outcome = Outcome::Succeeded {
+        result: Some(fixture.result),
+        summary: Some(fixture.summary),
+    };
+    double.set_pod_log(
+        NS,
+        "once-client-0",
+        AGENT,
+        &agent_log(outcome, &fixture.raw),
+    );
+    finish_pod(&double, "once-client-0", 0, "");
+    wait_for_phase(&double, "once", "Succeeded").await;
+    wait_for_cleanup(&double, "once").await;
+    operator.stop().await;
+
+    // A restarted operator sees a finished benchmark: it creates nothing.
+    double.clear_requests();
+    let _operator = Operator::start(&double, "second");
+    wait_until(
+        WAIT,
+        "the restarted operator to look at the benchmark",
+        || {
+            // Releasing a finished benchmark's objects ends with its PodGroups.
+            let listed = double.requests().iter().any(|r| {
+                r.verb == "list" && r.resource == "podgroups" && r.namespace.as_deref() == Some(NS)
+            });
+            if listed {
+                Ok(())
+            } else {
+                Err("no PodGroup list in the namespace yet".to_owned())
+            }
+        },
+    )
+    .await;
+    assert!(
+        !double
+            .requests()
+            .iter()
+            .any(|r| r.verb == "create" && r.resource == "pods"),
+        "no pod is created for a finished benchmark"
+    );
+    assert_eq!(status_of(&double, "once")["phase"], "Succeeded");
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_fails_the_benchmark() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(
+        &double,
+        "pull",
+        json!({"image": "registry.invalid/iperf:nope"}),
+    )
+    .await;
+    wait_for_pods(&double, "pull", 2).await;
+    patch_pod_status(
+        &double,
+        "pull-server-0",
+        json!({
+            "phase": "Pending",
+            "conditions": scheduled(),
+            "containerStatuses": [{
+                "name": AGENT, "image": "registry.invalid/iperf:nope", "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff",
+                    "message": "Back-off pulling image \"registry.invalid/iperf:nope\""}},
+            }],
+        }),
+    );
+    let status = wait_for_phase(&double, "pull", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "ImagePullFailure", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("registry.invalid/iperf:nope"), "{message}");
+    assert_eq!(
+        condition(&status, "Completed")["status"],
+        "False",
+        "{status}"
+    );
+    wait_for_cleanup(&double, "pull").await;
+    assert!(
+        events(&double, "pull")
+            .iter()
+            .any(|e| e.starts_with("ImagePullFailure:")),
+        "a warning event says why"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_pod_fails_the_benchmark_with_its_message() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "refused", json!({})).await;
+    start_benchmark(&double, "refused").await;
+    finish_pod(&double, "refused-client-0", 1, "connection refused");
+    let status = wait_for_phase(&double, "refused", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "PodFailed", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("connection refused"), "{message}");
+    assert!(message.contains("refused-client-0"), "{message}");
+    wait_for_cleanup(&double, "refused").await;
+}
+
+#[tokio::test]
+async fn the_agents_reported_failure_is_preferred_to_the_exit_code() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "reported", json!({})).await;
+    start_benchmark(&double, "reported").await;
+    let failed = Outcome::Failed {
+        reason: "ToolFailed".into(),
+        message: "iperf3 exited with status 1: unable to connect to server".into(),
+    };
+    double.set_pod_log(
+        NS,
+        "reported-client-0",
+        AGENT,
+        &agent_log(failed, "iperf3: error\n"),
+    );
+    finish_pod(&double, "reported-client-0", 1, "iperf3 failed");
+    let status = wait_for_phase(&double, "reported", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "ToolFailed", "{status}");
+    assert!(
+        condition(&status, "Failed")["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unable to connect")),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn pods_unschedulable_past_the_timeout_fail_the_benchmark() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "stuck", json!({"timeout": "2s"})).await;
+    wait_for_pods(&double, "stuck", 2).await;
+    let unschedulable = json!({
+        "phase": "Pending",
+        "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            "lastTransitionTime": now(),
+        }],
+    });
+    patch_pod_status(&double, "stuck-server-0", unschedulable.clone());
+    patch_pod_status(&double, "stuck-client-0", unschedulable);
+    let status = wait_for_status(&double, "stuck", "Scheduled=False Unschedulable", |s| {
+        reason_of(s, "Scheduled") == "Unschedulable" || s["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(
+        status["phase"], "Pending",
+        "not before the timeout: {status}"
+    );
+
+    let status = wait_for_phase(&double, "stuck", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "Unschedulable", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("Insufficient cpu"), "{message}");
+    wait_for_cleanup(&double, "stuck").await;
+}
+
+#[tokio::test]
+async fn a_log_without_a_usable_report_is_unparseable() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let cases = [
+        (
+            "garbage",
+            "iperf3: interrupt - the client has terminated\n".to_owned(),
+            "no PERFSWEEP-REPORT line",
+        ),
+        (
+            "tampered",
+            {
+                let fixture = fixture("tcp-1stream.json");
+                let log = agent_log(
+                    Outcome::Succeeded {
+                        result: Some(fixture.result),
+                        summary: Some(fixture.summary),
+                    },
+                    &fixture.raw,
+                );
+                // The evidence no longer matches its digest.
+                assert!(log.contains("sum_received"), "the fixture is iperf3 JSON");
+                log.replacen("sum_received", "sum_receivedX", 1)
+            },
+            "does not match its SHA-256 digest",
+        ),
+    ];
+    for (name, log, _) in &cases {
+        create_iperf(&double, name, json!({})).await;
+        start_benchmark(&double, name).await;
+        double.set_pod_log(NS, &pod_name(name, "client"), AGENT, log);
+        finish_pod(&double, &pod_name(name, "client"), 0, "");
+    }
+    for (name, _, why) in &cases {
+        let status = wait_for_phase(&double, name, "Failed").await;
+        let message = condition(&status, "Failed")["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(message.contains(why), "{name}: {message}");
+        assert_eq!(
+            reason_of(&status, "Failed"),
+            "ResultUnparseable",
+            "{name}: {status}"
+        );
+        assert!(status.get("result").is_none(), "{name}: {status}");
+        wait_for_cleanup(&double, name).await;
+    }
+}
+
+#[tokio::test]
+async fn the_default_scheduler_runs_without_a_pod_group() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "plain", json!({"scheduler": "default"})).await;
+    let pods = wait_for_pods(&double, "plain", 2).await;
+    let status = wait_for_status(&double, "plain", "a GangScheduled condition", |s| {
+        !condition(s, "GangScheduled").is_null()
+    })
+    .await;
+    let gang = condition(&status, "GangScheduled");
+    assert_eq!(gang["status"], "False", "{status}");
+    assert_eq!(gang["reason"], "DefaultScheduler", "{status}");
+    assert!(
+        gang["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("different times")),
+        "{status}"
+    );
+    assert!(owned(&double, &Gvr::PODGROUPS, "plain").is_empty());
+    for pod in &pods {
+        assert_ne!(pod["spec"]["schedulerName"], "volcano", "{pod}");
+    }
+    assert_eq!(owned(&double, &Gvr::SERVICES, "plain").len(), 1);
+}
+
+#[tokio::test]
+async fn an_invalid_spec_fails_without_creating_anything() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    // The double does not run admission, so the CRD's minimum does not stop this.
+    let resource = kube::api::ApiResource {
+        group: "perfsweep.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "perfsweep.io/v1alpha1".into(),
+        kind: "IPerf".into(),
+        plural: "iperfs".into(),
+    };
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1",
+        "kind": "IPerf",
+        "metadata": {"name": "zero", "namespace": NS},
+        "spec": {"streams": 0},
+    }))
+    .expect("a dynamic object");
+    Api::<DynamicObject>::namespaced_with(double.client(), NS, &resource)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("creating the invalid IPerf");
+    let status = wait_for_phase(&double, "zero", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "InvalidSpec", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("spec.streams"), "{message}");
+    wait_until(WAIT, "the InvalidSpec event", || {
+        let events = events(&double, "zero");
+        if events.iter().any(|e| e.starts_with("InvalidSpec:")) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    let creates: Vec<String> = double
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.verb == "create" && ["pods", "services", "podgroups"].contains(&r.resource.as_str())
+        })
+        .map(|r| r.path)
+        .collect();
+    assert!(creates.is_empty(), "created {creates:?}");
+}
+
+#[tokio::test]
+async fn a_pod_of_the_same_name_is_not_adopted() {
+    let double = double_with_crds().await;
+    double
+        .create(
+            &Gvr::PODS,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "taken-client-0", "namespace": NS},
+                "spec": {"containers": [{"name": "other", "image": "busybox"}]},
+            }),
+        )
+        .expect("creating someone else's pod");
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "taken", json!({})).await;
+    let status = wait_for_phase(&double, "taken", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "NameConflict", "{status}");
+    wait_for_cleanup(&double, "taken").await;
+    assert!(
+        double.get(&Gvr::PODS, Some(NS), "taken-client-0").is_some(),
+        "the other pod is left alone"
+    );
+}
+
+// Issue 13: what a real API server exposed. The double enforces the chart's RBAC on the
+// operator (support::double_with_crds), answers 409 on creates of existing names, and
+// fails logs per pod as an unreachable kubelet does.
+
+/// The `OperatorError` condition of the benchmark, once it is there.
+async fn wait_for_operator_error(double: &ApiDouble, name: &str) -> Value {
+    wait_for_status(double, name, "an OperatorError condition", |s| {
+        condition(s, "OperatorError")["status"] == "True"
+    })
+    .await
+}
+
+/// Finding 1: the operator restarts between creating a benchmark's Service and its
+/// pods (here: the pod create fails with a 500; kube's client retries a 503 itself). The error is in the status and a
+/// Warning event at once; the next operator's Service create answers 409, and the
+/// Service, the benchmark's own, is read (get, which the chart must grant) and adopted.
+#[tokio::test]
+async fn a_restart_mid_creation_adopts_the_benchmarks_own_service() {
+    let double = double_with_crds().await;
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "pods").times(1),
+        500,
+        "InternalError",
+    );
+    let first = Operator::start(&double, "first");
+    create_iperf(
+        &double,
+        "midway",
+        json!({"scheduler": "default", "timeout": "10m"}),
+    )
+    .await;
+    let status = wait_for_operator_error(&double, "midway").await;
+    let error = condition(&status, "OperatorError");
+    assert_eq!(error["reason"], "APIUnavailable", "{status}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("creating its objects: creating Pod default/midway-"),
+        "the stage, the verb and the resource: {message}"
+    );
+    assert_ne!(status["phase"], "Failed", "{status}");
+    wait_until(WAIT, "a Warning event with the error", || {
+        let events = events(&double, "midway");
+        match events.iter().find(|e| e.starts_with("APIUnavailable:")) {
+            Some(event) => Ok(event.clone()),
+            None => Err(format!("{events:?}")),
+        }
+    })
+    .await;
+    let service = double
+        .get(&Gvr::SERVICES, Some(NS), "midway")
+        .expect("the first operator created the Service");
+    first.stop().await;
+
+    let _second = Operator::start(&double, "second");
+    wait_for_pods(&double, "midway", 2).await;
+    let status = wait_for_status(&double, "midway", "the OperatorError condition gone", |s| {
+        condition(s, "OperatorError").is_null() && s["phase"] == "Pending"
+    })
+    .await;
+    assert!(condition(&status, "Failed").is_null(), "{status}");
+    let adopted = double
+        .get(&Gvr::SERVICES, Some(NS), "midway")
+        .expect("the Service is still there");
+    assert_eq!(
+        adopted["metadata"]["uid"], service["metadata"]["uid"],
+        "adopted, not replaced"
+    );
+    let reads: Vec<u16> = double
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.verb == "get" && r.resource == "services" && r.name.as_deref() == Some("midway")
+        })
+        .map(|r| r.status_code)
+        .collect();
+    assert_eq!(reads, [200], "the 409 was followed by reading the Service");
+}
+
+/// Finding 1 on today's chart: without `get` on services (the chart before issue 13),
+/// the 409 path is Forbidden. The benchmark says so in its status (the verb and the
+/// resource, from the API server's answer) and in a Warning event, instead of looking
+/// like it waits for the scheduler.
+#[tokio::test]
+async fn a_forbidden_request_is_shown_with_its_verb_and_resource() {
+    let double = double_with_crds().await;
+    let Some(mut rbac) = support::chart_rbac() else {
+        return;
+    };
+    for rule in &mut rbac.rules {
+        if rule.resources.iter().any(|r| r == "services") {
+            rule.verbs.retain(|v| v != "get");
+        }
+    }
+    double.enforce_rbac(rbac);
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "pods").times(1),
+        500,
+        "InternalError",
+    );
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "denied", json!({"scheduler": "default"})).await;
+    let status = wait_for_status(&double, "denied", "a Forbidden OperatorError", |s| {
+        condition(s, "OperatorError")["reason"] == "Forbidden"
+    })
+    .await;
+    let message = condition(&status, "OperatorError")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("cannot get resource \"services\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("reading Service default/denied"),
+        "{message}"
+    );
+    wait_until(WAIT, "a Forbidden Warning event", || {
+        let events = events(&double, "denied");
+        if events
+            .iter()
+            .any(|e| e.starts_with("Forbidden:") && e.contains("cannot get resource"))
+        {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+}
+
+/// Finding 2: a Service perfsweep does not own has the benchmark's name: the benchmark
+/// fails at once as NameConflict naming it (long before its 10-minute timeout), and
+/// the Service is left alone.
+#[tokio::test]
+async fn someone_elses_service_of_the_same_name_is_a_name_conflict() {
+    let double = double_with_crds().await;
+    double
+        .create(
+            &Gvr::SERVICES,
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "ipf-conflict", "namespace": NS},
+                "spec": {"type": "ClusterIP", "ports": [{"port": 80, "targetPort": 80}]},
+            }),
+        )
+        .expect("kubectl create service clusterip ipf-conflict --tcp=80:80");
+    let _operator = Operator::start(&double, "test");
+    let started = std::time::Instant::now();
+    create_iperf(&double, "ipf-conflict", json!({"timeout": "10m"})).await;
+    let status = wait_for_phase(&double, "ipf-conflict", "Failed").await;
+    assert_eq!(reason_of(&status, "Failed"), "NameConflict", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("Service default/ipf-conflict already exists"),
+        "{message}"
+    );
+    assert!(started.elapsed() < WAIT, "at once, not at the timeout");
+    wait_for_cleanup(&double, "ipf-conflict").await;
+    assert!(
+        double
+            .get(&Gvr::SERVICES, Some(NS), "ipf-conflict")
+            .is_some(),
+        "someone else's Service is left alone"
+    );
+}
+
+/// Finding 3: the result pod's node is gone, so its log cannot be read (connection
+/// refused, as the API server answers for an unreachable kubelet). The benchmark shows
+/// the error while it retries, then fails at its deadline as ResultUnreadable with the
+/// API error, and its pods are deleted (the set's slot is freed).
+#[tokio::test]
+async fn an_unreadable_result_log_fails_the_benchmark_at_its_deadline() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let created = std::time::Instant::now();
+    create_iperf(&double, "nolog", json!({"timeout": "4s"})).await;
+    start_benchmark(&double, "nolog").await;
+    let client = pod_name("nolog", "client");
+    double.fail_pod_log(
+        NS,
+        &client,
+        Some(perfsweep_testkit::LogFailure::KubeletUnreachable),
+    );
+    finish_pod(&double, &client, 0, "");
+    let status = wait_for_operator_error(&double, "nolog").await;
+    let message = condition(&status, "OperatorError")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.starts_with("reading the result: reading the log of pod default/nolog-client-0"),
+        "{message}"
+    );
+    let status = wait_for_phase(&double, "nolog", "Failed").await;
+    // creationTimestamp has whole seconds: the deadline is up to 1 s before 4 s from here.
+    assert!(
+        created.elapsed() >= std::time::Duration::from_secs(3),
+        "not before the deadline"
+    );
+    assert_eq!(reason_of(&status, "Failed"), "ResultUnreadable", "{status}");
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("within the timeout of 4s")
+            && message.contains("connect: connection refused"),
+        "{message}"
+    );
+    assert!(
+        condition(&status, "OperatorError").is_null(),
+        "settled: {status}"
+    );
+    // The event follows the status write.
+    wait_until(WAIT, "a ResultUnreadable Warning event", || {
+        let events = events(&double, "nolog");
+        if events.iter().any(|e| e.starts_with("ResultUnreadable:")) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    wait_for_cleanup(&double, "nolog").await;
+}
+
+/// Finding 6: a finished benchmark's conditions describe the present: its pods are
+/// gone, so it is not Ready (AllPodsRunning) any more.
+#[tokio::test]
+async fn a_finished_benchmark_is_not_ready() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "done", json!({})).await;
+    start_benchmark(&double, "done").await;
+    let running = status_of(&double, "done");
+    assert_eq!(reason_of(&running, "Ready"), "AllPodsRunning", "{running}");
+    let fixture = fixture("tcp-1stream.json");
+    let log = agent_log(
+        Outcome::Succeeded {
+            result: Some(fixture.result),
+            summary: Some(fixture.summary),
+        },
+        &fixture.raw,
+    );
+    double.set_pod_log(NS, &pod_name("done", "client"), AGENT, &log);
+    finish_pod(&double, &pod_name("done", "client"), 0, "");
+    let status = wait_for_phase(&double, "done", "Succeeded").await;
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "False", "{status}");
+    assert_eq!(ready["reason"], "Finished", "{status}");
+    wait_for_cleanup(&double, "done").await;
+}

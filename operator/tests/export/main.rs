@@ -1,0 +1,13 @@
+//! Exporting records and evidence: S3 (moto), GitHub releases (a fake API on loopback),
+//! a claim mounted by the result pod, and OME's S3 example run locally.
+//!
+//! One test binary per area (each links the whole operator once, not once per file);
+//! every file below is one module, as it was one binary before.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod export_claim_operator;
+mod export_github;
+mod export_s3;
+mod ome_local_s3;

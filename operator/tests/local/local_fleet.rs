@@ -1,0 +1,126 @@
+//! Whole-fleet acceptance on this machine with a real iperf3: `run --local --nodes`
+//! over four stand-in nodes (each its own loopback address), then the heatmap and the
+//! report from the records.
+
+use crate::local_support;
+
+use local_support::{perfsweep, records, scratch, tool_or_skip};
+
+const SWEEP: &str = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: fleet
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: IPerf
+    spec: {duration: 1}
+  permutations:
+    nodePairs:
+      selector: {matchLabels: {bench: "yes"}}
+"#;
+
+#[test]
+fn four_loopback_nodes_run_in_rounds_and_are_judged() {
+    if !tool_or_skip("iperf3", "iperf3") {
+        return;
+    }
+    let dir = scratch("local-fleet");
+    let file = dir.join("fleet.yaml");
+    std::fs::write(&file, SWEEP).expect("sweep written");
+    let out = dir.join("results");
+    let output = perfsweep()
+        .args(["run", "--local", "--nodes", "w,x,y,z", "--output"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let verdict = stdout
+        .lines()
+        .find(|l| l.starts_with("fleet verdict: "))
+        .unwrap_or_else(|| panic!("no verdict line: {stdout}"));
+    assert!(
+        verdict.contains("4 nodes, 6 pairs") || verdict.contains("of 6 pairs outliers"),
+        "{verdict}"
+    );
+    assert!(
+        !stderr.contains("ignored locally"),
+        "placement is honoured: {stderr}"
+    );
+
+    // Each pair once, the server and client on their nodes' addresses.
+    let records = records(&out);
+    assert_eq!(records.len(), 6);
+    let mut pairs: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            let node = |role: &str| {
+                r["spec"]["placement"][role]["nodes"][0]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            assert_eq!(r["outcome"]["status"], "succeeded", "{r}");
+            (node("server"), node("client"))
+        })
+        .collect();
+    pairs.sort();
+    assert_eq!(pairs.len(), 6);
+    pairs.dedup();
+    assert_eq!(pairs.len(), 6, "every pair once");
+    let evidence = std::fs::read_dir(out.join("evidence"))
+        .expect("evidence")
+        .filter_map(std::result::Result::ok)
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        evidence.contains("127.77.0."),
+        "iperf3 ran between the nodes' loopback addresses"
+    );
+
+    let heatmap = dir.join("heatmap.png");
+    let plot = perfsweep()
+        .args(["results", "plot", "--heatmap"])
+        .arg(&out)
+        .arg("--output")
+        .arg(&heatmap)
+        .output()
+        .expect("perfsweep runs");
+    assert!(
+        plot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plot.stderr)
+    );
+    let png = std::fs::read(&heatmap).expect("the heatmap");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 2000,
+        "{} bytes",
+        png.len()
+    );
+
+    let report = dir.join("report");
+    let rendered = perfsweep()
+        .args(["results", "report"])
+        .arg(&out)
+        .arg("--output")
+        .arg(&report)
+        .output()
+        .expect("perfsweep runs");
+    let html = std::fs::read_to_string(report.join("report.html")).expect("report.html");
+    assert!(
+        html.contains("id=\"fleet-heatmap-0\"><svg"),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let table: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("fleet.json")).expect("fleet.json"),
+    )
+    .expect("JSON");
+    assert_eq!(table[0]["pairs"].as_array().map(Vec::len), Some(6));
+    assert_eq!(table[0]["nodes"].as_array().map(Vec::len), Some(4));
+}

@@ -12,6 +12,7 @@
 pub mod client_load;
 mod deadline;
 mod distributed;
+mod first_read;
 pub mod http;
 mod loops;
 pub mod model_mix;
@@ -911,7 +912,8 @@ struct ClientDelays {
     /// written: a client descheduled in between sends later than it says.
     send: Duration,
     /// From the kernel's arrival time of the first content to reading it: a read this
-    /// late may have merged later tokens into it, under the last one's arrival time.
+    /// late may have merged later tokens into it, under the last one's arrival time
+    /// (counted only when it did, see [`first_read`]).
     first_read: Duration,
     /// The kernel's arrival time of the last bytes read.
     last_arrival: Option<Instant>,
@@ -1047,12 +1049,12 @@ impl Worker {
             done.saturating_duration_since(arrival)
         });
         let e2e_client_delay = common + end_read;
-        // Without streamed tokens the first token is the end.
-        let ttft_client_delay = if self.stream.token_times.is_empty() {
-            e2e_client_delay
-        } else {
-            common + self.delays.first_read
-        };
+        let ttft_client_delay = first_read::ttft_client_delay(
+            common,
+            self.delays.first_read,
+            &self.stream.token_times,
+            e2e_client_delay,
+        );
         match outcome {
             Ok(usage) => {
                 let server_input = usage.and_then(|u| u.prompt_tokens);

@@ -8,6 +8,7 @@ pub mod histogram;
 pub mod plan;
 pub mod result;
 pub mod scenario;
+pub mod sessions;
 pub mod tls;
 
 pub use result::LLMInferenceResult;
@@ -719,6 +720,12 @@ pub struct LLMInferenceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_prefix: Option<SharedPrefixSpec>,
 
+    /// Multi-turn chat sessions: each of the `numConcurrency` streams holds one
+    /// conversation at a time, every turn sending the history so far plus a new user
+    /// message; figures per turn (`perTurn`). The traffic scenarios are then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<sessions::SessionsSpec>,
+
     /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
     /// request budgets and warmup are split among them (the remainder one each to the
     /// first workers), each draws its own prompts, all start every iteration at the
@@ -872,6 +879,18 @@ impl crate::registry::BenchmarkKind for LLMInference {
                     "shared-prefix prompts are for text-to-text",
                 ));
             }
+        }
+        errors.extend(sessions::check(spec));
+        if spec.sessions.is_some()
+            && spec
+                .traffic_scenarios
+                .iter()
+                .any(|s| s.0 != default_scenarios()[0].0)
+        {
+            errors.push(FieldError::new(
+                "spec.trafficScenarios",
+                "sessions replace the traffic scenarios: set one or the other",
+            ));
         }
         for (path, file) in [
             (

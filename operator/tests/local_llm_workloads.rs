@@ -308,9 +308,15 @@ spec:
             [200.0, 440.0, 680.0],
             "{figures:?}"
         );
+        // The run's summary line shows TTFT by turn.
+        let outcome = record["outcome"].to_string();
+        assert!(outcome.contains("TTFT p50 by turn 1: "), "{outcome}");
         let blocks = record["benchmark"]["permutation"]["endpoint.simulator.prefixCache.blocks"]
             .as_u64()
             .expect("the permuted cache size in the record");
+        eprintln!(
+            "cache of {blocks} blocks, per turn (requests, prompt tokens, cached %, TTFT p50 ms): {figures:?}"
+        );
         by_cache.insert(blocks, figures);
     }
     let cached = &by_cache[&65536];
@@ -322,6 +328,9 @@ spec:
     // turn 1), and with the cache the later turns are faster than that.
     assert!(uncached[2].2 < 5.0, "{uncached:?}");
     assert!(uncached[2].3 > uncached[0].3 + 50.0, "{uncached:?}");
-    assert!(cached[2].3 + 50.0 < uncached[2].3, "{cached:?} {uncached:?}");
+    assert!(
+        cached[2].3 + 50.0 < uncached[2].3,
+        "{cached:?} {uncached:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -57,7 +57,7 @@ mod tests {
         let t = Instant::now();
         let times = [t, t + MS, t + MS, t + MS];
         assert_eq!(
-            ttft_client_delay(0 * MS, 40 * MS, &times, 90 * MS),
+            ttft_client_delay(Duration::ZERO, 40 * MS, &times, 90 * MS),
             Duration::ZERO
         );
     }

@@ -598,7 +598,12 @@ fn schedule(quick: bool) -> anyhow::Result<()> {
             .args(["loadgen", "--url", &sim.url(), "--model", MODEL])
             .arg("--dataset")
             .arg(&trace)
-            .args(["--dataset-format", "mooncake-trace", "--trace-block-tokens", "64"])
+            .args([
+                "--dataset-format",
+                "mooncake-trace",
+                "--trace-block-tokens",
+                "64",
+            ])
             .args(["--progress", "false", "--output"])
             .arg(&output)
             .stdout(Stdio::null()),

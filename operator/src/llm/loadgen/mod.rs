@@ -15,13 +15,13 @@ mod distributed;
 mod first_read;
 pub mod http;
 mod loops;
-mod pacer;
-mod sessions;
 pub mod model_mix;
 pub mod outcome;
+mod pacer;
 mod progress;
 pub mod saturation;
 pub mod schedule;
+mod sessions;
 pub mod sse;
 pub mod stats;
 pub mod usage_check;
@@ -805,16 +805,7 @@ async fn run_iteration(
             cooldown_requests: 0,
         },
         Load::Closed(concurrency) if let Workload::Sessions(chat) = workload => {
-            sessions::closed(
-                shared,
-                workload,
-                chat,
-                concurrency,
-                budget,
-                seed,
-                &recorder,
-            )
-            .await
+            sessions::closed(shared, workload, chat, concurrency, budget, seed, &recorder).await
         }
         Load::Closed(concurrency) => {
             loops::closed(shared, workload, concurrency, budget, seed, &recorder).await?
@@ -1438,7 +1429,11 @@ fn sessions_fit(args: &LoadgenArgs, embeddings: bool) -> anyhow::Result<()> {
     if args.workers > 1 {
         return refuse("sessions run on one load generator (per-turn figures do not merge)");
     }
-    if let Some(&streams) = args.concurrency.iter().find(|&&c| c > loops::uncapped_ceiling()) {
+    if let Some(&streams) = args
+        .concurrency
+        .iter()
+        .find(|&&c| c > loops::uncapped_ceiling())
+    {
         return refuse(&format!(
             "--concurrency {streams}: sessions hold at most {} conversations (one file table)",
             loops::uncapped_ceiling()

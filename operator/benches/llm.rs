@@ -12,9 +12,13 @@
 //! 3. scale: 50,000 concurrent streams from one loadgen process (past the open-file
 //!    limit, both processes spread their sockets over threads with a file table each),
 //!    and its memory per stream;
-//! 4. a peer, aiperf, against the same simulator at 64 streams: its CPU per request and
+//! 4. schedule: a Mooncake-style trace of 500 requests a second replayed on its own
+//!    schedule; how late the load generator sent against the trace's times (p50, p99,
+//!    max);
+//! 5. a peer, aiperf, against the same simulator at 64 streams: its CPU per request and
 //!    the ratio (install it with `operator/benches/peers/setup.sh`; skipped otherwise).
 //!
+//! `LLM_BENCH_SECTIONS=cpu,accuracy,scale,schedule` picks sections (all when unset);
 //! `LLM_BENCH_QUICK=1` shortens the runs; `LLM_BENCH_PEERS` is where setup.sh put the
 //! peers (default `~/.cache/perfsweep/peers`).
 
@@ -573,6 +577,73 @@ fn main() -> anyhow::Result<()> {
     if wanted("scale") {
         scale(quick)?;
     }
+    if wanted("schedule") {
+        schedule(quick)?;
+    }
+    Ok(())
+}
+
+/// A trace replayed at 500 requests a second: how late each request went out against
+/// the trace's schedule (the target: within 1 ms at p99).
+fn schedule(quick: bool) -> anyhow::Result<()> {
+    let requests: u64 = if quick { 2_500 } else { 10_000 };
+    let sim = Sim::start(20, 5)?;
+    sim.reset()?;
+    let dir = std::env::temp_dir().join(format!("llm-bench-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let trace = dir.join("trace.jsonl");
+    // 2 ms apart, 128 prompt tokens in two blocks of their own, 16 output tokens.
+    let lines: String = (0..requests)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 128, \"output_length\": 16, \"hash_ids\": [{}, {}]}}\n",
+                2 * i,
+                2 * i,
+                2 * i + 1
+            )
+        })
+        .collect();
+    std::fs::write(&trace, lines)?;
+    let output = dir.join("result.json");
+    let usage = run_measured(
+        Command::new(EXE)
+            .args(["loadgen", "--url", &sim.url(), "--model", MODEL])
+            .arg("--dataset")
+            .arg(&trace)
+            .args([
+                "--dataset-format",
+                "mooncake-trace",
+                "--trace-block-tokens",
+                "64",
+            ])
+            .args(["--progress", "false", "--output"])
+            .arg(&output)
+            .stdout(Stdio::null()),
+    )?;
+    if !usage.success {
+        bail!("perfsweep loadgen failed replaying the trace");
+    }
+    let result: LLMInferenceResult =
+        serde_json::from_slice(&std::fs::read(&output)?).context("reading the loadgen result")?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(it) = result.iterations.first() else {
+        bail!("the loadgen reported no iteration");
+    };
+    let lag = it.schedule_lag_millis.clone().unwrap_or_default();
+    println!(
+        "schedule: trace of {requests} requests at 500 req/s (simulator TTFT 20 ms, ITL 5 ms, 128 in / 16 out):"
+    );
+    println!(
+        "  {} requests ({} errors) at {:.1} req/s; schedule lag p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms; loadgen CPU {:.3} ms/request",
+        it.requests,
+        it.errors,
+        it.requests_per_second,
+        lag.p50,
+        lag.p90,
+        lag.p99,
+        lag.max,
+        usage.cpu.as_secs_f64() * 1000.0 / requests as f64
+    );
     Ok(())
 }
 

@@ -44,7 +44,7 @@ pub struct Outcome {
 /// The iteration's recorder, shared by its workers (and read by the progress line).
 pub type SharedRecorder = Arc<Mutex<Recorder>>;
 
-fn take_recorder(recorder: &SharedRecorder) -> Recorder {
+pub(super) fn take_recorder(recorder: &SharedRecorder) -> Recorder {
     match recorder.lock() {
         Ok(mut recorder) => std::mem::take(&mut *recorder),
         Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
@@ -180,7 +180,7 @@ impl Streams {
 
 /// Waits for the workers; once `deadline` is known and passed, cancels those still
 /// running.
-async fn drain(workers: &mut JoinSet<()>, deadline: impl Fn() -> Option<Instant>) {
+pub(super) async fn drain(workers: &mut JoinSet<()>, deadline: impl Fn() -> Option<Instant>) {
     loop {
         // Until the first measured request fixes the deadline, look again now and then.
         let wake = deadline().unwrap_or_else(|| Instant::now() + Duration::from_millis(20));
@@ -357,6 +357,8 @@ async fn open_lane(
     let (mut warmup, mut measured) = (0u64, 0u64);
     let mut measured_from: Option<Instant> = None;
     let start = Instant::now() + lane.phase;
+    // Sends go out within a fraction of a millisecond of their due times.
+    let pacer = super::pacer::Pacer::start();
     for sent in 0u64.. {
         let ticket = lane.index + sent * lane.count;
         let offset = schedule.next_offset();
@@ -375,7 +377,7 @@ async fn open_lane(
             warmup += 1;
         }
         if due > Instant::now() {
-            tokio::time::sleep_until(due).await;
+            pacer.sleep_until(due).await;
         } else if sent % 64 == 63 {
             // Behind schedule: catching up must not starve the workers on this thread.
             tokio::task::yield_now().await;

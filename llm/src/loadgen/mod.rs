@@ -12,14 +12,17 @@
 pub mod client_load;
 mod deadline;
 mod distributed;
+mod first_read;
 pub mod hooks;
 pub mod http;
 mod loops;
 pub mod model_mix;
 pub mod outcome;
+mod pacer;
 mod progress;
 pub mod saturation;
 pub mod schedule;
+mod sessions;
 pub mod sse;
 pub mod stats;
 pub mod usage_check;
@@ -155,6 +158,20 @@ pub struct LoadgenArgs {
     /// Output tokens of each shared-prefix request.
     #[arg(long, default_value_t = 100)]
     pub shared_prefix_output_tokens: u32,
+    /// Multi-turn chat sessions instead of the scenarios: each concurrent stream holds a
+    /// conversation of this many turns, every turn sending the history so far and a new
+    /// user message; figures per turn (`perTurn`) too.
+    #[arg(long)]
+    pub sessions_turns: Option<u32>,
+    /// Tokens of each turn's new user message.
+    #[arg(long, default_value_t = 100)]
+    pub sessions_user_tokens: u32,
+    /// Output tokens of each turn (the reply the next turns carry).
+    #[arg(long, default_value_t = 100)]
+    pub sessions_output_tokens: u32,
+    /// Milliseconds between a reply and the conversation's next turn.
+    #[arg(long, default_value_t = 0)]
+    pub sessions_think_time_ms: u64,
     /// Closed-loop concurrency levels, one iteration each; `1` when no rate and no
     /// saturation search is given either.
     #[arg(long = "concurrency")]
@@ -727,6 +744,13 @@ async fn run_iteration(
         _ => None,
     };
     let (total_streams, default_requests, default_warmup) = match load {
+        // Sessions: two whole conversations per stream, none of them warmup (a
+        // conversation's later turns are the point).
+        Load::Closed(c) if let Workload::Sessions(chat) = workload => (
+            u64::from(c),
+            u64::from(c) * 2 * u64::from(chat.shape.turns),
+            0,
+        ),
         Load::Closed(c) => (u64::from(c), (u64::from(c) * 4).max(100), u64::from(c)),
         // A trace is replayed whole, every request measured.
         Load::Open(_) if let Some(trace) = replay => (
@@ -792,6 +816,9 @@ async fn run_iteration(
             warmup_requests: 0,
             cooldown_requests: 0,
         },
+        Load::Closed(concurrency) if let Workload::Sessions(chat) = workload => {
+            sessions::closed(shared, workload, chat, concurrency, budget, seed, &recorder).await
+        }
         Load::Closed(concurrency) => {
             loops::closed(shared, workload, concurrency, budget, seed, &recorder).await?
         }
@@ -911,6 +938,10 @@ struct Worker {
     delays: ClientDelays,
     /// The latest request's model in the `--model-mix`.
     model: Option<usize>,
+    /// Multi-turn sessions: the conversation the next request continues.
+    conversation: Option<workload::sessions::Conversation>,
+    /// Whether the latest request succeeded (a session ends at a failed turn).
+    succeeded: bool,
 }
 
 /// Where the latest exchange's timestamps may have been late because the load
@@ -921,7 +952,8 @@ struct ClientDelays {
     /// written: a client descheduled in between sends later than it says.
     send: Duration,
     /// From the kernel's arrival time of the first content to reading it: a read this
-    /// late may have merged later tokens into it, under the last one's arrival time.
+    /// late may have merged later tokens into it, under the last one's arrival time
+    /// (counted only when it did, see [`first_read`]).
     first_read: Duration,
     /// The kernel's arrival time of the last bytes read.
     last_arrival: Option<Instant>,
@@ -943,6 +975,8 @@ impl Worker {
             recorder,
             delays: ClientDelays::default(),
             model: None,
+            conversation: None,
+            succeeded: false,
         }
     }
 
@@ -967,6 +1001,14 @@ impl Worker {
             match shared.api {
                 _ if shared.embeddings => {
                     let _ = write!(body, r#""input":{prompt},"#);
+                }
+                Api::Chat if let Some(conversation) = &self.conversation => {
+                    // The history so far, then the turn's new message.
+                    let _ = write!(
+                        body,
+                        r#""messages":[{}{{"role":"user","content":{prompt}}}],"#,
+                        conversation.messages()
+                    );
                 }
                 Api::Chat if draw.system_bytes > 0 => {
                     // A system prompt, then the question (shared-prefix prompts).
@@ -1031,7 +1073,8 @@ impl Worker {
         client_from: Option<Instant>,
     ) {
         let draw = self.build(workload, seed, ticket);
-        let input_tokens = u64::from(draw.input_tokens);
+        let history = self.conversation.as_ref().map_or(0, |c| c.tokens);
+        let input_tokens = u64::from(draw.input_tokens) + u64::from(history);
         let sent = Instant::now();
         let timeout = self.shared.timeout;
         let outcome = if let Ok(outcome) = deadline::within(timeout, self.exchange(sent)).await {
@@ -1044,9 +1087,11 @@ impl Worker {
             ))
         };
         let done = Instant::now();
+        self.succeeded = outcome.is_ok();
         if !measured {
             return;
         }
+        let turn = self.conversation.as_ref().map(|c| c.turn());
         // Open loop: how late the client itself sent after the request could go (when
         // it was due, or when the concurrency cap let it); both latencies include it.
         let late_send =
@@ -1056,12 +1101,12 @@ impl Worker {
             done.saturating_duration_since(arrival)
         });
         let e2e_client_delay = common + end_read;
-        // Without streamed tokens the first token is the end.
-        let ttft_client_delay = if self.stream.token_times.is_empty() {
-            e2e_client_delay
-        } else {
-            common + self.delays.first_read
-        };
+        let ttft_client_delay = first_read::ttft_client_delay(
+            common,
+            self.delays.first_read,
+            &self.stream.token_times,
+            e2e_client_delay,
+        );
         match outcome {
             Ok(usage) => {
                 let server_input = usage.and_then(|u| u.prompt_tokens);
@@ -1125,6 +1170,13 @@ impl Worker {
                         recorder.usage.output.add(server, counted);
                     }
                     recorder.success(&sample, &self.shared.slo);
+                    if let Some(turn) = turn {
+                        let part = recorder.of_turn(turn);
+                        part.success(&sample, &self.shared.slo);
+                        if let Some(cached) = usage.and_then(|u| u.cached_tokens()) {
+                            part.cached_tokens(cached, input);
+                        }
+                    }
                     if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
                         recorder
                             .of_model(&model.name)
@@ -1137,6 +1189,11 @@ impl Worker {
                 if let Ok(mut recorder) = self.recorder.lock() {
                     recorder.schedule_lag(scheduled, sent);
                     recorder.error(kind, scheduled.unwrap_or(sent), done);
+                    if let Some(turn) = turn {
+                        recorder
+                            .of_turn(turn)
+                            .error(kind, scheduled.unwrap_or(sent), done);
+                    }
                     if let Some(model) = self.model.and_then(|i| self.shared.mix.get(i)) {
                         recorder
                             .of_model(&model.name)
@@ -1301,6 +1358,18 @@ async fn workloads(
         }]);
     }
     let words = Arc::new(PromptWords::for_tokenizer(tokenizer)?);
+    if let Some(turns) = args.sessions_turns {
+        sessions_fit(args, embeddings)?;
+        let shape = workload::sessions::SessionShape {
+            turns,
+            user_tokens: args.sessions_user_tokens,
+            output_tokens: args.sessions_output_tokens,
+            think_time: Duration::from_millis(args.sessions_think_time_ms),
+        };
+        return Ok(vec![Workload::Sessions(workload::sessions::Sessions::new(
+            shape, words,
+        ))]);
+    }
     if let Some(groups) = args.shared_prefix_groups {
         if groups == 0 {
             bail!("--shared-prefix-groups must be at least 1");
@@ -1338,6 +1407,49 @@ async fn workloads(
             })
         })
         .collect()
+}
+
+/// Refuses what multi-turn sessions cannot be combined with.
+fn sessions_fit(args: &LoadgenArgs, embeddings: bool) -> anyhow::Result<()> {
+    let refuse = |why: &str| Err(anyhow::anyhow!("--sessions-turns: {why}"));
+    if args.sessions_turns == Some(0) {
+        return refuse("a conversation has at least one turn");
+    }
+    if args.sessions_user_tokens == 0 || args.sessions_output_tokens == 0 {
+        return refuse("--sessions-user-tokens and --sessions-output-tokens must be at least 1");
+    }
+    if embeddings || args.api != Api::Chat {
+        return refuse("sessions carry a chat history: they need --api chat, not embeddings");
+    }
+    if args.no_stream {
+        return refuse("the assistant's replies are read from the stream: drop --no-stream");
+    }
+    if args.dataset.is_some() || args.shared_prefix_groups.is_some() {
+        return refuse("--dataset and --shared-prefix-groups choose the prompts too: give one");
+    }
+    if !args.request_rates.is_empty() || args.saturate.is_some() {
+        return refuse(
+            "sessions run as a closed loop (--concurrency conversations at once), without \
+             --request-rate or --saturate",
+        );
+    }
+    if !args.model_mix.is_empty() {
+        return refuse("a --model-mix draws per request and would switch models mid-conversation");
+    }
+    if args.workers > 1 {
+        return refuse("sessions run on one load generator (per-turn figures do not merge)");
+    }
+    if let Some(&streams) = args
+        .concurrency
+        .iter()
+        .find(|&&c| c > loops::uncapped_ceiling())
+    {
+        return refuse(&format!(
+            "--concurrency {streams}: sessions hold at most {} conversations (one file table)",
+            loops::uncapped_ceiling()
+        ));
+    }
+    Ok(())
 }
 
 /// The dataset is a trace replayed on its own schedule.

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::report::result::{CachedTokens, Goodput, Iteration, RawHistograms, RawIteration};
+use crate::report::sessions::TurnFigures;
 use crate::report::{doubt, histogram};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
@@ -100,6 +101,8 @@ pub struct Recorder {
     reasoning_tokens: u64,
     /// `--model-mix`: the same, per model.
     by_model: BTreeMap<String, Recorder>,
+    /// Multi-turn sessions: the same, per turn index (1 first).
+    by_turn: BTreeMap<u32, Recorder>,
     /// Server usage against the tokenizer.
     pub usage: super::usage_check::UsageTallies,
 }
@@ -137,6 +140,7 @@ impl Default for Recorder {
             ttf_answer: histogram(),
             reasoning_tokens: 0,
             by_model: BTreeMap::new(),
+            by_turn: BTreeMap::new(),
             usage: super::usage_check::UsageTallies::default(),
         }
     }
@@ -240,6 +244,11 @@ impl Recorder {
         self.by_model.entry(model.to_owned()).or_default()
     }
 
+    /// The recorder of one turn index of multi-turn sessions.
+    pub fn of_turn(&mut self, turn: u32) -> &mut Recorder {
+        self.by_turn.entry(turn).or_default()
+    }
+
     fn client_delay(&mut self, ttft: Duration, e2e: Duration) {
         let tolerance = client_delay_tolerance();
         self.delayed_ttft += u64::from(ttft > tolerance);
@@ -313,6 +322,9 @@ impl Recorder {
         self.reasoning_tokens += other.reasoning_tokens;
         for (model, theirs) in other.by_model {
             self.of_model(&model).merge(theirs);
+        }
+        for (turn, theirs) in other.by_turn {
+            self.of_turn(turn).merge(theirs);
         }
         if let Some(theirs) = other.cached {
             self.cached_tokens(theirs.cached, theirs.of_input);
@@ -391,6 +403,14 @@ impl Recorder {
                 // The part's own doubts are its whole's; its evidence stays.
                 part.doubts.clear();
                 (model.clone(), part)
+            })
+            .collect();
+        iteration.per_turn = self
+            .by_turn
+            .iter()
+            .map(|(&turn, recorder)| {
+                let part = recorder.summary(format!("turn {turn}"), concurrency, slo);
+                TurnFigures::from_iteration(turn, &part)
             })
             .collect();
         if !self.ttf_reasoning.is_empty() {

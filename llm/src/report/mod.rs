@@ -7,6 +7,7 @@ pub mod distribute;
 pub mod doubt;
 pub mod histogram;
 pub mod result;
+pub mod sessions;
 
 /// Why the results of a distributed run's workers cannot be made into one result
 /// (`perfsweep-benchmarks` turns it into its `ParseError` of the same names).

@@ -137,6 +137,10 @@ pub struct Iteration {
     /// results; distributed merges leave them out).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub per_model: std::collections::BTreeMap<String, Iteration>,
+    /// Multi-turn sessions: this iteration's figures per turn index, first turn first
+    /// (single-worker results).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_turn: Vec<super::sessions::TurnFigures>,
     /// A reasoning model's streams: time to the first `reasoning_content` token.
     /// (Single-worker results only: distributed merges leave the reasoning figures
     /// out.)
@@ -497,6 +501,16 @@ impl LLMInferenceResult {
             if let Some(note) = &self.headline_note {
                 text.push_str(&format!(", {note}"));
             }
+        }
+        // Sessions: how the headline iteration's first tokens move with the history.
+        if let Some(turns) = self
+            .iterations
+            .iter()
+            .find(|it| Some(it.concurrency) == self.best_concurrency && !it.per_turn.is_empty())
+            .or_else(|| self.iterations.iter().find(|it| !it.per_turn.is_empty()))
+            .and_then(super::sessions::summary)
+        {
+            text.push_str(&format!("; {turns}"));
         }
         if !self.saturated_clients.is_empty() {
             text.push_str(&format!(

@@ -239,3 +239,98 @@ spec:
     assert!(iteration["scheduleLagMillis"]["p99"].is_number());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Multi-turn chat sessions from a BenchmarkSet that permutes the simulator's prefix
+/// cache (65,536 blocks against one, i.e. none): every iteration reports its figures per
+/// turn; with the cache, later turns find the history cached and reach the first token
+/// sooner than without, where TTFT grows with the history (prefill of every prompt token).
+#[test]
+fn a_local_sessions_set_reports_each_turn_and_the_prefix_cache_effect() {
+    let dir = scratch("llm-sessions");
+    let sweep = r"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: sessions
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: LLMInference
+    spec:
+      endpoint:
+        simulator:
+          ttftMillis: 5
+          itlMillis: 1
+          prefillMillisPerToken: 0.2
+          prefixCache:
+            blocks: 65536
+            blockTokens: 16
+          port: 18446
+      sessions:
+        turns: 3
+        userTokens: 200
+        outputTokens: 40
+        thinkTimeMillis: 20
+      numConcurrency: [2]
+      maxRequestsPerIteration: 18
+  permutations:
+    product:
+      endpoint.simulator.prefixCache.blocks: [65536, 1]
+";
+    let (out, _) = run_local_sweep(&dir, "sessions", sweep);
+    let records = records(&out);
+    assert_eq!(records.len(), 2);
+    // Per cache size: per turn, (prompt tokens mean, cached percent, TTFT p50).
+    let mut by_cache = std::collections::BTreeMap::new();
+    for record in &records {
+        let result = &record["outcome"]["result"];
+        let iteration = &result["iterations"][0];
+        assert_eq!(iteration["scenario"], "sessions(3x200/40,think 20ms)");
+        // 18 requests are six whole conversations of three turns.
+        assert_eq!(iteration["requests"], 18, "{iteration}");
+        let turns = iteration["perTurn"].as_array().expect("perTurn");
+        let figures: Vec<(u64, f64, f64, f64)> = turns
+            .iter()
+            .map(|t| {
+                (
+                    t["requests"].as_u64().unwrap_or_default(),
+                    t["inputTokensMean"].as_f64().unwrap_or_default(),
+                    t["cachedInputTokensPercent"].as_f64().unwrap_or(-1.0),
+                    t["ttftMillis"]["p50"].as_f64().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(figures.len(), 3, "{iteration}");
+        assert!(figures.iter().all(|f| f.0 == 6), "{figures:?}");
+        // The history grows: 200, then 200 + 40 + 200, then 680 prompt tokens.
+        assert_eq!(
+            figures.iter().map(|f| f.1).collect::<Vec<_>>(),
+            [200.0, 440.0, 680.0],
+            "{figures:?}"
+        );
+        // The run's summary line shows TTFT by turn.
+        let outcome = record["outcome"].to_string();
+        assert!(outcome.contains("TTFT p50 by turn 1: "), "{outcome}");
+        let blocks = record["benchmark"]["permutation"]["endpoint.simulator.prefixCache.blocks"]
+            .as_u64()
+            .expect("the permuted cache size in the record");
+        eprintln!(
+            "cache of {blocks} blocks, per turn (requests, prompt tokens, cached %, TTFT p50 ms): {figures:?}"
+        );
+        by_cache.insert(blocks, figures);
+    }
+    let cached = &by_cache[&65536];
+    let uncached = &by_cache[&1];
+    // With the cache: the first turn has nothing cached, later turns their history.
+    assert!(cached[0].2 < 5.0, "{cached:?}");
+    assert!(cached[1].2 > 40.0 && cached[2].2 > 60.0, "{cached:?}");
+    // Without: TTFT grows with the prompt (136 ms of prefill on turn 3 against 40 on
+    // turn 1), and with the cache the later turns are faster than that.
+    assert!(uncached[2].2 < 5.0, "{uncached:?}");
+    assert!(uncached[2].3 > uncached[0].3 + 50.0, "{uncached:?}");
+    assert!(
+        cached[2].3 + 50.0 < uncached[2].3,
+        "{cached:?} {uncached:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

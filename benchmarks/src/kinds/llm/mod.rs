@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod plan;
+pub mod sessions;
 pub mod tls;
 
 // The result document, its doubts, histograms, the merge of workers' results and the
@@ -723,6 +724,12 @@ pub struct LLMInferenceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_prefix: Option<SharedPrefixSpec>,
 
+    /// Multi-turn chat sessions: each of the `numConcurrency` streams holds one
+    /// conversation at a time, every turn sending the history so far plus a new user
+    /// message; figures per turn (`perTurn`). The traffic scenarios are then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<sessions::SessionsSpec>,
+
     /// Load generator pods sharing the load, gang-scheduled together. Concurrency,
     /// request budgets and warmup are split among them (the remainder one each to the
     /// first workers), each draws its own prompts, all start every iteration at the
@@ -883,6 +890,18 @@ impl crate::kind::BenchmarkKind for LLMInference {
                     "shared-prefix prompts are for text-to-text",
                 ));
             }
+        }
+        errors.extend(sessions::check(spec));
+        if spec.sessions.is_some()
+            && spec
+                .traffic_scenarios
+                .iter()
+                .any(|s| s.0 != default_scenarios()[0].0)
+        {
+            errors.push(FieldError::new(
+                "spec.trafficScenarios",
+                "sessions replace the traffic scenarios: set one or the other",
+            ));
         }
         for (path, file) in [
             (

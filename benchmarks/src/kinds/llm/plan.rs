@@ -303,6 +303,17 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             "--shared-prefix-output-tokens".into(),
             shared.output_tokens.to_string(),
         ]);
+    } else if let Some(sessions) = &spec.sessions {
+        args.extend([
+            "--sessions-turns".into(),
+            sessions.turns.to_string(),
+            "--sessions-user-tokens".into(),
+            sessions.user_tokens.to_string(),
+            "--sessions-output-tokens".into(),
+            sessions.output_tokens.to_string(),
+            "--sessions-think-time-ms".into(),
+            sessions.think_time_millis.to_string(),
+        ]);
     } else if spec.dataset.is_none() {
         for scenario in &spec.traffic_scenarios {
             args.extend(["--scenario".into(), scenario.0.clone()]);

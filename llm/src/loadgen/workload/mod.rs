@@ -15,8 +15,10 @@ use crate::dataset::Dataset;
 use crate::rng::Rng;
 use crate::tokenizer::PromptWords;
 
+pub mod sessions;
 pub mod shared_prefix;
 pub mod trace;
+use sessions::Sessions;
 use shared_prefix::SharedPrefix;
 use trace::Trace;
 
@@ -72,6 +74,8 @@ pub enum Workload {
     SharedPrefix(SharedPrefix),
     /// A production trace, replayed on its own schedule.
     Trace(Trace),
+    /// Multi-turn chat sessions (the history comes from the stream's conversation).
+    Sessions(Sessions),
 }
 
 impl Workload {
@@ -82,6 +86,7 @@ impl Workload {
             Self::Dataset { .. } => "dataset".into(),
             Self::SharedPrefix(shared) => shared.label(),
             Self::Trace(trace) => trace.label(),
+            Self::Sessions(sessions) => sessions.label(),
         }
     }
 
@@ -90,7 +95,7 @@ impl Workload {
         match self {
             Self::Scenario { scenario, .. } => scenario.is_embedding(),
             Self::Dataset { embeddings, .. } => *embeddings,
-            Self::SharedPrefix(_) | Self::Trace(_) => false,
+            Self::SharedPrefix(_) | Self::Trace(_) | Self::Sessions(_) => false,
         }
     }
 
@@ -132,6 +137,7 @@ impl Workload {
             }
             Self::SharedPrefix(shared) => shared.next(rng, prompt),
             Self::Trace(trace) => trace.next(ticket, prompt),
+            Self::Sessions(sessions) => sessions.next(rng, prompt),
         }
     }
 }

@@ -82,7 +82,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 export: Default::default(),
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
-            let controller = benchmarkset::controller(&client, &settings)
+            let controller = benchmarkset::controller(&ctx, &settings)
                 .with_config(controller::Config::default().debounce(settings.debounce))
                 .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
                 .for_each(|_| async {});

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
 use kube::core::NamespaceResourceScope;
 use kube::core::object::HasStatus;
 use kube::runtime::Controller;
@@ -56,6 +56,7 @@ use serde_json::{Value, json};
 
 use self::assess::{Failure, Observed, Verdict};
 use self::outcome::Success;
+use super::caches::{self, Owned, Routes, Trigger};
 use super::{Context, Error, Settings, default_watcher, scoped_api};
 
 /// The container that runs `perfsweep agent` in every benchmark pod; its log ends with
@@ -177,7 +178,12 @@ type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// One kind's controller.
 struct Registration {
     kind: fn() -> String,
-    start: fn(Arc<Engine>, &Settings, Shutdown) -> BoxFuture<'static, ()>,
+    start: fn(
+        Arc<Engine>,
+        &Settings,
+        futures::channel::mpsc::UnboundedReceiver<Trigger>,
+        Shutdown,
+    ) -> BoxFuture<'static, ()>,
 }
 
 impl Registration {
@@ -215,6 +221,9 @@ pub struct Engine {
     kubernetes_version: Option<String>,
     /// How finished benchmarks are exported to their `outputLocation`.
     export: export::ExportPolicy,
+    /// What the benchmarks own, as last seen by the watches: reconciles read these and
+    /// list nothing.
+    owned: Owned,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -237,6 +246,21 @@ where
             None
         }
     };
+    let mut routes = Routes::default();
+    let registrations: Vec<_> = registrations()
+        .into_iter()
+        .map(|registration| {
+            let triggers = routes.add(&(registration.kind)());
+            (registration, triggers)
+        })
+        .collect();
+    let (owned, reflect) = caches::reflect(
+        &ctx.client,
+        settings.namespace.as_deref(),
+        volcano,
+        routes,
+        shutdown(),
+    );
     let engine = Arc::new(Engine {
         ctx,
         namespace: settings.namespace.clone(),
@@ -244,15 +268,26 @@ where
         defaults: settings.defaults.clone(),
         kubernetes_version,
         export: settings.export.clone(),
+        owned,
     });
-    let controllers = registrations().into_iter().map(|registration| {
-        tracing::debug!(
-            kind = (registration.kind)(),
-            "starting the benchmark controller"
-        );
-        (registration.start)(engine.clone(), &settings, Box::pin(shutdown()))
-    });
-    futures::future::join_all(controllers).await;
+    let controllers = registrations
+        .into_iter()
+        .map(|(registration, triggers)| {
+            tracing::debug!(
+                kind = (registration.kind)(),
+                "starting the benchmark controller"
+            );
+            (registration.start)(engine.clone(), &settings, triggers, Box::pin(shutdown()))
+        })
+        .collect::<Vec<_>>();
+    let owned = engine.owned.clone();
+    // The controllers start once the caches hold their first lists: a reconcile on an
+    // empty cache would take every benchmark's pods for missing.
+    let controllers = async move {
+        owned.ready().await;
+        futures::future::join_all(controllers).await;
+    };
+    futures::join!(reflect, controllers);
 }
 
 async fn pod_groups_served(client: &Client) -> bool {
@@ -272,9 +307,10 @@ async fn pod_groups_served(client: &Client) -> bool {
 fn start<K: Benchmark>(
     engine: Arc<Engine>,
     settings: &Settings,
+    triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
     shutdown: Shutdown,
 ) -> BoxFuture<'static, ()> {
-    let controller = controller::<K>(&engine);
+    let controller = controller::<K>(&engine, triggers);
     let metrics = engine.ctx.metrics.clone();
     let kind = K::kind(&()).into_owned();
     if let Some(info) = registry::lookup(&kind) {
@@ -296,20 +332,14 @@ fn start<K: Benchmark>(
         .boxed()
 }
 
-/// The controller of kind `K`: its benchmarks, and the pods and PodGroups they own.
-pub fn controller<K: Benchmark>(engine: &Engine) -> Controller<K> {
-    let client = &engine.ctx.client;
-    let namespace = engine.namespace.as_deref();
-    let managed = default_watcher().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
-    let benchmarks: Api<K> = scoped_api(client, namespace);
-    let pods: Api<Pod> = scoped_api(client, namespace);
-    let controller = Controller::new(benchmarks, default_watcher()).owns(pods, managed.clone());
-    if engine.volcano {
-        let groups: Api<PodGroup> = scoped_api(client, namespace);
-        controller.owns(groups, managed)
-    } else {
-        controller
-    }
+/// The controller of kind `K`: its benchmarks, reconciled again on every change to the
+/// pods and PodGroups they own (`triggers`, from the shared watches in [`caches`]).
+fn controller<K: Benchmark>(
+    engine: &Engine,
+    triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
+) -> Controller<K> {
+    let benchmarks: Api<K> = scoped_api(&engine.ctx.client, engine.namespace.as_deref());
+    Controller::new(benchmarks, default_watcher()).reconcile_on(triggers.map(caches::object_ref))
 }
 
 /// The benchmark being reconciled, dereferenced once.
@@ -368,10 +398,6 @@ impl Target {
             .iter()
             .any(|owner| owner.uid == self.uid)
     }
-
-    fn selector(&self) -> ListParams {
-        ListParams::default().labels(&format!("{}={}", labels::BENCHMARK, self.name))
-    }
 }
 
 pub async fn reconcile<K: Benchmark>(
@@ -390,19 +416,32 @@ pub async fn reconcile<K: Benchmark>(
         return Ok(Action::await_change());
     }
     let old = benchmark.benchmark_status().cloned().unwrap_or_default();
+    // Validated and built once: every step below works from this.
+    let prepared = prepare(&*benchmark, &target);
     let mut stage = Stage::Preparing;
     let outcome = if old.phase.is_some_and(Phase::is_finished) {
         stage = Stage::CleaningUp;
-        tidy_up(&*benchmark, &target, &old, &engine).await
+        tidy_up(&*benchmark, &target, &old, prepared.as_ref().ok(), &engine).await
     } else {
-        advance(&*benchmark, &target, old.clone(), &engine, &mut stage).await
+        advance(
+            &*benchmark,
+            &target,
+            old.clone(),
+            &prepared,
+            &engine,
+            &mut stage,
+        )
+        .await
     };
     match outcome {
         Ok(action) => {
             engine.ctx.backoff.reset(&target.describe());
             Ok(action)
         }
-        Err(error) => on_operator_error(&*benchmark, &target, &old, error, stage, &engine).await,
+        Err(error) => {
+            let prepared = prepared.as_ref().ok();
+            on_operator_error(&*benchmark, &target, &old, prepared, error, stage, &engine).await
+        }
     }
 }
 
@@ -412,10 +451,10 @@ async fn tidy_up<K: Benchmark>(
     benchmark: &K,
     target: &Target,
     old: &BenchmarkStatus<K::Result>,
+    prepared: Option<&Prepared>,
     engine: &Engine,
 ) -> Result<Action, Error> {
-    let rendered = prepare(benchmark, target).ok().map(|p| p.rendered);
-    release(engine, target, rendered.as_ref()).await?;
+    release(engine, target, prepared.map(|p| &p.rendered)).await?;
     if condition_of(old, OPERATOR_ERROR_CONDITION).is_some() {
         let mut status = old.clone();
         status
@@ -449,6 +488,7 @@ async fn on_operator_error<K: Benchmark>(
     benchmark: &K,
     target: &Target,
     old: &BenchmarkStatus<K::Result>,
+    prepared: Option<&Prepared>,
     error: Error,
     stage: Stage,
     engine: &Engine,
@@ -456,12 +496,15 @@ async fn on_operator_error<K: Benchmark>(
     let now = Timestamp::now();
     let running = !old.phase.is_some_and(Phase::is_finished);
     if running
-        && let Some((deadline, timeout)) = deadline_of(benchmark, target)
+        && let Some(prepared) = prepared
+        && let timeout = prepared.timeout
+        && let deadline = assess::later(target.created, timeout)
         && deadline <= now
     {
         let failure = stage.failure(&error, timeout);
         tracing::warn!(benchmark = %target.describe(), %error, stage = stage.describe(), "the deadline passed; the benchmark fails");
         let status = finished(old, target, Err(failure.clone()), now);
+        let rendered = Some(&prepared.rendered);
         return conclude(
             benchmark,
             target,
@@ -469,6 +512,7 @@ async fn on_operator_error<K: Benchmark>(
             &status,
             Some(&failure),
             None,
+            rendered,
             engine,
         )
         .await;
@@ -612,41 +656,24 @@ struct Observation {
     pod_group: Option<PodGroup>,
 }
 
-async fn observe(
-    engine: &Engine,
-    target: &Target,
-    prepared: &Prepared,
-) -> Result<Observation, Error> {
-    let ctx = &engine.ctx;
-    let pods = target
-        .api::<Pod>(ctx)
-        .list(&target.selector())
-        .await
-        .map_err(Error::kube(format!(
-            "listing the pods of {}",
-            target.describe()
-        )))?
-        .items
+/// The benchmark's pods and PodGroup, from the caches (no request).
+fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> Observation {
+    let owned = &engine.owned;
+    let pods = caches::owned_by(&owned.pods, &target.namespace, &target.uid)
         .into_iter()
-        .filter(|pod| target.owns(pod))
+        .map(|pod| (*pod).clone())
         .collect();
-    let pod_group = match &prepared.rendered.pod_group {
-        Some(group) if engine.volcano => {
+    let pod_group = match (&prepared.rendered.pod_group, &owned.pod_groups) {
+        (Some(group), Some(groups)) => {
             let name = group.name_any();
-            target
-                .api::<PodGroup>(ctx)
-                .get_opt(&name)
-                .await
-                .map_err(Error::kube(format!(
-                    "reading PodGroup {}/{name} of {}",
-                    target.namespace,
-                    target.describe()
-                )))?
-                .filter(|group| target.owns(group))
+            caches::owned_by(groups, &target.namespace, &target.uid)
+                .into_iter()
+                .find(|group| group.name_any() == name)
+                .map(|group| (*group).clone())
         }
         _ => None,
     };
-    Ok(Observation { pods, pod_group })
+    Observation { pods, pod_group }
 }
 
 /// Apply, step one: the rendered objects that are missing. Returns what was created, or
@@ -823,10 +850,11 @@ async fn advance<K: Benchmark>(
     benchmark: &K,
     target: &Target,
     old: BenchmarkStatus<K::Result>,
+    prepared: &Result<Prepared, Failure>,
     engine: &Engine,
     stage: &mut Stage,
 ) -> Result<Action, Error> {
-    let prepared = match prepare(benchmark, target) {
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(failure) => {
             let status = finished(&old, target, Err(failure.clone()), Timestamp::now());
@@ -835,7 +863,8 @@ async fn advance<K: Benchmark>(
                 target,
                 &old,
                 &status,
-                Some(&failure),
+                Some(failure),
+                None,
                 None,
                 engine,
             )
@@ -848,7 +877,7 @@ async fn advance<K: Benchmark>(
     } else {
         Stage::WaitingForPods
     };
-    let observation = observe(engine, target, &prepared).await?;
+    let observation = observe(engine, target, prepared);
     let now = Timestamp::now();
     let phase = old.phase.unwrap_or_default();
     let gang = prepared.rendered.pod_group.is_some();
@@ -876,7 +905,7 @@ async fn advance<K: Benchmark>(
             if !still_current::<K>(engine, target).await? {
                 return Ok(Action::requeue(STALE_RETRY));
             }
-            match create_missing(engine, target, &prepared, &observation).await? {
+            match create_missing(engine, target, prepared, &observation).await? {
                 Ok(what) => created = what,
                 Err(failure) => verdict = Verdict::Failed { failure, pod: None },
             }
@@ -909,7 +938,7 @@ async fn advance<K: Benchmark>(
                 status.phase = Some(Phase::Running);
                 status.started_at.get_or_insert(Time(now));
                 if target.info.reports_progress {
-                    if let Some(progress) = read_progress(engine, target, &prepared).await {
+                    if let Some(progress) = read_progress(engine, target, prepared).await {
                         status.progress = Some(progress);
                     }
                     recheck_in = recheck_in.min(PROGRESS_EVERY);
@@ -947,7 +976,7 @@ async fn advance<K: Benchmark>(
             }
             return Ok(Action::requeue(recheck_in));
         }
-        Verdict::ReadResult => match read_result::<K::Result>(engine, target, &prepared).await? {
+        Verdict::ReadResult => match read_result::<K::Result>(engine, target, prepared).await? {
             Ok(success) => {
                 let environment = observe_environment(engine, target, &observation.pods).await;
                 keep_evidence(engine, target, Some(&success.report), &environment).await?;
@@ -966,7 +995,7 @@ async fn advance<K: Benchmark>(
         },
         Verdict::Failed { failure, pod } => {
             if pod.as_deref() == Some(prepared.result_pod.as_str()) {
-                let reported = reported_failure(engine, target, &prepared).await;
+                let reported = reported_failure(engine, target, prepared).await;
                 (Some(reported.unwrap_or(failure)), None)
             } else {
                 (Some(failure), None)
@@ -987,6 +1016,7 @@ async fn advance<K: Benchmark>(
         &status,
         failure.as_ref(),
         evidence.as_deref(),
+        Some(&prepared.rendered),
         engine,
     )
     .await
@@ -1245,6 +1275,7 @@ async fn conclude<K: Benchmark>(
     status: &BenchmarkStatus<K::Result>,
     failure: Option<&Failure>,
     evidence: Option<&str>,
+    rendered: Option<&Rendered>,
     engine: &Engine,
 ) -> Result<Action, Error> {
     if !write_status(benchmark, engine, target, old, status).await? {
@@ -1304,8 +1335,7 @@ async fn conclude<K: Benchmark>(
                 target.describe()
             )))?;
     }
-    let rendered = prepare(benchmark, target).ok().map(|p| p.rendered);
-    release(engine, target, rendered.as_ref()).await?;
+    release(engine, target, rendered).await?;
     Ok(Action::await_change())
 }
 
@@ -1402,6 +1432,11 @@ async fn keep_evidence(
         data.insert(labels::EVIDENCE_REPORT_KEY.to_owned(), text);
     }
     let name = labels::evidence_config_map(&target.name);
+    let kept = caches::owned_by(&engine.owned.config_maps, &target.namespace, &target.uid);
+    if kept.iter().any(|map| map.name_any() == name) {
+        // Kept by an earlier reconcile whose status write lost a race.
+        return Ok(());
+    }
     let map = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -1456,11 +1491,10 @@ async fn observe_environment(
         .filter_map(|pod| pod.spec.as_ref()?.node_name.as_deref())
         .collect();
     for host in hosts {
-        // list with a field selector: the operator may list nodes (node-pair sweeps),
-        // and needs no get on them.
-        let params = ListParams::default().fields(&format!("metadata.name={host}"));
-        match nodes.list(&params).await {
-            Ok(list) => found.extend(list.items),
+        // Each node the pods ran on, by name: a benchmark runs on a few nodes, and
+        // watching every node of a cluster for that would cost more than it saves.
+        match nodes.get_opt(host).await {
+            Ok(node) => found.extend(node),
             Err(error) => tracing::debug!(
                 benchmark = %target.describe(), node = host, %error,
                 "cannot read the node; its labels are left out of the record"
@@ -1470,24 +1504,31 @@ async fn observe_environment(
     crate::records::observe_environment(pods, &found, engine.kubernetes_version.as_deref())
 }
 
+/// Deletes what the benchmark created that is still there: pods, Service, claims and
+/// PodGroup as the caches show them, and the rendered Secrets by name (Secrets are not
+/// watched: that would need read access to every Secret in the namespace, which the
+/// operator does not ask for). Idempotent: what is already gone is skipped.
 async fn release(
     engine: &Engine,
     target: &Target,
     rendered: Option<&Rendered>,
 ) -> Result<(), Error> {
     let ctx = &engine.ctx;
-    delete_owned(&target.api::<Pod>(ctx), target).await?;
-    delete_owned(&target.api::<Service>(ctx), target).await?;
-    // Secrets and claims are deleted by name: listing Secrets would need read access to
-    // every Secret in the namespace, which the operator does not ask for.
+    let owned = &engine.owned;
+    let (namespace, uid) = (target.namespace.as_str(), target.uid.as_str());
+    let pods = caches::left_to_delete(&owned.pods, namespace, uid);
+    delete_named(&target.api::<Pod>(ctx), &pods, target).await?;
+    let services = caches::left_to_delete(&owned.services, namespace, uid);
+    delete_named(&target.api::<Service>(ctx), &services, target).await?;
     if let Some(rendered) = rendered {
         let secrets: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
         delete_named(&target.api::<Secret>(ctx), &secrets, target).await?;
-        let claims: Vec<String> = rendered.claims.iter().map(ResourceExt::name_any).collect();
-        delete_named(&target.api::<PersistentVolumeClaim>(ctx), &claims, target).await?;
     }
-    if engine.volcano {
-        delete_owned(&target.api::<PodGroup>(ctx), target).await?;
+    let claims = caches::left_to_delete(&owned.claims, namespace, uid);
+    delete_named(&target.api::<PersistentVolumeClaim>(ctx), &claims, target).await?;
+    if let Some(groups) = &owned.pod_groups {
+        let groups = caches::left_to_delete(groups, namespace, uid);
+        delete_named(&target.api::<PodGroup>(ctx), &groups, target).await?;
     }
     Ok(())
 }
@@ -1505,38 +1546,6 @@ where
                     action: format!(
                         "deleting {} {}/{name} of {}",
                         T::kind(&()),
-                        target.namespace,
-                        target.describe()
-                    ),
-                    source,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn delete_owned<T>(api: &Api<T>, target: &Target) -> Result<(), Error>
-where
-    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
-    let kind = T::kind(&());
-    let objects = api
-        .list(&target.selector())
-        .await
-        .map_err(Error::kube(format!(
-            "listing the {kind}s of {}",
-            target.describe()
-        )))?;
-    for object in objects.items.iter().filter(|o| target.owns(*o)) {
-        let name = object.name_any();
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Kube {
-                    action: format!(
-                        "deleting {kind} {}/{name} of {}",
                         target.namespace,
                         target.describe()
                     ),

@@ -23,10 +23,9 @@ use kube::api::{
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::fleet;
-use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
@@ -35,22 +34,26 @@ use serde_json::{Value, json};
 
 use super::{Context, Error, SetController, Settings, default_watcher, scoped_api};
 
+mod children;
+pub use children::Children;
+
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_secs(300);
 
-/// The controller for BenchmarkSets and the children of every kind they own.
-pub fn controller(client: &Client, settings: &Settings) -> SetController {
-    let sets: Api<BenchmarkSet> = scoped_api(client, settings.namespace.as_deref());
-    let mut controller = SetController::new(sets, default_watcher());
-    for kind in registry::kinds() {
-        let resource = api_resource(kind);
-        let children: Api<DynamicObject> = match settings.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        // Only perfsweep's children, not benchmarks users create by hand.
-        controller =
-            controller.owns_with(children, resource, default_watcher().labels(labels::SET));
+/// The controller for BenchmarkSets and the children of every kind they own, whose
+/// caches it puts in `ctx` for the reconciles (build one per `Context`: a second one's
+/// caches would not be the ones its reconciles read).
+pub fn controller(ctx: &Context, settings: &Settings) -> SetController {
+    let client = &ctx.client;
+    let namespace = settings.namespace.as_deref();
+    let sets: Api<BenchmarkSet> = scoped_api(client, namespace);
+    let (controller, children) = children::watch(
+        SetController::new(sets, default_watcher()),
+        client,
+        namespace,
+    );
+    if ctx.set_children.set(children).is_err() {
+        tracing::error!("a second set controller for the same context: its caches are unused");
     }
     controller
 }
@@ -78,14 +81,28 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
         ctx.expansions.forget(&set);
         return Ok(Action::await_change());
     }
+    let Some(children) = ctx.set_children.get() else {
+        tracing::error!(set = %key, "the set controller's caches are missing");
+        return Ok(Action::await_change());
+    };
+    children.ready().await;
     let nodes = selected_nodes(&set, &ctx).await?;
     let action = match ctx.expansions.expand(&set, nodes.as_deref()).as_ref() {
         Err(error) => reject(&set, &namespace, error, &ctx).await?,
         Ok(expansion) => {
             if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
-                prune_other_kinds(&set, &namespace, expansion, &ctx).await?;
+                prune_other_kinds(&set, &namespace, expansion, children, &ctx).await?;
             }
-            advance(&set, &namespace, expansion, nodes.as_deref(), &ctx).await?
+            let existing = children.of(expansion.kind, &namespace, &name);
+            advance(
+                &set,
+                &namespace,
+                expansion,
+                existing,
+                nodes.as_deref(),
+                &ctx,
+            )
+            .await?
         }
     };
     ctx.backoff.reset(&key);
@@ -168,10 +185,10 @@ async fn prune_other_kinds(
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
+    children: &Children,
     ctx: &Context,
 ) -> Result<(), Error> {
     let name = set.name_any();
-    let selector = ListParams::default().labels(&format!("{}={name}", labels::SET));
     let mut pruned = 0;
     for kind in registry::kinds()
         .iter()
@@ -179,11 +196,7 @@ async fn prune_other_kinds(
     {
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(kind));
-        let stale = api.list(&selector).await.map_err(Error::kube(format!(
-            "listing {} children of BenchmarkSet {namespace}/{name}",
-            kind.kind
-        )))?;
-        for child in stale.items {
+        for child in children.of(kind, namespace, &name) {
             delete_child(&api, &child.name_any(), namespace).await?;
             pruned += 1;
         }
@@ -249,6 +262,7 @@ async fn advance(
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
+    existing: Vec<Arc<DynamicObject>>,
     nodes: Option<&[String]>,
     ctx: &Context,
 ) -> Result<Action, Error> {
@@ -257,16 +271,8 @@ async fn advance(
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
 
-    // Dereference.
-    let existing = children
-        .list(&ListParams::default().labels(&format!("{}={name}", labels::SET)))
-        .await
-        .map_err(Error::kube(format!(
-            "listing the {} children of BenchmarkSet {namespace}/{name}",
-            expansion.kind.kind
-        )))?;
-    let mut by_name: HashMap<String, DynamicObject> = existing
-        .items
+    // Dereference: the children as the cache has them.
+    let mut by_name: HashMap<String, Arc<DynamicObject>> = existing
         .into_iter()
         .map(|child| (child.name_any(), child))
         .collect();

@@ -40,6 +40,7 @@ mod selector;
 mod server;
 mod store;
 mod watch;
+mod apply;
 
 pub use error::ApiError;
 pub use gvr::Gvr;

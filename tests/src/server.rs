@@ -321,6 +321,7 @@ preferences: {{}}
             PatchKind::Merge,
             body.as_bytes(),
             target,
+            None,
         )?;
         Ok(crate::watch::render(&rt, obj))
     }

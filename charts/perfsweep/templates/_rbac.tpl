@@ -12,7 +12,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 */}}
 {{- define "perfsweep.rules" -}}
 # BenchmarkSet controller: watches sets (list, watch; never reads one by name) and
-# records expansion and progress in their status subresource (merge patch).
+# records expansion and progress in their status subresource (server-side apply,
+# field manager perfsweep: a patch).
 - apiGroups: ["perfsweep.io"]
   resources: ["benchmarksets"]
   verbs: ["list", "watch"]
@@ -34,8 +35,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
     - {{ . | quote }}
 {{- end }}
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
-# Benchmark status (phase, conditions, result): merge patch on the resourceVersion the
-# decision was made on.
+# Benchmark status (phase, conditions, result): server-side apply (field manager
+# perfsweep, a patch) on the resourceVersion the decision was made on.
 - apiGroups: ["perfsweep.io"]
   resources:
 {{- range include "perfsweep.benchmarkResources" . | fromJsonArray }}

@@ -31,13 +31,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, LogParams, Patch, PatchParams, PostParams};
 use kube::core::NamespaceResourceScope;
 use kube::core::object::HasStatus;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance;
 use perfsweep_benchmarks::common::CommonSpec;
@@ -57,7 +56,7 @@ use serde_json::{Value, json};
 use self::assess::{Failure, Observed, Verdict};
 use self::outcome::Success;
 use super::caches::{self, Owned, Routes, Trigger};
-use super::{Context, Error, Settings, default_watcher, scoped_api};
+use super::{Context, Error, Settings, default_watcher, plumbing, scoped_api};
 
 /// The container that runs `perfsweep agent` in every benchmark pod; its log ends with
 /// the agent's report.
@@ -1342,66 +1341,19 @@ async fn conclude<K: Benchmark>(
 /// Writes `status` unless it equals `old` (condition timestamps aside), on the
 /// resourceVersion it was decided on. `false`: the benchmark changed meanwhile.
 async fn write_status<K: Benchmark>(
-    _benchmark: &K,
+    benchmark: &K,
     engine: &Engine,
     target: &Target,
     old: &BenchmarkStatus<K::Result>,
     status: &BenchmarkStatus<K::Result>,
 ) -> Result<bool, Error> {
-    if !status_differs(old, status) {
+    if !plumbing::status_differs(old, status, |s| &mut s.conditions) {
         return Ok(true);
     }
-    let serialize = |status: &BenchmarkStatus<K::Result>| {
-        serde_json::to_value(status).map_err(|source| Error::Serialize {
-            what: "a benchmark status",
-            source,
-        })
-    };
-    // A merge patch keeps what it leaves out: clear what the old status had and the
-    // new one does not.
-    let mut body = serialize(status)?;
-    if let (Value::Object(old), Value::Object(new)) = (serialize(old)?, &mut body) {
-        for field in old.keys() {
-            new.entry(field.clone()).or_insert(Value::Null);
-        }
-    }
-    let patch = json!({
-        "metadata": {"resourceVersion": target.resource_version},
-        "status": body,
-    });
-    match target
-        .api::<K>(&engine.ctx)
-        .patch_status(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            tracing::debug!(benchmark = %target.describe(), "status decided on a stale copy; looking again");
-            Ok(false)
-        }
-        Err(source) => Err(Error::Kube {
-            action: format!("updating the status of {}", target.describe()),
-            source,
-        }),
-    }
+    let api = target.api::<K>(&engine.ctx);
+    plumbing::apply_status(&api, benchmark, status, target.resource_version.as_deref()).await
 }
 
-fn status_differs<R: Clone + PartialEq>(
-    old: &BenchmarkStatus<R>,
-    new: &BenchmarkStatus<R>,
-) -> bool {
-    let strip = |status: &BenchmarkStatus<R>| {
-        let mut status = status.clone();
-        for condition in &mut status.conditions {
-            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
-        }
-        status
-    };
-    strip(old) != strip(new)
-}
-
-/// Deletes the pods, Service and PodGroup the benchmark created. Idempotent: what is
-/// already gone is skipped.
 /// Largest report kept whole in the evidence ConfigMap; ConfigMaps hold at most 1 MiB.
 const EVIDENCE_LIMIT: usize = 900 * 1024;
 
@@ -1538,26 +1490,18 @@ where
     T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
     for name in names {
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Kube {
-                    action: format!(
-                        "deleting {} {}/{name} of {}",
-                        T::kind(&()),
-                        target.namespace,
-                        target.describe()
-                    ),
-                    source,
-                });
-            }
-        }
+        plumbing::delete_if_present(api, name)
+            .await
+            .map_err(Error::kube(format!(
+                "deleting {} {}/{name} of {}",
+                T::kind(&()),
+                target.namespace,
+                target.describe()
+            )))?;
     }
     Ok(())
 }
 
-/// Events are best effort: a failure to record one is logged, never fails a reconcile.
 async fn publish<K: Benchmark>(
     engine: &Engine,
     benchmark: &K,
@@ -1566,17 +1510,7 @@ async fn publish<K: Benchmark>(
     action: &str,
     note: &str,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    let reference = benchmark.object_ref(&());
-    if let Err(error) = engine.ctx.recorder.publish(&event, &reference).await {
-        tracing::warn!(benchmark = %ObjectRef::from(benchmark), %error, "cannot record event");
-    }
+    plumbing::publish(&engine.ctx.recorder, benchmark, type_, reason, action, note).await;
 }
 
 #[cfg(test)]
@@ -1688,27 +1622,5 @@ mod tests {
         let long = bounded(&"x".repeat(10_000));
         assert_eq!(long.chars().count(), MAX_MESSAGE_CHARS);
         assert!(long.ends_with('…'));
-    }
-
-    #[test]
-    fn a_status_differs_only_in_substance() {
-        let now = Timestamp::now();
-        let mut old = BenchmarkStatus::<Value>::default();
-        set_condition(
-            &mut old.conditions,
-            condition(
-                "Ready",
-                "False",
-                "PodsNotRunning",
-                "0 of 2",
-                None,
-                Timestamp::UNIX_EPOCH,
-            ),
-        );
-        let mut new = old.clone();
-        new.conditions[0].last_transition_time = Time(now);
-        assert!(!status_differs(&old, &new));
-        new.phase = Some(Phase::Pending);
-        assert!(status_differs(&old, &new));
     }
 }

@@ -17,12 +17,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::fleet;
@@ -30,9 +27,9 @@ use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
 use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Context, Error, SetController, Settings, default_watcher, scoped_api};
+use super::{Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api};
 
 mod children;
 pub use children::Children;
@@ -681,18 +678,13 @@ fn results_summary(
     ))
 }
 
-/// Whether a status write is needed: everything but condition timestamps.
 fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {
-    let strip = |status: &BenchmarkSetStatus| {
-        let mut status = status.clone();
-        for condition in &mut status.conditions {
-            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
-        }
-        status
-    };
-    strip(old) != strip(new)
+    plumbing::status_differs(old, new, |s| &mut s.conditions)
 }
 
+/// Applies the set's whole status; what it leaves out (failures of deleted children,
+/// finishedAt of a set that runs again, the summary of an invalid set) the API server
+/// removes.
 async fn patch_status(
     ctx: &Context,
     set: &BenchmarkSet,
@@ -700,34 +692,7 @@ async fn patch_status(
     status: &BenchmarkSetStatus,
 ) -> Result<(), Error> {
     let sets: Api<BenchmarkSet> = Api::namespaced(ctx.client.clone(), namespace);
-    let serialize = |status: &BenchmarkSetStatus| {
-        serde_json::to_value(status).map_err(|source| Error::Serialize {
-            what: "a BenchmarkSet status",
-            source,
-        })
-    };
-    // A merge patch keeps every field it leaves out, and empty fields are not serialized:
-    // clear what the old status had and the new one does not (failures of deleted
-    // children, finishedAt of a set that runs again, the summary of an invalid set).
-    let mut body = serialize(status)?;
-    if let (Some(old), Value::Object(new)) = (&set.status, &mut body)
-        && let Value::Object(old) = serialize(old)?
-    {
-        for field in old.keys() {
-            new.entry(field.clone()).or_insert(Value::Null);
-        }
-    }
-    let patch = json!({ "status": body });
-    sets.patch_status(
-        &set.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube(format!(
-        "updating the status of BenchmarkSet {namespace}/{}",
-        set.name_any()
-    )))?;
+    plumbing::apply_status(&sets, set, status, None).await?;
     Ok(())
 }
 
@@ -736,14 +701,11 @@ async fn delete_child(
     name: &str,
     namespace: &str,
 ) -> Result<(), Error> {
-    match children.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            action: format!("deleting obsolete child {namespace}/{name}"),
-            source,
-        }),
-    }
+    plumbing::delete_if_present(children, name)
+        .await
+        .map_err(Error::kube(format!(
+            "deleting obsolete child {namespace}/{name}"
+        )))
 }
 
 async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSetStatus) {
@@ -771,7 +733,6 @@ async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSet
     publish(ctx, set, event_type, reason, "Reconcile", &note).await;
 }
 
-/// Events are best effort: a failure to record one is logged, never fails a reconcile.
 async fn publish(
     ctx: &Context,
     set: &BenchmarkSet,
@@ -780,15 +741,5 @@ async fn publish(
     action: &str,
     note: &str,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    let reference = set.object_ref(&());
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-        tracing::warn!(set = %ObjectRef::from(set), %error, "cannot record event");
-    }
+    plumbing::publish(&ctx.recorder, set, type_, reason, action, note).await;
 }

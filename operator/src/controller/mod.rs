@@ -5,6 +5,7 @@ pub mod benchmark;
 pub mod benchmarkset;
 pub mod caches;
 pub mod leader;
+pub(crate) mod plumbing;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

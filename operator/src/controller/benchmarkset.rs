@@ -16,13 +16,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use perfsweep_benchmarks::acceptance::{self, ChildAcceptance, SetAcceptance};
-use perfsweep_benchmarks::fleet;
+use perfsweep_benchmarks::acceptance::ChildAcceptance;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
@@ -32,7 +30,12 @@ use serde_json::Value;
 use super::{Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api};
 
 mod children;
+mod decide;
 pub use children::Children;
+use decide::{
+    apply_acceptance, child_acceptance, child_state, fleet_summary, progress_status,
+    results_summary,
+};
 
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -385,9 +388,10 @@ async fn advance(
 
     // Update status.
     let old = set.status.clone().unwrap_or_default();
-    let mut status = progress_status(set, expansion, &states, &old);
+    let now = Timestamp::now();
+    let mut status = progress_status(set, expansion, &states, &old, now);
     status.summary = results_summary(expansion, &results);
-    apply_acceptance(&mut status, set, expansion, &judged);
+    apply_acceptance(&mut status, set, expansion, &judged, now);
     status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
     if expansion.rounds > 0 {
         status.rounds = Some(set_status::RoundProgress {
@@ -406,276 +410,6 @@ async fn advance(
         Some(SetPhase::Succeeded | SetPhase::Failed) => Action::await_change(),
         _ => Action::requeue(RESYNC),
     })
-}
-
-fn child_state(object: &DynamicObject) -> ChildState {
-    let status = object.data.get("status");
-    let phase = status
-        .and_then(|s| s.get("phase"))
-        .cloned()
-        .and_then(|p| serde_json::from_value::<Phase>(p).ok())
-        .unwrap_or(Phase::Pending);
-    let message = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c["type"] == "Failed" && c["status"] == "True")
-        })
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    ChildState::Created { phase, message }
-}
-
-/// A child's acceptance verdict, from its `Accepted` condition.
-fn child_acceptance(object: &DynamicObject, state: &ChildState) -> ChildAcceptance {
-    match state {
-        ChildState::Created {
-            phase: Phase::Failed,
-            ..
-        } => ChildAcceptance::Failed,
-        ChildState::Created {
-            phase: Phase::Succeeded,
-            ..
-        } => {
-            let accepted = object
-                .data
-                .get("status")
-                .and_then(|s| s.get("conditions"))
-                .and_then(Value::as_array)
-                .and_then(|conditions| {
-                    conditions
-                        .iter()
-                        .find(|c| c["type"] == acceptance::CONDITION)
-                });
-            match accepted {
-                Some(c) if c["status"] == condition_status::TRUE => ChildAcceptance::Accepted,
-                Some(c) if c["status"] == condition_status::FALSE => ChildAcceptance::Rejected {
-                    message: c["message"].as_str().unwrap_or("rejected").to_owned(),
-                },
-                _ => ChildAcceptance::Pending,
-            }
-        }
-        _ => ChildAcceptance::Pending,
-    }
-}
-
-/// With acceptance criteria on any child: the counts and the set's `Accepted` condition;
-/// without: neither.
-fn apply_acceptance(
-    status: &mut BenchmarkSetStatus,
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    judged: &[ChildAcceptance],
-) {
-    let gated = expansion.children.iter().any(|child| {
-        child
-            .spec
-            .get(acceptance::FIELD)
-            .and_then(Value::as_array)
-            .is_some_and(|criteria| !criteria.is_empty())
-    });
-    if !gated {
-        status.acceptance = None;
-        status
-            .conditions
-            .retain(|c| c.type_ != acceptance::CONDITION);
-        return;
-    }
-    let counts = SetAcceptance::of(
-        expansion
-            .children
-            .iter()
-            .map(|c| c.name.as_str())
-            .zip(judged),
-    );
-    let (value, reason, message) = counts.condition();
-    set_condition(
-        &mut status.conditions,
-        condition(
-            acceptance::CONDITION,
-            value,
-            reason,
-            message,
-            set.meta().generation,
-            Timestamp::now(),
-        ),
-    );
-    status.acceptance = Some(counts);
-}
-
-fn progress_status(
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    states: &[ChildState],
-    old: &BenchmarkSetStatus,
-) -> BenchmarkSetStatus {
-    let now = Timestamp::now();
-    let generation = set.meta().generation;
-    let summary = set_status::summarize(
-        expansion
-            .children
-            .iter()
-            .map(|c| c.name.as_str())
-            .zip(states),
-    );
-    let phase = set_status::phase(states, set.spec.failure_policy);
-    let finished = matches!(phase, SetPhase::Succeeded | SetPhase::Failed);
-    let mut conditions = old.conditions.clone();
-    let valid_message = match &expansion.converted_from {
-        Some(original) => format!(
-            "{} children; template apiVersion {original} was converted to {}",
-            expansion.children.len(),
-            perfsweep_benchmarks::API_VERSION
-        ),
-        None => format!("{} children", expansion.children.len()),
-    };
-    set_condition(
-        &mut conditions,
-        condition(
-            "Valid",
-            condition_status::TRUE,
-            "Expanded",
-            valid_message,
-            generation,
-            now,
-        ),
-    );
-    let done = summary.succeeded + summary.failed;
-    set_condition(
-        &mut conditions,
-        condition(
-            "Progressing",
-            if finished {
-                condition_status::FALSE
-            } else {
-                condition_status::TRUE
-            },
-            if finished { "Finished" } else { "Running" },
-            format!("{done} of {} children finished", states.len()),
-            generation,
-            now,
-        ),
-    );
-    set_condition(
-        &mut conditions,
-        condition(
-            "Complete",
-            if finished {
-                condition_status::TRUE
-            } else {
-                condition_status::FALSE
-            },
-            match phase {
-                SetPhase::Succeeded => "AllSucceeded",
-                SetPhase::Failed => "ChildrenFailed",
-                _ => "InProgress",
-            },
-            format!("{} succeeded, {} failed", summary.succeeded, summary.failed),
-            generation,
-            now,
-        ),
-    );
-    let started = states.iter().any(|s| *s != ChildState::NotCreated);
-    BenchmarkSetStatus {
-        phase: Some(phase),
-        observed_generation: generation,
-        permutation_count: u32::try_from(expansion.permutation_count).ok(),
-        total: states.len() as u32,
-        pending: summary.pending,
-        running: summary.running,
-        succeeded: summary.succeeded,
-        failed: summary.failed,
-        conditions,
-        children: Some(summary.children),
-        failures: summary.failures,
-        started_at: old
-            .started_at
-            .clone()
-            .or_else(|| started.then_some(Time(now))),
-        finished_at: if finished {
-            old.finished_at.clone().or(Some(Time(now)))
-        } else {
-            None
-        },
-        summary: old.summary.clone(),
-        acceptance: old.acceptance.clone(),
-        nodes: Vec::new(),
-        rounds: None,
-        fleet: None,
-    }
-}
-
-/// The fleet verdict of a node-pair set over the children finished so far: pairs
-/// judged against each other on the judged metric (see [`fleet`]); `None` before any.
-fn fleet_summary(
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    results: &[(usize, Value)],
-    failed: &[usize],
-    judged: &[ChildAcceptance],
-) -> Option<fleet::FleetSummary> {
-    if results.is_empty() && failed.is_empty() {
-        return None;
-    }
-    let criteria =
-        acceptance::criteria_of(&Value::Object((*expansion.children.first()?.spec).clone()));
-    let metric = fleet::judged_metric(expansion.kind, &criteria)?;
-    let pair_of = |index: usize| expansion.children[index].pair.clone();
-    let mut pairs: Vec<fleet::PairResult> = results
-        .iter()
-        .filter_map(|(index, result)| {
-            let value =
-                perfsweep_benchmarks::metrics::find(&expansion.kind.metrics(result), metric.name)
-                    .map(|m| m.value);
-            Some(fleet::PairResult {
-                nodes: pair_of(*index)?,
-                value,
-                accepted: match judged.get(*index) {
-                    Some(ChildAcceptance::Accepted) => Some(true),
-                    Some(ChildAcceptance::Rejected { .. }) => Some(false),
-                    _ => None,
-                },
-                evidence: Some(expansion.children[*index].name.clone()),
-            })
-        })
-        .collect();
-    pairs.extend(failed.iter().filter_map(|&index| {
-        Some(fleet::PairResult {
-            nodes: pair_of(index)?,
-            value: None,
-            accepted: None,
-            evidence: Some(expansion.children[index].name.clone()),
-        })
-    }));
-    let rule = set
-        .spec
-        .permutations
-        .node_pairs
-        .as_ref()
-        .map(|p| p.outliers)
-        .unwrap_or_default();
-    Some(fleet::judge(metric.name, metric.unit, metric.better, rule, &pairs).summary())
-}
-
-/// Per-case statistics of the headline metric over the succeeded children's results;
-/// `None` before the first result.
-fn results_summary(
-    expansion: &Expansion,
-    results: &[(usize, Value)],
-) -> Option<set::summary::ResultsSummary> {
-    if results.is_empty() {
-        return None;
-    }
-    Some(set::summary::summarize(
-        expansion.kind,
-        results
-            .iter()
-            .map(|(index, result)| (expansion.children[*index].case_id.as_str(), result)),
-        perfsweep_benchmarks::stats::Stability::default(),
-    ))
 }
 
 fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {

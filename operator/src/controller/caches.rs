@@ -191,3 +191,55 @@ where
 {
     ObjectRef::new(&name).within(&namespace)
 }
+
+/// How long this operator's own creates and deletes stand in for what its caches do not
+/// show yet: far longer than a watch event takes, short enough that an object someone
+/// else deleted meanwhile is noticed.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the operator created or deleted a moment ago, by owner uid: its caches show a
+/// change only when the watch event arrives, and a reconcile in between would otherwise
+/// create the same pods again (409) or delete the same objects again (404).
+#[derive(Default)]
+pub struct Recent {
+    by_owner: std::sync::Mutex<HashMap<String, Vec<(std::time::Instant, Change)>>>,
+}
+
+/// One change the operator made.
+#[derive(Clone)]
+pub enum Change {
+    Created(Box<Pod>),
+    CreatedGroup(Box<PodGroup>),
+    /// `Kind/name`.
+    Deleted(String),
+}
+
+impl Recent {
+    pub fn note(&self, owner: &str, change: Change) {
+        let mut by_owner = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        by_owner
+            .entry(owner.to_owned())
+            .or_default()
+            .push((std::time::Instant::now(), change));
+    }
+
+    /// The owner's changes of the last [`RECENT`]; older ones are forgotten.
+    pub fn of(&self, owner: &str) -> Vec<Change> {
+        let mut by_owner = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        by_owner.retain(|_, changes| {
+            changes.retain(|(at, _)| at.elapsed() < RECENT);
+            !changes.is_empty()
+        });
+        by_owner
+            .get(owner)
+            .map(|changes| changes.iter().map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `Kind/name` of the owner was deleted a moment ago.
+    pub fn deleted(&self, owner: &str, what: &str) -> bool {
+        self.of(owner)
+            .iter()
+            .any(|c| matches!(c, Change::Deleted(d) if d == what))
+    }
+}

@@ -25,6 +25,8 @@ pub(super) async fn create_missing(
             Created::Existed => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
         }
+        let group = caches::Change::CreatedGroup(Box::new(group.clone()));
+        engine.recent.note(&target.uid, group);
     }
     let missing: Vec<&Pod> = prepared
         .rendered
@@ -79,6 +81,8 @@ pub(super) async fn create_missing(
             Created::Existed => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
         }
+        let pod = caches::Change::Created(Box::new(pod.clone()));
+        engine.recent.note(&target.uid, pod);
     }
     if pod_count > 0 {
         created.push(format!(
@@ -263,23 +267,30 @@ pub(super) async fn release(
     let owned = &engine.owned;
     let (namespace, uid) = (target.namespace.as_str(), target.uid.as_str());
     let pods = caches::left_to_delete(&owned.pods, namespace, uid);
-    delete_named(&target.api::<Pod>(ctx), &pods, target).await?;
+    delete_named(engine, &target.api::<Pod>(ctx), &pods, target).await?;
     let services = caches::left_to_delete(&owned.services, namespace, uid);
-    delete_named(&target.api::<Service>(ctx), &services, target).await?;
+    delete_named(engine, &target.api::<Service>(ctx), &services, target).await?;
     if let Some(rendered) = rendered {
         let secrets: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
-        delete_named(&target.api::<Secret>(ctx), &secrets, target).await?;
+        delete_named(engine, &target.api::<Secret>(ctx), &secrets, target).await?;
     }
     let claims = caches::left_to_delete(&owned.claims, namespace, uid);
-    delete_named(&target.api::<PersistentVolumeClaim>(ctx), &claims, target).await?;
+    delete_named(
+        engine,
+        &target.api::<PersistentVolumeClaim>(ctx),
+        &claims,
+        target,
+    )
+    .await?;
     if let Some(groups) = &owned.pod_groups {
         let groups = caches::left_to_delete(groups, namespace, uid);
-        delete_named(&target.api::<PodGroup>(ctx), &groups, target).await?;
+        delete_named(engine, &target.api::<PodGroup>(ctx), &groups, target).await?;
     }
     Ok(())
 }
 
 pub(super) async fn delete_named<T>(
+    engine: &Engine,
     api: &Api<T>,
     names: &[String],
     target: &Target,
@@ -288,6 +299,11 @@ where
     T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
     for name in names {
+        let what = format!("{}/{name}", T::kind(&()));
+        if engine.recent.deleted(&target.uid, &what) {
+            // Deleted a moment ago; the cache has not caught up.
+            continue;
+        }
         plumbing::delete_if_present(api, name)
             .await
             .map_err(Error::kube(format!(
@@ -296,6 +312,9 @@ where
                 target.namespace,
                 target.describe()
             )))?;
+        engine
+            .recent
+            .note(&target.uid, caches::Change::Deleted(what));
     }
     Ok(())
 }

@@ -232,6 +232,8 @@ pub struct Engine {
     /// What the benchmarks own, as last seen by the watches: reconciles read these and
     /// list nothing.
     owned: Owned,
+    /// What reconciles created and deleted that the caches may not show yet.
+    recent: caches::Recent,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -277,6 +279,7 @@ where
         kubernetes_version,
         export: settings.export.clone(),
         owned,
+        recent: caches::Recent::default(),
     });
     let controllers = registrations
         .into_iter()

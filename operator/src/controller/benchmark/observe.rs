@@ -19,7 +19,7 @@ pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> 
         .into_iter()
         .map(|pod| (*pod).clone())
         .collect();
-    let pod_group = match (&prepared.rendered.pod_group, &owned.pod_groups) {
+    let mut pod_group = match (&prepared.rendered.pod_group, &owned.pod_groups) {
         (Some(group), Some(groups)) => {
             let name = group.name_any();
             caches::owned_by(groups, &target.namespace, &target.uid)
@@ -29,6 +29,22 @@ pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> 
         }
         _ => None,
     };
+    // What this operator created a moment ago is there, even if the caches do not show
+    // it yet (as created: not yet scheduled).
+    let mut pods: Vec<Pod> = pods;
+    for change in engine.recent.of(&target.uid) {
+        match change {
+            caches::Change::Created(pod)
+                if !pods.iter().any(|p| p.name_any() == pod.name_any()) =>
+            {
+                pods.push(*pod);
+            }
+            caches::Change::CreatedGroup(group) if pod_group.is_none() => {
+                pod_group = Some(*group);
+            }
+            _ => {}
+        }
+    }
     Observation { pods, pod_group }
 }
 

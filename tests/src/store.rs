@@ -243,7 +243,9 @@ impl Store {
         Ok(inner.commit_update(rt, ns, name, old, body, target))
     }
 
-    /// Returns the patched object and whether an apply created it.
+    /// Returns the patched object and whether an apply created it. `manager`: an
+    /// apply's field manager (server-side apply tracks its fields).
+    #[allow(clippy::too_many_arguments)] // the parts of one PATCH request
     pub fn patch(
         &self,
         rt: &ResourceType,

@@ -116,7 +116,7 @@ mod tests {
     fn status(phase: Option<Phase>, started: bool) -> BenchmarkStatus<Value> {
         BenchmarkStatus {
             phase,
-            started_at: started.then(|| Time(Timestamp::UNIX_EPOCH)),
+            started_at: started.then_some(Time(Timestamp::UNIX_EPOCH)),
             ..Default::default()
         }
     }

@@ -720,6 +720,7 @@ async fn read_outcome<K: Benchmark>(
 }
 
 /// A finished benchmark: record the outcome, announce it, delete what it created.
+#[allow(clippy::too_many_arguments)]
 async fn conclude<K: Benchmark>(
     benchmark: &K,
     target: &Target,

@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+mod apply;
 mod discovery;
 mod error;
 mod gvr;
@@ -40,7 +41,6 @@ mod selector;
 mod server;
 mod store;
 mod watch;
-mod apply;
 
 pub use error::ApiError;
 pub use gvr::Gvr;

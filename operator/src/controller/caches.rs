@@ -193,9 +193,9 @@ where
 }
 
 /// How long this operator's own creates and deletes stand in for what its caches do not
-/// show yet: far longer than a watch event takes, short enough that an object someone
-/// else deleted meanwhile is noticed.
-const RECENT: std::time::Duration = std::time::Duration::from_secs(30);
+/// show yet, at most: a change is forgotten as soon as the cache shows it
+/// ([`Recent::forget`]); this only bounds a change whose watch event never comes.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// What the operator created or deleted a moment ago, by owner uid: its caches show a
 /// change only when the watch event arrives, and a reconcile in between would otherwise
@@ -234,6 +234,14 @@ impl Recent {
             .get(owner)
             .map(|changes| changes.iter().map(|(_, c)| c.clone()).collect())
             .unwrap_or_default()
+    }
+
+    /// Forgets the owner's changes that `seen` says the caches show now.
+    pub fn forget(&self, owner: &str, seen: impl Fn(&Change) -> bool) {
+        let mut by_owner = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(changes) = by_owner.get_mut(owner) {
+            changes.retain(|(_, change)| !seen(change));
+        }
     }
 
     /// Whether `Kind/name` of the owner was deleted a moment ago.

@@ -298,8 +298,16 @@ pub(super) async fn delete_named<T>(
 where
     T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
+    let kind = T::kind(&());
+    // A delete whose object the cache no longer shows is done.
+    engine.recent.forget(&target.uid, |change| match change {
+        caches::Change::Deleted(what) => what
+            .strip_prefix(&format!("{kind}/"))
+            .is_some_and(|name| !names.iter().any(|n| n == name)),
+        _ => false,
+    });
     for name in names {
-        let what = format!("{}/{name}", T::kind(&()));
+        let what = format!("{kind}/{name}");
         if engine.recent.deleted(&target.uid, &what) {
             // Deleted a moment ago; the cache has not caught up.
             continue;

@@ -32,6 +32,12 @@ pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> 
     // What this operator created a moment ago is there, even if the caches do not show
     // it yet (as created: not yet scheduled).
     let mut pods: Vec<Pod> = pods;
+    let cached_group = pod_group.is_some();
+    engine.recent.forget(&target.uid, |change| match change {
+        caches::Change::Created(pod) => pods.iter().any(|p| p.name_any() == pod.name_any()),
+        caches::Change::CreatedGroup(_) => cached_group,
+        caches::Change::Deleted(_) => false,
+    });
     for change in engine.recent.of(&target.uid) {
         match change {
             caches::Change::Created(pod)

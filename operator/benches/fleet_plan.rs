@@ -295,7 +295,7 @@ async fn simulate(n: usize) {
     };
     let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
     let task = tokio::spawn(
-        benchmarkset::controller(&client, &settings)
+        benchmarkset::controller(&ctx, &settings)
             .with_config(controller::Config::default().debounce(settings.debounce))
             .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
             .for_each(|_| async {}),

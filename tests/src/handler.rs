@@ -319,6 +319,7 @@ async fn dispatch(
                 kind,
                 &body,
                 request.target_part(),
+                request.param("fieldManager"),
             )?;
             let code = if created {
                 StatusCode::CREATED

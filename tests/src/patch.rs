@@ -15,9 +15,10 @@ pub(crate) enum PatchKind {
     /// their patch-merge key (e.g. containers by name) where a merge patch replaces them,
     /// and understands `$patch` directives; callers relying on either will diverge.
     Strategic,
-    /// Server-side apply, simplified: creates a missing object, otherwise merge-patches.
-    /// There is no field ownership, so no conflicts and no removal of fields a manager
-    /// stopped applying; `force` and `fieldManager` are accepted but have no effect.
+    /// Server-side apply, simplified (see `apply.rs`): creates a missing object;
+    /// otherwise removes the fields the manager applied before and no longer sends,
+    /// merges the body in and records the manager's fields in `managedFields`. No
+    /// conflicts (as with `force`); lists are atomic.
     Apply,
 }
 

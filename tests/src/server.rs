@@ -325,6 +325,7 @@ preferences: {{}}
             PatchKind::Merge,
             body.as_bytes(),
             target,
+            None,
         )?;
         Ok(crate::watch::render(&rt, obj))
     }

@@ -243,7 +243,9 @@ impl Store {
         Ok(inner.commit_update(rt, ns, name, old, body, target))
     }
 
-    /// Returns the patched object and whether an apply created it.
+    /// Returns the patched object and whether an apply created it. `manager`: an
+    /// apply's field manager (server-side apply tracks its fields).
+    #[allow(clippy::too_many_arguments)] // the parts of one PATCH request
     pub fn patch(
         &self,
         rt: &ResourceType,
@@ -252,6 +254,7 @@ impl Store {
         kind: PatchKind,
         body: &[u8],
         target: Target,
+        manager: Option<&str>,
     ) -> Result<(Value, bool), ApiError> {
         let mut inner = self.lock();
         let Some(old) = inner.lookup(&rt.key(), ns, name).cloned() else {
@@ -268,7 +271,13 @@ impl Store {
             return Err(ApiError::not_found(rt, name));
         };
         let mut new = old.clone();
-        patch::apply(kind, &mut new, body)?;
+        match (kind, manager) {
+            (PatchKind::Apply, Some(manager)) => {
+                let subresource = (target == Target::Status).then_some("status");
+                crate::apply::server_side_apply(&mut new, body, manager, subresource)?;
+            }
+            _ => patch::apply(kind, &mut new, body)?,
+        }
         check_rv_precondition(rt, name, &old, &new)?;
         Ok((inner.commit_update(rt, ns, name, old, new, target), false))
     }
@@ -652,6 +661,8 @@ impl Inner {
         if !new.is_object() {
             new = Value::Object(Map::new());
         }
+        // Who applied what is the object's whoever wrote it (status applies too).
+        let managed_fields = new.pointer("/metadata/managedFields").cloned();
         if rt.status_subresource {
             let (keep_from, status_from) = match target {
                 Target::Main => (new.clone(), old.clone()),
@@ -667,6 +678,9 @@ impl Inner {
                 }
                 (None, _) => {}
             }
+        }
+        if let Some(managed_fields) = managed_fields {
+            meta::set(&mut new, "managedFields", managed_fields);
         }
         for field in ["apiVersion", "kind"] {
             if let (Some(map), Some(value)) = (new.as_object_mut(), old.get(field)) {

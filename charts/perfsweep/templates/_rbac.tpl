@@ -12,7 +12,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 */}}
 {{- define "perfsweep.rules" -}}
 # BenchmarkSet controller: watches sets (list, watch; never reads one by name) and
-# records expansion and progress in their status subresource (merge patch).
+# records expansion and progress in their status subresource (server-side apply,
+# field manager perfsweep: a patch).
 - apiGroups: ["perfsweep.io"]
   resources: ["benchmarksets"]
   verbs: ["list", "watch"]
@@ -34,8 +35,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
     - {{ . | quote }}
 {{- end }}
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
-# Benchmark status (phase, conditions, result): merge patch on the resourceVersion the
-# decision was made on.
+# Benchmark status (phase, conditions, result): server-side apply (field manager
+# perfsweep, a patch) on the resourceVersion the decision was made on.
 - apiGroups: ["perfsweep.io"]
   resources:
 {{- range include "perfsweep.benchmarkResources" . | fromJsonArray }}
@@ -46,10 +47,11 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 # output and the environment the benchmark ran in, kept when a benchmark finishes so it
 # outlives the pods (owned by the benchmark, so it goes with it; an existing one is left
 # as it is); read back by name (get) to export the record and evidence to an
-# outputLocation.
+# outputLocation. list, watch: the operator caches the ConfigMaps it made (label
+# app.kubernetes.io/managed-by=perfsweep), so it does not create one twice.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "get"]
+  verbs: ["create", "get", "list", "watch"]
 # The Secret an outputLocation names (secretName): the object storage credentials,
 # read by name when a finished benchmark is exported. get only: no list or watch, so the
 # operator reads no Secret nobody pointed it at.
@@ -66,10 +68,12 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   verbs: ["create", "delete"]
 # get on a claim: a create that answers 409 AlreadyExists is followed by reading the
 # object of that name, to adopt it if this benchmark owns it (made before an operator
-# restart) or fail the benchmark as NameConflict if it does not.
+# restart) or fail the benchmark as NameConflict if it does not. list, watch: the
+# operator caches the claims it made (label app.kubernetes.io/managed-by=perfsweep) and
+# deletes those a finished benchmark owns from that cache.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 # Everything the operator creates carries an owner reference with blockOwnerDeletion
 # (children → their BenchmarkSet; pods, Service, PodGroup, ConfigMap → their
 # benchmark). Where the OwnerReferencesPermissionEnforcement admission plugin is on,
@@ -81,9 +85,10 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
     - {{ printf "%s/finalizers" . | quote }}
 {{- end }}
   verbs: ["update"]
-# Benchmark pods: the benchmark controllers watch the pods they own (list, watch), list
-# a benchmark's pods by label, create one per process of the plan and delete them when
-# the benchmark ends; get reads the pod of a name whose create answered 409
+# Benchmark pods: one watch (list, watch; label app.kubernetes.io/managed-by=perfsweep)
+# caches the pods of every benchmark and triggers their reconciles, which read the cache
+# and list nothing; the controllers create one pod per process of the plan and delete
+# them when the benchmark ends; get reads the pod of a name whose create answered 409
 # AlreadyExists (adopted if the benchmark owns it, NameConflict if not).
 - apiGroups: [""]
   resources: ["pods"]
@@ -93,14 +98,16 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   resources: ["pods/log"]
   verbs: ["get"]
 # The headless Service that gives a benchmark's pods peer DNS names: created with the
-# pods, listed and deleted when the benchmark ends; get reads the Service of that name
-# when its create answers 409 AlreadyExists (after an operator restart mid-creation it
-# is the benchmark's own and adopted; someone else's is a NameConflict).
+# pods, cached by a watch (list, watch; perfsweep's label) and deleted from that cache
+# when the benchmark ends; get reads the Service of that name when its create answers
+# 409 AlreadyExists (after an operator restart mid-creation it is the benchmark's own
+# and adopted; someone else's is a NameConflict).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "create", "delete"]
-# Volcano PodGroups gang-schedule a benchmark's pods: watched (list, watch), read by name
-# before creating one, created, and deleted when the benchmark ends.
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Volcano PodGroups gang-schedule a benchmark's pods: cached by one watch (list, watch)
+# that also triggers their benchmarks' reconciles, read by name when a create answers
+# 409, created, and deleted when the benchmark ends.
 - apiGroups: ["scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["get", "list", "watch", "create", "delete"]
@@ -114,12 +121,14 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 {{/*
 Cluster-scoped rules. Node-pair sweeps (BenchmarkSet spec.permutations.nodePairs): the
 set controller lists the nodes matching the set's label selector to pair them up (list
-with a label selector on each reconcile; never get, never watch, never a change).
+with a label selector, once per generation of the set; never watch, never a change).
+get: a finished benchmark's record names the nodes its pods ran on and their labels,
+read by name (a few per benchmark; a watch of every node would cost more).
 */}}
 {{- define "perfsweep.nodeRules" -}}
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["list"]
+  verbs: ["get", "list"]
 {{- end -}}
 
 {{/* Plural names of the benchmark kinds, from the CRDs the chart ships. */}}

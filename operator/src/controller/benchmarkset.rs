@@ -16,43 +16,45 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource, ResourceExt};
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::fleet;
-use perfsweep_benchmarks::labels;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::outcome::Reason;
 use perfsweep_benchmarks::registry::{self, KindInfo};
-use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
+use perfsweep_benchmarks::set::acceptance::ChildAcceptance;
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
 use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Context, Error, SetController, Settings, default_watcher, scoped_api};
+use super::{Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api};
+
+mod children;
+mod decide;
+pub use children::Children;
+use decide::{
+    apply_acceptance, child_acceptance, child_state, fleet_summary, progress_status,
+    results_summary,
+};
 
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_mins(5);
 
-/// The controller for BenchmarkSets and the children of every kind they own.
-pub fn controller(client: &Client, settings: &Settings) -> SetController {
-    let sets: Api<BenchmarkSet> = scoped_api(client, settings.namespace.as_deref());
-    let mut controller = SetController::new(sets, default_watcher());
-    for kind in registry::kinds() {
-        let resource = api_resource(kind);
-        let children: Api<DynamicObject> = match settings.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        // Only perfsweep's children, not benchmarks users create by hand.
-        controller =
-            controller.owns_with(children, resource, default_watcher().labels(labels::SET));
+/// The controller for BenchmarkSets and the children of every kind they own, whose
+/// caches it puts in `ctx` for the reconciles (build one per `Context`: a second one's
+/// caches would not be the ones its reconciles read).
+pub fn controller(ctx: &Context, settings: &Settings) -> SetController {
+    let client = &ctx.client;
+    let namespace = settings.namespace.as_deref();
+    let sets: Api<BenchmarkSet> = scoped_api(client, namespace);
+    let (controller, children) = children::watch(
+        SetController::new(sets, default_watcher()),
+        client,
+        namespace,
+    );
+    if ctx.set_children.set(children).is_err() {
+        tracing::error!("a second set controller for the same context: its caches are unused");
     }
     controller
 }
@@ -80,14 +82,28 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
         ctx.expansions.forget(&set);
         return Ok(Action::await_change());
     }
+    let Some(children) = ctx.set_children.get() else {
+        tracing::error!(set = %key, "the set controller's caches are missing");
+        return Ok(Action::await_change());
+    };
+    children.ready().await;
     let nodes = selected_nodes(&set, &ctx).await?;
     let action = match ctx.expansions.expand(&set, nodes.as_deref()).as_ref() {
         Err(error) => reject(&set, &namespace, error, &ctx).await?,
         Ok(expansion) => {
             if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
-                prune_other_kinds(&set, &namespace, expansion, &ctx).await?;
+                prune_other_kinds(&set, &namespace, expansion, children, &ctx).await?;
             }
-            advance(&set, &namespace, expansion, nodes.as_deref(), &ctx).await?
+            let existing = children.of(expansion.kind, &namespace, &name);
+            advance(
+                &set,
+                &namespace,
+                expansion,
+                existing,
+                nodes.as_deref(),
+                &ctx,
+            )
+            .await?
         }
     };
     ctx.backoff.reset(&key);
@@ -173,10 +189,10 @@ async fn prune_other_kinds(
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
+    children: &Children,
     ctx: &Context,
 ) -> Result<(), Error> {
     let name = set.name_any();
-    let selector = ListParams::default().labels(&format!("{}={name}", labels::SET));
     let mut pruned = 0;
     for kind in registry::kinds()
         .iter()
@@ -184,11 +200,7 @@ async fn prune_other_kinds(
     {
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(kind));
-        let stale = api.list(&selector).await.map_err(Error::kube(format!(
-            "listing {} children of BenchmarkSet {namespace}/{name}",
-            kind.kind
-        )))?;
-        for child in stale.items {
+        for child in children.of(kind, namespace, &name) {
             delete_child(&api, &child.name_any(), namespace).await?;
             pruned += 1;
         }
@@ -254,6 +266,7 @@ async fn advance(
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
+    existing: Vec<Arc<DynamicObject>>,
     nodes: Option<&[String]>,
     ctx: &Context,
 ) -> Result<Action, Error> {
@@ -262,16 +275,8 @@ async fn advance(
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
 
-    // Dereference.
-    let existing = children
-        .list(&ListParams::default().labels(&format!("{}={name}", labels::SET)))
-        .await
-        .map_err(Error::kube(format!(
-            "listing the {} children of BenchmarkSet {namespace}/{name}",
-            expansion.kind.kind
-        )))?;
-    let mut by_name: HashMap<String, DynamicObject> = existing
-        .items
+    // Dereference: the children as the cache has them.
+    let mut by_name: HashMap<String, Arc<DynamicObject>> = existing
         .into_iter()
         .map(|child| (child.name_any(), child))
         .collect();
@@ -387,9 +392,10 @@ async fn advance(
 
     // Update status.
     let old = set.status.clone().unwrap_or_default();
-    let mut status = progress_status(set, expansion, &states, &old);
+    let now = Timestamp::now();
+    let mut status = progress_status(set, expansion, &states, &old, now);
     status.summary = results_summary(expansion, &results);
-    apply_acceptance(&mut status, set, expansion, &judged);
+    apply_acceptance(&mut status, set, expansion, &judged, now);
     status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
     if expansion.rounds > 0 {
         status.rounds = Some(set_status::RoundProgress {
@@ -410,288 +416,13 @@ async fn advance(
     })
 }
 
-fn child_state(object: &DynamicObject) -> ChildState {
-    let status = object.data.get("status");
-    let phase = status
-        .and_then(|s| s.get("phase"))
-        .cloned()
-        .and_then(|p| serde_json::from_value::<Phase>(p).ok())
-        .unwrap_or(Phase::Pending);
-    let message = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c["type"] == "Failed" && c["status"] == "True")
-        })
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    ChildState::Created { phase, message }
-}
-
-/// A child's acceptance verdict, from its `Accepted` condition.
-fn child_acceptance(object: &DynamicObject, state: &ChildState) -> ChildAcceptance {
-    match state {
-        ChildState::Created {
-            phase: Phase::Failed,
-            ..
-        } => ChildAcceptance::Failed,
-        ChildState::Created {
-            phase: Phase::Succeeded,
-            ..
-        } => {
-            let accepted = object
-                .data
-                .get("status")
-                .and_then(|s| s.get("conditions"))
-                .and_then(Value::as_array)
-                .and_then(|conditions| {
-                    conditions
-                        .iter()
-                        .find(|c| c["type"] == acceptance::CONDITION)
-                });
-            match accepted {
-                Some(c) if c["status"] == condition_status::TRUE => ChildAcceptance::Accepted,
-                Some(c) if c["status"] == condition_status::FALSE => ChildAcceptance::Rejected {
-                    message: c["message"].as_str().unwrap_or("rejected").to_owned(),
-                },
-                _ => ChildAcceptance::Pending,
-            }
-        }
-        _ => ChildAcceptance::Pending,
-    }
-}
-
-/// With acceptance criteria on any child: the counts and the set's `Accepted` condition;
-/// without: neither.
-fn apply_acceptance(
-    status: &mut BenchmarkSetStatus,
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    judged: &[ChildAcceptance],
-) {
-    let gated = expansion.children.iter().any(|child| {
-        child
-            .spec
-            .get(acceptance::FIELD)
-            .and_then(Value::as_array)
-            .is_some_and(|criteria| !criteria.is_empty())
-    });
-    if !gated {
-        status.acceptance = None;
-        status
-            .conditions
-            .retain(|c| c.type_ != acceptance::CONDITION);
-        return;
-    }
-    let counts = SetAcceptance::of(
-        expansion
-            .children
-            .iter()
-            .map(|c| c.name.as_str())
-            .zip(judged),
-    );
-    let (value, reason, message) = counts.condition();
-    set_condition(
-        &mut status.conditions,
-        condition(
-            acceptance::CONDITION,
-            value,
-            reason,
-            message,
-            set.meta().generation,
-            Timestamp::now(),
-        ),
-    );
-    status.acceptance = Some(counts);
-}
-
-fn progress_status(
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    states: &[ChildState],
-    old: &BenchmarkSetStatus,
-) -> BenchmarkSetStatus {
-    let now = Timestamp::now();
-    let generation = set.meta().generation;
-    let summary = set_status::summarize(
-        expansion
-            .children
-            .iter()
-            .map(|c| c.name.as_str())
-            .zip(states),
-    );
-    let phase = set_status::phase(states, set.spec.failure_policy);
-    let finished = matches!(phase, SetPhase::Succeeded | SetPhase::Failed);
-    let mut conditions = old.conditions.clone();
-    let valid_message = match &expansion.converted_from {
-        Some(original) => format!(
-            "{} children; template apiVersion {original} was converted to {}",
-            expansion.children.len(),
-            perfsweep_benchmarks::API_VERSION
-        ),
-        None => format!("{} children", expansion.children.len()),
-    };
-    set_condition(
-        &mut conditions,
-        condition(
-            "Valid",
-            condition_status::TRUE,
-            "Expanded",
-            valid_message,
-            generation,
-            now,
-        ),
-    );
-    let done = summary.succeeded + summary.failed;
-    set_condition(
-        &mut conditions,
-        condition(
-            "Progressing",
-            if finished {
-                condition_status::FALSE
-            } else {
-                condition_status::TRUE
-            },
-            if finished { "Finished" } else { "Running" },
-            format!("{done} of {} children finished", states.len()),
-            generation,
-            now,
-        ),
-    );
-    set_condition(
-        &mut conditions,
-        condition(
-            "Complete",
-            if finished {
-                condition_status::TRUE
-            } else {
-                condition_status::FALSE
-            },
-            match phase {
-                SetPhase::Succeeded => "AllSucceeded",
-                SetPhase::Failed => "ChildrenFailed",
-                _ => "InProgress",
-            },
-            format!("{} succeeded, {} failed", summary.succeeded, summary.failed),
-            generation,
-            now,
-        ),
-    );
-    let started = states.iter().any(|s| *s != ChildState::NotCreated);
-    BenchmarkSetStatus {
-        phase: Some(phase),
-        observed_generation: generation,
-        permutation_count: u32::try_from(expansion.permutation_count).ok(),
-        total: states.len() as u32,
-        pending: summary.pending,
-        running: summary.running,
-        succeeded: summary.succeeded,
-        failed: summary.failed,
-        conditions,
-        children: Some(summary.children),
-        failures: summary.failures,
-        started_at: old
-            .started_at
-            .clone()
-            .or_else(|| started.then_some(Time(now))),
-        finished_at: if finished {
-            old.finished_at.clone().or(Some(Time(now)))
-        } else {
-            None
-        },
-        summary: old.summary.clone(),
-        acceptance: old.acceptance.clone(),
-        nodes: Vec::new(),
-        rounds: None,
-        fleet: None,
-    }
-}
-
-/// The fleet verdict of a node-pair set over the children finished so far: pairs
-/// judged against each other on the judged metric (see [`fleet`]); `None` before any.
-fn fleet_summary(
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    results: &[(usize, Value)],
-    failed: &[usize],
-    judged: &[ChildAcceptance],
-) -> Option<fleet::FleetSummary> {
-    if results.is_empty() && failed.is_empty() {
-        return None;
-    }
-    let criteria =
-        acceptance::criteria_of(&Value::Object((*expansion.children.first()?.spec).clone()));
-    let metric = fleet::judged_metric(expansion.kind, &criteria)?;
-    let pair_of = |index: usize| expansion.children[index].pair.clone();
-    let mut pairs: Vec<fleet::PairResult> = results
-        .iter()
-        .filter_map(|(index, result)| {
-            let value =
-                perfsweep_benchmarks::metrics::find(&expansion.kind.metrics(result), metric.name)
-                    .map(|m| m.value);
-            Some(fleet::PairResult {
-                nodes: pair_of(*index)?,
-                value,
-                accepted: match judged.get(*index) {
-                    Some(ChildAcceptance::Accepted) => Some(true),
-                    Some(ChildAcceptance::Rejected { .. }) => Some(false),
-                    _ => None,
-                },
-                evidence: Some(expansion.children[*index].name.clone()),
-            })
-        })
-        .collect();
-    pairs.extend(failed.iter().filter_map(|&index| {
-        Some(fleet::PairResult {
-            nodes: pair_of(index)?,
-            value: None,
-            accepted: None,
-            evidence: Some(expansion.children[index].name.clone()),
-        })
-    }));
-    let rule = set
-        .spec
-        .permutations
-        .node_pairs
-        .as_ref()
-        .map(|p| p.outliers)
-        .unwrap_or_default();
-    Some(fleet::judge(metric.name, metric.unit, metric.better, rule, &pairs).summary())
-}
-
-/// Per-case statistics of the headline metric over the succeeded children's results;
-/// `None` before the first result.
-fn results_summary(
-    expansion: &Expansion,
-    results: &[(usize, Value)],
-) -> Option<set::summary::ResultsSummary> {
-    if results.is_empty() {
-        return None;
-    }
-    Some(set::summary::summarize(
-        expansion.kind,
-        results
-            .iter()
-            .map(|(index, result)| (expansion.children[*index].case_id.as_str(), result)),
-        perfsweep_benchmarks::stats::Stability::default(),
-    ))
-}
-
-/// Whether a status write is needed: everything but condition timestamps.
 fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {
-    let strip = |status: &BenchmarkSetStatus| {
-        let mut status = status.clone();
-        for condition in &mut status.conditions {
-            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
-        }
-        status
-    };
-    strip(old) != strip(new)
+    plumbing::status_differs(old, new, |s| &mut s.conditions)
 }
 
+/// Applies the set's whole status; what it leaves out (failures of deleted children,
+/// finishedAt of a set that runs again, the summary of an invalid set) the API server
+/// removes.
 async fn patch_status(
     ctx: &Context,
     set: &BenchmarkSet,
@@ -699,34 +430,7 @@ async fn patch_status(
     status: &BenchmarkSetStatus,
 ) -> Result<(), Error> {
     let sets: Api<BenchmarkSet> = Api::namespaced(ctx.client.clone(), namespace);
-    let serialize = |status: &BenchmarkSetStatus| {
-        serde_json::to_value(status).map_err(|source| Error::Serialize {
-            what: "a BenchmarkSet status",
-            source,
-        })
-    };
-    // A merge patch keeps every field it leaves out, and empty fields are not serialized:
-    // clear what the old status had and the new one does not (failures of deleted
-    // children, finishedAt of a set that runs again, the summary of an invalid set).
-    let mut body = serialize(status)?;
-    if let (Some(old), Value::Object(new)) = (&set.status, &mut body)
-        && let Value::Object(old) = serialize(old)?
-    {
-        for field in old.keys() {
-            new.entry(field.clone()).or_insert(Value::Null);
-        }
-    }
-    let patch = json!({ "status": body });
-    sets.patch_status(
-        &set.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube(format!(
-        "updating the status of BenchmarkSet {namespace}/{}",
-        set.name_any()
-    )))?;
+    plumbing::apply_status(&sets, set, status, None).await?;
     Ok(())
 }
 
@@ -735,14 +439,11 @@ async fn delete_child(
     name: &str,
     namespace: &str,
 ) -> Result<(), Error> {
-    match children.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            action: format!("deleting obsolete child {namespace}/{name}"),
-            source,
-        }),
-    }
+    plumbing::delete_if_present(children, name)
+        .await
+        .map_err(Error::kube(format!(
+            "deleting obsolete child {namespace}/{name}"
+        )))
 }
 
 async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSetStatus) {
@@ -770,7 +471,6 @@ async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSet
     publish(ctx, set, event_type, reason, "Reconcile", &note).await;
 }
 
-/// Events are best effort: a failure to record one is logged, never fails a reconcile.
 async fn publish(
     ctx: &Context,
     set: &BenchmarkSet,
@@ -779,15 +479,5 @@ async fn publish(
     action: &str,
     note: &str,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    let reference = set.object_ref(&());
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-        tracing::warn!(set = %ObjectRef::from(set), %error, "cannot record event");
-    }
+    plumbing::publish(&ctx.recorder, set, type_, reason, action, note).await;
 }

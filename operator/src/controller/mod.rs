@@ -3,7 +3,9 @@
 pub mod backoff;
 pub mod benchmark;
 pub mod benchmarkset;
+pub mod caches;
 pub mod leader;
+pub(crate) mod plumbing;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,6 +54,9 @@ pub struct Context {
     pub expansions: benchmarkset::ExpansionCache,
     /// Served on `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The sets' children of every kind, as the set controller's watches see them; set
+    /// when the set controller is built ([`benchmarkset::controller`]).
+    pub set_children: std::sync::OnceLock<benchmarkset::Children>,
 }
 
 impl Context {
@@ -66,6 +71,7 @@ impl Context {
             backoff: backoff::PerObjectBackoff::default(),
             expansions: benchmarkset::ExpansionCache::default(),
             metrics: Arc::default(),
+            set_children: std::sync::OnceLock::new(),
         }
     }
 }
@@ -115,7 +121,7 @@ pub async fn run(
 
     let benchmarks = benchmark::run(ctx.clone(), settings.clone(), stopped.clone());
     let metrics = ctx.metrics.clone();
-    let set_controller = benchmarkset::controller(&client, &settings);
+    let set_controller = benchmarkset::controller(&ctx, &settings);
     metrics.watch_sets(set_controller.store());
     let sets = set_controller
         .with_config(controller::Config::default().debounce(settings.debounce))

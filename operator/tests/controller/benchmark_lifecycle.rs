@@ -323,22 +323,37 @@ async fn a_finished_benchmark_is_never_run_again() {
     wait_for_cleanup(&double, "once").await;
     operator.stop().await;
 
-    // A restarted operator sees a finished benchmark: it creates nothing.
+    // A restarted operator sees a finished benchmark: it creates nothing, and deletes
+    // what is left of it (here a pod whose delete was lost before the restart).
+    let uid = double
+        .get(&IPERFS, Some(NS), "once")
+        .map(|b| b["metadata"]["uid"].clone())
+        .expect("the benchmark exists");
+    double
+        .create(
+            &Gvr::PODS,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": "once-leftover", "namespace": NS,
+                    "labels": {"app.kubernetes.io/managed-by": "perfsweep"},
+                    "ownerReferences": [{
+                        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "name": "once",
+                        "uid": uid, "controller": true,
+                    }],
+                },
+                "spec": {"containers": [{"name": AGENT, "image": "unused"}]},
+            }),
+        )
+        .expect("creating the leftover pod");
     double.clear_requests();
     let _operator = Operator::start(&double, "second");
     wait_until(
         WAIT,
-        "the restarted operator to look at the benchmark",
-        || {
-            // Releasing a finished benchmark's objects ends with its PodGroups.
-            let listed = double.requests().iter().any(|r| {
-                r.verb == "list" && r.resource == "podgroups" && r.namespace.as_deref() == Some(NS)
-            });
-            if listed {
-                Ok(())
-            } else {
-                Err("no PodGroup list in the namespace yet".to_owned())
-            }
+        "the restarted operator to delete the finished benchmark's leftover pod",
+        || match double.get(&Gvr::PODS, Some(NS), "once-leftover") {
+            None => Ok(()),
+            Some(_) => Err("the leftover pod is still there".to_owned()),
         },
     )
     .await;
@@ -877,4 +892,115 @@ async fn a_finished_benchmark_is_not_ready() {
     assert_eq!(ready["status"], "False", "{status}");
     assert_eq!(ready["reason"], "Finished", "{status}");
     wait_for_cleanup(&double, "done").await;
+}
+
+/// The resources the operator caches through watches (besides the benchmarks and sets).
+const CACHED: [&str; 5] = [
+    "pods",
+    "services",
+    "podgroups",
+    "persistentvolumeclaims",
+    "configmaps",
+];
+
+/// Waits until the operator watches every resource it caches.
+async fn wait_for_watches(double: &ApiDouble) {
+    wait_until(WAIT, "the operator's watches", || {
+        let requests = double.requests();
+        let missing: Vec<&str> = CACHED
+            .iter()
+            .copied()
+            .filter(|resource| {
+                !requests
+                    .iter()
+                    .any(|r| r.verb == "watch" && r.resource == *resource)
+            })
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("not watched yet: {}", missing.join(", ")))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reconciles_read_caches_that_survive_an_expired_watch() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    wait_for_watches(&double).await;
+    double.clear_requests();
+
+    create_iperf(&double, "cached", json!({})).await;
+    start_benchmark(&double, "cached").await;
+    // Every watch ends with 410 Gone: kube's watchers list again and the caches are
+    // replaced by what the new lists say.
+    double.expire_watches();
+    wait_until(WAIT, "every cache listed again after the 410", || {
+        let requests = double.requests();
+        let waiting: Vec<&str> = CACHED
+            .iter()
+            .copied()
+            .filter(|resource| {
+                !requests
+                    .iter()
+                    .any(|r| r.verb == "list" && r.resource == *resource)
+            })
+            .collect();
+        if waiting.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("not listed again yet: {}", waiting.join(", ")))
+        }
+    })
+    .await;
+    let fixture = fixture("tcp-1stream.json");
+    let outcome = Outcome::Succeeded {
+        result: Some(fixture.result),
+        summary: Some(fixture.summary),
+    };
+    double.set_pod_log(
+        NS,
+        &pod_name("cached", "client"),
+        AGENT,
+        &agent_log(outcome, &fixture.raw),
+    );
+    finish_pod(&double, &pod_name("cached", "client"), 0, "");
+    wait_for_phase(&double, "cached", "Succeeded").await;
+    // The pods, Service and PodGroup are found in the re-listed caches and deleted.
+    wait_for_cleanup(&double, "cached").await;
+
+    let requests = double.requests();
+    let pod_creates = requests
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "pods")
+        .count();
+    assert_eq!(pod_creates, 2, "each pod created once");
+    // The operator watches all namespaces: its watchers list across them. A list in
+    // the benchmark's namespace could only come from a reconcile.
+    let namespaced_lists: Vec<String> = requests
+        .iter()
+        .filter(|r| r.verb == "list" && r.namespace.is_some())
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(
+        namespaced_lists.is_empty(),
+        "reconciles list nothing: {namespaced_lists:?}"
+    );
+    // Status is written by server-side apply, field manager perfsweep.
+    let benchmark = double
+        .get(&IPERFS, Some(NS), "cached")
+        .expect("the benchmark");
+    let applied = benchmark["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["manager"] == "perfsweep" && m["subresource"] == "status")
+        .unwrap_or_else(|| panic!("no status applied by perfsweep: {benchmark}"));
+    assert_eq!(applied["operation"], "Apply");
+    assert!(
+        applied["fieldsV1"]["f:status"]["f:result"].is_object(),
+        "{applied}"
+    );
 }

@@ -1,0 +1,175 @@
+//! Observe: the benchmark's pods and PodGroup from the caches (no request), and what
+//! only the API server can tell: the result pods' logs and the nodes the pods ran on.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// Log lines read for the latest progress line.
+pub(super) const PROGRESS_TAIL_LINES: i64 = 40;
+/// The benchmark's objects as they are.
+pub(super) struct Observation {
+    pub(super) pods: Vec<Pod>,
+    pub(super) pod_group: Option<PodGroup>,
+}
+
+/// The benchmark's pods and PodGroup, from the caches (no request).
+pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> Observation {
+    let owned = &engine.owned;
+    let pods = caches::owned_by(&owned.pods, &target.namespace, &target.uid)
+        .into_iter()
+        .map(|pod| (*pod).clone())
+        .collect();
+    let mut pod_group = match (&prepared.rendered.pod_group, &owned.pod_groups) {
+        (Some(group), Some(groups)) => {
+            let name = group.name_any();
+            caches::owned_by(groups, &target.namespace, &target.uid)
+                .into_iter()
+                .find(|group| group.name_any() == name)
+                .map(|group| (*group).clone())
+        }
+        _ => None,
+    };
+    // What this operator created a moment ago is there, even if the caches do not show
+    // it yet (as created: not yet scheduled).
+    let mut pods: Vec<Pod> = pods;
+    let cached_group = pod_group.is_some();
+    engine.recent.forget(&target.uid, |change| match change {
+        caches::Change::Created(pod) => pods.iter().any(|p| p.name_any() == pod.name_any()),
+        caches::Change::CreatedGroup(_) => cached_group,
+        caches::Change::Deleted(_) => false,
+    });
+    for change in engine.recent.of(&target.uid) {
+        match change {
+            caches::Change::Created(pod)
+                if !pods.iter().any(|p| p.name_any() == pod.name_any()) =>
+            {
+                pods.push(*pod);
+            }
+            caches::Change::CreatedGroup(group) if pod_group.is_none() => {
+                pod_group = Some(*group);
+            }
+            _ => {}
+        }
+    }
+    Observation { pods, pod_group }
+}
+
+/// Reads the result pod's log and what the agent reported in it; with several replicas
+/// of the result role, every replica's report, merged by the kind.
+pub(super) async fn read_result<R: DeserializeOwned>(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Result<Result<Success<R>, Failure>, Error> {
+    let mut logs = Vec::with_capacity(prepared.result_siblings.len() + 1);
+    for pod in std::iter::once(&prepared.result_pod).chain(&prepared.result_siblings) {
+        match read_log(engine, target, pod).await? {
+            Ok(log) => logs.push((pod.clone(), log)),
+            Err(failure) => return Ok(Err(failure)),
+        }
+    }
+    Ok(outcome::evaluate_logs(
+        target.info,
+        &prepared.result_role,
+        &prepared.spec,
+        &logs,
+    ))
+}
+
+/// The latest progress line in the tail of the result pod's log; best effort (a log
+/// that cannot be read now leaves the last progress shown).
+pub(super) async fn read_progress(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Option<String> {
+    let params = LogParams {
+        container: Some(AGENT_CONTAINER.to_owned()),
+        tail_lines: Some(PROGRESS_TAIL_LINES),
+        limit_bytes: Some(64 * 1024),
+        ..LogParams::default()
+    };
+    match target
+        .api::<Pod>(&engine.ctx)
+        .logs(&prepared.result_pod, &params)
+        .await
+    {
+        Ok(log) => perfsweep_benchmarks::progress::latest(&log),
+        Err(error) => {
+            tracing::debug!(benchmark = %target.describe(), %error, "progress not readable");
+            None
+        }
+    }
+}
+
+/// What the agent of a failed result pod reported, if it got to report a failure.
+pub(super) async fn reported_failure(
+    engine: &Engine,
+    target: &Target,
+    prepared: &Prepared,
+) -> Option<Failure> {
+    let pod = &prepared.result_pod;
+    let log = read_log(engine, target, pod).await.ok()?.ok()?;
+    outcome::reported_failure(target.info, &prepared.result_role, pod, &log)
+}
+
+/// The agent container's log; a log the API server will not give (the pod or its node
+/// is gone) is a failure, other errors (the kubelet unreachable, the API server
+/// unavailable) are retried until the benchmark's deadline (`on_operator_error`).
+pub(super) async fn read_log(
+    engine: &Engine,
+    target: &Target,
+    pod: &str,
+) -> Result<Result<String, Failure>, Error> {
+    let params = LogParams {
+        container: Some(AGENT_CONTAINER.to_owned()),
+        ..LogParams::default()
+    };
+    match target.api::<Pod>(&engine.ctx).logs(pod, &params).await {
+        Ok(log) => Ok(Ok(log)),
+        Err(kube::Error::Api(status))
+            if (400..500).contains(&status.code) && status.code != 429 =>
+        {
+            Ok(Err(Failure::new(
+                Reason::ResultUnreadable,
+                format!("pod {pod}: the log cannot be read: {}", status.message),
+            )))
+        }
+        Err(source) => Err(Error::Kube {
+            action: format!(
+                "reading the log of pod {}/{pod} of {}",
+                target.namespace,
+                target.describe()
+            ),
+            source,
+        }),
+    }
+}
+
+/// Where the benchmark's pods ran: their nodes (and those nodes' recorded labels), the
+/// image digests they ran, the Kubernetes version. Best effort: a node that cannot be
+/// read leaves its labels out, and never fails the benchmark.
+pub(super) async fn observe_environment(
+    engine: &Engine,
+    target: &Target,
+    pods: &[Pod],
+) -> perfsweep_benchmarks::record::Environment {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(engine.ctx.client.clone());
+    let mut found = Vec::new();
+    let hosts: std::collections::BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|pod| pod.spec.as_ref()?.node_name.as_deref())
+        .collect();
+    for host in hosts {
+        // Each node the pods ran on, by name: a benchmark runs on a few nodes, and
+        // watching every node of a cluster for that would cost more than it saves.
+        match nodes.get_opt(host).await {
+            Ok(node) => found.extend(node),
+            Err(error) => tracing::debug!(
+                benchmark = %target.describe(), node = host, %error,
+                "cannot read the node; its labels are left out of the record"
+            ),
+        }
+    }
+    crate::records::observe_environment(pods, &found, engine.kubernetes_version.as_deref())
+}

@@ -24,6 +24,7 @@ pub mod parse_error;
 pub mod plan;
 // Progress lines are written by the LLM load generator too (perfsweep-llm).
 pub use perfsweep_llm::progress;
+pub mod reason;
 pub mod record;
 pub mod registry;
 pub mod render;

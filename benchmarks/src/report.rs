@@ -49,9 +49,9 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
     },
-    /// The role failed; `reason` is one of [`crate::outcome::Reason`] (kept as text on
+    /// The role failed; `reason` is one of [`crate::reason::Reason`] (kept as text on
     /// the wire, so that a report of another agent version still reads: see
-    /// [`crate::outcome::Reason::reported`]).
+    /// [`crate::reason::Reason::reported`]).
     Failed { reason: String, message: String },
 }
 
@@ -60,7 +60,7 @@ impl AgentReport {
     pub fn to_line(&self) -> String {
         // Serializing these plain types cannot fail; fall back to a report of that.
         let json = serde_json::to_string(self).unwrap_or_else(|e| {
-            let reason = crate::outcome::Reason::ReportUnwritable;
+            let reason = crate::reason::Reason::ReportUnwritable;
             format!(r#"{{"outcome":{{"status":"failed","reason":"{reason}","message":"{e}"}}}}"#)
         });
         format!("{MARKER}{json}")

@@ -8,9 +8,10 @@
 //! a result; the replicas' results merge through the kind; the result must have the
 //! kind's shape; and the benchmark's acceptance criteria judge it.
 
-pub mod reason;
+// The reasons are a leaf of their own: the report format (below this module) names them too.
+pub use crate::reason;
 
-pub use reason::{Failure, Reason, UnknownReason};
+pub use crate::reason::{Failure, Reason, UnknownReason};
 
 use serde_json::Value;
 

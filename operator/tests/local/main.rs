@@ -19,3 +19,4 @@ mod local_llm_tls;
 mod local_llm_workloads;
 mod local_mpi;
 mod local_pytorch;
+mod local_set_policy;

@@ -211,7 +211,7 @@ mod tests {
     fn the_troubleshooting_guide_lists_exactly_these_reasons() {
         // Every reason a benchmark can fail with (or the operator's error has) is in a
         // table row of docs/troubleshooting.md's "Benchmarks" section, and nothing else.
-        let guide = include_str!("../../../docs/troubleshooting.md");
+        let guide = include_str!("../../docs/troubleshooting.md");
         let section = guide
             .split("\n## ")
             .find(|s| s.starts_with("Benchmarks\n"))

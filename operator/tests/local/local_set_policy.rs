@@ -2,7 +2,7 @@
 //! does: `failurePolicy: Stop` starts no child after a failure, and the set's
 //! acceptance (its `Accepted` condition over every child) shows and fails the command.
 
-mod local_support;
+use crate::local_support;
 
 use local_support::{records, run_local, scratch, tool_or_skip};
 

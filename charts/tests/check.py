@@ -209,11 +209,11 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
 
 def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, Any]]) -> None:
     watched = ["team-a", "team-b"]
-    node_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    node_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
     cluster_roles = of_kind(objects, "ClusterRole")
     check(
         [rules_of(r) for r in cluster_roles] == [node_rules],
-        "namespaced: one ClusterRole, for listing nodes only",
+        "namespaced: one ClusterRole, for reading nodes only",
     )
     bindings = of_kind(objects, "ClusterRoleBinding")
     check(

@@ -5,7 +5,7 @@ which runs the operator against an API double and fails on a request these rules
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
 per-namespace Roles (watch.namespaces). Secrets are read only by name (get, never list
 or watch): the one an outputLocation names for its credentials. The one
-cluster-scoped permission, listing nodes, is in perfsweep.nodeRules: in the ClusterRole
+cluster-scoped permission, reading nodes (get, list), is in perfsweep.nodeRules: in the ClusterRole
 cluster-wide, in a ClusterRole of its own in namespaced mode (a Role cannot grant it).
 Discovery of Volcano's API group is a non-resource URL every authenticated user may read
 (system:discovery), so it needs no rule here.

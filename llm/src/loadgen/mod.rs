@@ -1097,10 +1097,15 @@ impl Worker {
         let late_send =
             client_from.map_or(Duration::ZERO, |from| sent.saturating_duration_since(from));
         let common = late_send + self.delays.send;
-        let end_read = self.delays.last_arrival.map_or(Duration::ZERO, |arrival| {
-            done.saturating_duration_since(arrival)
-        });
-        let e2e_client_delay = common + end_read;
+        // The response ends when its last bytes reached the kernel (their arrival
+        // timestamp), so reading them late does not lengthen the end-to-end latency;
+        // without such a timestamp it ends when the read returned.
+        let done = self
+            .delays
+            .last_arrival
+            .filter(|arrival| (sent..=done).contains(arrival))
+            .unwrap_or(done);
+        let e2e_client_delay = common;
         let ttft_client_delay = first_read::ttft_client_delay(
             common,
             self.delays.first_read,

@@ -1,8 +1,12 @@
 //! Apply: create the rendered objects that are missing, keep the evidence, delete what a
 //! finished benchmark leaves, publish events.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::{
+    Api, BTreeMap, Benchmark, ConfigMap, Debug, DeserializeOwned, Engine, Error, EventType,
+    Failure, ObjectMeta, Observation, OwnerReference, PersistentVolumeClaim, Pod, PodGroup,
+    PostParams, Prepared, Reason, Rendered, Resource, ResourceExt, Secret, Serialize, Service,
+    Target, caches, labels, plumbing, render,
+};
 
 /// Apply, step one: the rendered objects that are missing. Returns what was created, or
 /// the failure that keeps them from being created.

@@ -1,8 +1,10 @@
 //! Observe: the benchmark's pods and PodGroup from the caches (no request), and what
 //! only the API server can tell: the result pods' logs and the nodes the pods ran on.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::{
+    AGENT_CONTAINER, Api, DeserializeOwned, Engine, Error, Failure, LogParams, Pod, PodGroup,
+    Prepared, Reason, ResourceExt, Success, Target, caches, outcome,
+};
 
 /// Log lines read for the latest progress line.
 pub(super) const PROGRESS_TAIL_LINES: i64 = 40;

@@ -1,8 +1,10 @@
 //! Validate and build: a benchmark's spec checked as admission would, its plan, and the
 //! objects it runs as. Pure: no request.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::{
+    Benchmark, BenchmarkRef, CommonSpec, Duration, Failure, Reason, RenderError, Rendered,
+    ResourceExt, Target, Value, process_name, render,
+};
 
 /// What a benchmark of this spec runs as.
 pub(super) struct Prepared {

@@ -1,8 +1,10 @@
 //! The status of a benchmark: the one it ends with, its acceptance condition, bounded
 //! messages, and writing it.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::{
+    Benchmark, BenchmarkStatus, Engine, Error, Failure, OPERATOR_ERROR_CONDITION, Phase, Success,
+    Target, Time, Timestamp, acceptance, condition, condition_status, plumbing, set_condition,
+};
 
 pub(super) fn condition_of<'a, R>(
     status: &'a BenchmarkStatus<R>,

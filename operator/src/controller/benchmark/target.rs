@@ -1,8 +1,10 @@
 //! The benchmark being reconciled, dereferenced once: its identity, kind and the
 //! installation's defaults.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::{
+    Api, Benchmark, Context, Error, KindInfo, NamespaceResourceScope, Resource, ResourceExt,
+    Timestamp,
+};
 
 /// The benchmark being reconciled, dereferenced once.
 pub(super) struct Target {

@@ -25,8 +25,10 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 #   benchmarks;
 # - create: the set controller creates children; delete: it deletes children that a
 #   spec edit removed from the sweep;
-# - get: the benchmark controller re-reads a benchmark before creating its pods, so a
-#   stale cache never starts a finished benchmark again;
+# - get: before creating a benchmark's objects, the benchmark controller writes its
+#   status on the cached resourceVersion (a stale copy gets 409); where the status has
+#   nothing new (a pod deleted while waiting, a restart mid-creation) it re-reads the
+#   benchmark instead, so a stale cache never starts a finished benchmark again;
 # - patch: the evidence digest annotation (perfsweep.io/evidence-sha256) on a finished
 #   benchmark.
 - apiGroups: ["perfsweep.io"]
@@ -74,10 +76,12 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "watch"]
-# Everything the operator creates carries an owner reference with blockOwnerDeletion
-# (children → their BenchmarkSet; pods, Service, PodGroup, ConfigMap → their
-# benchmark). Where the OwnerReferencesPermissionEnforcement admission plugin is on,
-# that needs update on the owner's finalizers subresource.
+# Children carry an owner reference with blockOwnerDeletion to their BenchmarkSet;
+# PodGroups, evidence ConfigMaps and the objects of a benchmark without a gang to their
+# benchmark. Where the OwnerReferencesPermissionEnforcement admission plugin is on, that
+# needs update on the owner's finalizers subresource. A gang's members (pods, Service,
+# Secrets, claims) are owned by its PodGroup without blockOwnerDeletion, which needs
+# nothing on podgroups/finalizers.
 - apiGroups: ["perfsweep.io"]
   resources:
     - "benchmarksets/finalizers"
@@ -87,8 +91,9 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   verbs: ["update"]
 # Benchmark pods: one watch (list, watch; label app.kubernetes.io/managed-by=perfsweep)
 # caches the pods of every benchmark and triggers their reconciles, which read the cache
-# and list nothing; the controllers create one pod per process of the plan and delete
-# them when the benchmark ends; get reads the pod of a name whose create answered 409
+# and list nothing; the controllers create one pod per process of the plan; delete: the
+# pods of a benchmark without a gang when it ends (a gang's pods go with its PodGroup,
+# by garbage collection); get reads the pod of a name whose create answered 409
 # AlreadyExists (adopted if the benchmark owns it, NameConflict if not).
 - apiGroups: [""]
   resources: ["pods"]
@@ -98,7 +103,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   resources: ["pods/log"]
   verbs: ["get"]
 # The headless Service that gives a benchmark's pods peer DNS names: created with the
-# pods, cached by a watch (list, watch; perfsweep's label) and deleted from that cache
+# pods, cached by a watch (list, watch; perfsweep's label); a gang's Service goes with
+# its PodGroup, the Service of a benchmark without a gang is deleted from that cache
 # when the benchmark ends; get reads the Service of that name when its create answers
 # 409 AlreadyExists (after an operator restart mid-creation it is the benchmark's own
 # and adopted; someone else's is a NameConflict).
@@ -107,7 +113,8 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   verbs: ["get", "list", "watch", "create", "delete"]
 # Volcano PodGroups gang-schedule a benchmark's pods: cached by one watch (list, watch)
 # that also triggers their benchmarks' reconciles, read by name when a create answers
-# 409, created, and deleted when the benchmark ends.
+# 409, created, and deleted when the benchmark ends (the one delete of a gang: its
+# members are owned by it and the garbage collector deletes them).
 - apiGroups: ["scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["get", "list", "watch", "create", "delete"]

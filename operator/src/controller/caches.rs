@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -43,19 +44,40 @@ impl Routes {
         rx
     }
 
-    /// Sends `object`'s controlling perfsweep owner to its kind's controller.
+    /// Sends the benchmark `object` belongs to to its kind's controller: its controlling
+    /// perfsweep owner, or, for what a benchmark's PodGroup owns (its pods), the benchmark
+    /// its labels name.
     fn route(&self, object: &impl Resource) {
         let Some(namespace) = object.meta().namespace.as_deref() else {
             return;
         };
-        for owner in object.owner_references() {
-            if owner.controller == Some(true)
-                && owner.api_version == perfsweep_benchmarks::API_VERSION
-                && let Some(tx) = self.by_kind.get(&owner.kind)
-            {
-                // A controller that stopped has dropped its receiver: nothing to tell.
-                let _ = tx.unbounded_send((namespace.to_owned(), owner.name.clone()));
-            }
+        let Some(owner) = object
+            .owner_references()
+            .iter()
+            .find(|owner| owner.controller == Some(true))
+        else {
+            return;
+        };
+        let benchmark = if owner.api_version == perfsweep_benchmarks::API_VERSION {
+            Some((owner.kind.as_str(), owner.name.as_str()))
+        } else if owner.kind == PodGroup::kind(&()) {
+            // `app.kubernetes.io/name` is the kind in lowercase.
+            let labels = object.labels();
+            labels
+                .get(perfsweep_benchmarks::render::NAME_LABEL)
+                .zip(labels.get(labels::BENCHMARK))
+                .and_then(|(kind, name)| {
+                    let kind = self.by_kind.keys().find(|k| k.eq_ignore_ascii_case(kind))?;
+                    Some((kind.as_str(), name.as_str()))
+                })
+        } else {
+            None
+        };
+        if let Some((kind, name)) = benchmark
+            && let Some(tx) = self.by_kind.get(kind)
+        {
+            // A controller that stopped has dropped its receiver: nothing to tell.
+            let _ = tx.unbounded_send((namespace.to_owned(), name.to_owned()));
         }
     }
 }
@@ -119,15 +141,17 @@ pub fn reflect(
     namespace: Option<&str>,
     volcano: bool,
     routes: Routes,
+    recent: &Arc<Recent>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> (Owned, impl Future<Output = ()> + Send + 'static) {
-    let (pods, pods_run) = cache::<Pod>(client, namespace, Some(routes.clone()));
+    let follow = |routes: &Routes| Some((routes.clone(), recent.clone()));
+    let (pods, pods_run) = cache::<Pod>(client, namespace, follow(&routes));
     let (services, services_run) = cache::<Service>(client, namespace, None);
     let (claims, claims_run) = cache::<PersistentVolumeClaim>(client, namespace, None);
     let (config_maps, maps_run) = cache::<ConfigMap>(client, namespace, None);
     let mut runs = vec![pods_run, services_run, claims_run, maps_run];
     let pod_groups = volcano.then(|| {
-        let (store, run) = cache::<PodGroup>(client, namespace, Some(routes));
+        let (store, run) = cache::<PodGroup>(client, namespace, follow(&routes));
         runs.push(run);
         store
     });
@@ -145,10 +169,12 @@ pub fn reflect(
     (owned, run)
 }
 
+/// A cache of `T`; with `follow`, each change is routed to its benchmark's controller
+/// and marks what [`Recent`] noted of the object as seen.
 fn cache<T>(
     client: &Client,
     namespace: Option<&str>,
-    routes: Option<Routes>,
+    follow: Option<(Routes, Arc<Recent>)>,
 ) -> (Store<T>, futures::future::BoxFuture<'static, ()>)
 where
     T: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -172,7 +198,10 @@ where
         .for_each(move |object| {
             match object {
                 Ok(object) => {
-                    if let Some(routes) = &routes {
+                    if let Some((routes, recent)) = &follow {
+                        if let Some(uid) = object.meta().uid.as_deref() {
+                            recent.seen(uid);
+                        }
                         routes.route(&object);
                     }
                 }
@@ -208,10 +237,23 @@ pub struct Recent {
 /// One change the operator made.
 #[derive(Clone)]
 pub enum Change {
+    /// A pod, as stored (with its uid) where the create answered it.
     Created(Box<Pod>),
+    /// A PodGroup, as stored where the create answered it.
     CreatedGroup(Box<PodGroup>),
     /// `Kind/name`.
     Deleted(String),
+}
+
+impl Change {
+    /// The uid of the object created, as the API server answered the create.
+    fn uid(&self) -> Option<&str> {
+        match self {
+            Self::Created(pod) => pod.metadata.uid.as_deref(),
+            Self::CreatedGroup(group) => group.metadata.uid.as_deref(),
+            Self::Deleted(_) => None,
+        }
+    }
 }
 
 impl Recent {
@@ -250,6 +292,19 @@ impl Recent {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(changes) = by_owner.get_mut(owner) {
             changes.retain(|(_, change)| !seen(change));
+        }
+    }
+
+    /// Forgets the creation of the object of `uid`: the watch has seen it, so the caches
+    /// show it, or show that it is gone again (a pod deleted by someone else right after
+    /// its creation must not be taken for present until the creation is forgotten).
+    pub fn seen(&self, uid: &str) {
+        let mut by_owner = self
+            .by_owner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for changes in by_owner.values_mut() {
+            changes.retain(|(_, change)| change.uid() != Some(uid));
         }
     }
 

@@ -24,13 +24,14 @@ const MAX_NOTE_CHARS: usize = 1024;
 /// Applies `status` as the object's whole status (server-side apply, field manager
 /// [`FIELD_MANAGER`]): fields the operator set before and `status` leaves out are
 /// removed by the API server. With `resource_version`, only onto that version of the
-/// object: `Ok(false)` when it changed meanwhile (409), so the decision is made again.
+/// object: `Ok(None)` when it changed meanwhile (409), so the decision is made again.
+/// Returns the object as stored.
 pub async fn apply_status<K>(
     api: &Api<K>,
     object: &K,
     status: &impl Serialize,
     resource_version: Option<&str>,
-) -> Result<bool, Error>
+) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
@@ -51,10 +52,10 @@ where
     // force: the operator is the only writer of its objects' status.
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api.patch_status(&name, &params, &Patch::Apply(&body)).await {
-        Ok(_) => Ok(true),
+        Ok(stored) => Ok(Some(stored)),
         Err(kube::Error::Api(status)) if status.code == 409 && resource_version.is_some() => {
             tracing::debug!(object = %name, "status decided on a stale copy; looking again");
-            Ok(false)
+            Ok(None)
         }
         Err(source) => Err(Error::Kube {
             action: format!(

@@ -49,19 +49,10 @@ fn create(double: &ApiDouble, kind: &Kind, name: &str, spec: Value) {
         .unwrap_or_else(|e| panic!("creating {} {name}: {e:?}", kind.name));
 }
 
-/// Objects of a type whose controller owner is the benchmark `name` of `kind`.
+/// Objects of a type that belong to the benchmark `name` of `kind` (directly or through
+/// its PodGroup).
 fn owned(double: &ApiDouble, gvr: &Gvr, kind: &Kind, name: &str) -> Vec<Value> {
-    double
-        .list(gvr, Some(NS))
-        .into_iter()
-        .filter(|object| {
-            object["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|o| o["kind"] == kind.name && o["name"] == name && o["controller"] == true)
-        })
-        .collect()
+    kubelet::owned_by(double, gvr, kind.name, name)
 }
 
 fn names(objects: &[Value]) -> Vec<String> {

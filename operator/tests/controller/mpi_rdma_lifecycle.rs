@@ -65,17 +65,7 @@ fn create(double: &ApiDouble, kind: &Kind, name: &str, spec: Value) -> Value {
 }
 
 fn owned_by(double: &ApiDouble, gvr: &Gvr, kind: &str, name: &str) -> Vec<Value> {
-    double
-        .list(gvr, Some(NS))
-        .into_iter()
-        .filter(|object| {
-            object["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|o| o["kind"] == kind && o["name"] == name && o["controller"] == true)
-        })
-        .collect()
+    kubelet::owned_by(double, gvr, kind, name)
 }
 
 async fn wait_for_phase(double: &ApiDouble, kind: &Kind, name: &str, phase: &str) -> Value {
@@ -181,9 +171,14 @@ async fn mpi_lifecycle(kind: &Kind, name: &str, spec: Value) -> Value {
     let secret = double
         .get(&Gvr::SECRETS, Some(NS), &format!("{name}-launch"))
         .expect("the launch Secret");
+    // Owned by the benchmark's gang, which the benchmark owns.
+    let group = double
+        .get(&Gvr::PODGROUPS, Some(NS), name)
+        .expect("the PodGroup");
+    assert_eq!(group["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
     assert_eq!(
         secret["metadata"]["ownerReferences"][0]["uid"],
-        uid.as_str()
+        group["metadata"]["uid"]
     );
     assert_eq!(secret["metadata"]["labels"]["perfsweep.io/benchmark"], name);
     let token = token_of(&double, name);

@@ -121,3 +121,36 @@ pub async fn wait_for_phase(double: &ApiDouble, resource: &Gvr, name: &str, phas
     })
     .await
 }
+
+/// Objects of a type that belong to the benchmark `kind`/`name`: those it controls, and
+/// those its gang (the PodGroup it controls) controls, as the operator makes a gang's
+/// members.
+pub fn owned_by(double: &ApiDouble, resource: &Gvr, kind: &str, name: &str) -> Vec<Value> {
+    let controlled_by = |object: &Value, kind: &str, name: &str| {
+        object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o["kind"] == kind && o["name"] == name && o["controller"] == true)
+    };
+    let gangs: Vec<Value> = double
+        .list(&Gvr::PODGROUPS, Some(NS))
+        .into_iter()
+        .filter(|group| controlled_by(group, kind, name))
+        .collect();
+    double
+        .list(resource, Some(NS))
+        .into_iter()
+        .filter(|object| {
+            controlled_by(object, kind, name)
+                || gangs.iter().any(|group| {
+                    let uid = &group["metadata"]["uid"];
+                    object["metadata"]["ownerReferences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|o| o["uid"] == *uid && o["controller"] == true)
+                })
+        })
+        .collect()
+}

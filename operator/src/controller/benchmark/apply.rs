@@ -10,6 +10,10 @@ use super::{
 
 /// Apply, step one: the rendered objects that are missing. Returns what was created, or
 /// the failure that keeps them from being created.
+///
+/// A gang's PodGroup is created first and owns everything else the benchmark runs with
+/// (Service, Secrets, claims, pods): deleting the PodGroup lets the garbage collector
+/// delete the rest, one request instead of one per object.
 pub(super) async fn create_missing(
     engine: &Engine,
     target: &Target,
@@ -18,20 +22,28 @@ pub(super) async fn create_missing(
 ) -> Result<Result<Vec<String>, Failure>, Error> {
     let ctx = &engine.ctx;
     let mut created = Vec::new();
+    let mut group_owner = observation.pod_group.as_ref().and_then(gang_owner);
     if let Some(group) = &prepared.rendered.pod_group
         && observation.pod_group.is_none()
     {
         if !engine.volcano {
             return Ok(Err(volcano_missing()));
         }
-        match create(&target.api::<PodGroup>(ctx), group, target).await? {
-            Created::Yes => created.push(format!("PodGroup {}", group.name_any())),
-            Created::Existed => {}
+        let stored = match create(&target.api::<PodGroup>(ctx), group, target).await? {
+            Created::Yes(stored) => {
+                created.push(format!("PodGroup {}", group.name_any()));
+                Some(stored)
+            }
+            Created::Existed(stored) => stored,
             Created::Rejected(failure) => return Ok(Err(failure)),
-        }
-        let group = caches::Change::CreatedGroup(Box::new(group.clone()));
-        engine.recent.note(&target.uid, group);
+        };
+        group_owner = stored.as_ref().and_then(gang_owner);
+        let noted = stored.unwrap_or_else(|| group.clone());
+        engine
+            .recent
+            .note(&target.uid, caches::Change::CreatedGroup(Box::new(noted)));
     }
+    let owned = |object: &ObjectMeta| owned_by_gang(object, group_owner.as_ref());
     let missing: Vec<&Pod> = prepared
         .rendered
         .pods
@@ -47,15 +59,19 @@ pub(super) async fn create_missing(
         return Ok(Ok(created));
     }
     let service = &prepared.rendered.service;
+    let service = &Service {
+        metadata: owned(&service.metadata),
+        ..service.clone()
+    };
     match create(&target.api::<Service>(ctx), service, target).await? {
-        Created::Yes => created.push(format!("Service {}", service.name_any())),
-        Created::Existed => {}
+        Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
+        Created::Existed(_) => {}
         Created::Rejected(failure) => return Ok(Err(failure)),
     }
     for secret in &prepared.rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
         // exists already keeps its token (create answers Existed).
-        let secret = &if render::launch::needs_token(secret) {
+        let mut secret = if render::launch::needs_token(secret) {
             let token = crate::agent::exec::random_token().map_err(|e| Error::Kube {
                 action: format!("making the launch token of {}", target.describe()),
                 source: kube::Error::Service(e.into()),
@@ -64,29 +80,45 @@ pub(super) async fn create_missing(
         } else {
             secret.clone()
         };
-        match create(&target.api::<Secret>(ctx), secret, target).await? {
-            Created::Yes => created.push(format!("Secret {}", secret.name_any())),
-            Created::Existed => {}
+        secret.metadata = owned(&secret.metadata);
+        match create(&target.api::<Secret>(ctx), &secret, target).await? {
+            Created::Yes(_) => created.push(format!("Secret {}", secret.name_any())),
+            Created::Existed(_) => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
         }
     }
     for claim in &prepared.rendered.claims {
+        let claim = &PersistentVolumeClaim {
+            metadata: owned(&claim.metadata),
+            ..claim.clone()
+        };
         match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target).await? {
-            Created::Yes => created.push(format!("PersistentVolumeClaim {}", claim.name_any())),
-            Created::Existed => {}
+            Created::Yes(_) => {
+                created.push(format!("PersistentVolumeClaim {}", claim.name_any()));
+            }
+            Created::Existed(_) => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
         }
     }
     let pods = target.api::<Pod>(ctx);
     let mut pod_count = 0;
     for pod in missing {
-        match create(&pods, pod, target).await? {
-            Created::Yes => pod_count += 1,
-            Created::Existed => {}
+        let pod = Pod {
+            metadata: owned(&pod.metadata),
+            ..pod.clone()
+        };
+        let stored = match create(&pods, &pod, target).await? {
+            Created::Yes(stored) => {
+                pod_count += 1;
+                Some(stored)
+            }
+            Created::Existed(stored) => stored,
             Created::Rejected(failure) => return Ok(Err(failure)),
-        }
-        let pod = caches::Change::Created(Box::new(pod.clone()));
-        engine.recent.note(&target.uid, pod);
+        };
+        let noted = stored.unwrap_or(pod);
+        engine
+            .recent
+            .note(&target.uid, caches::Change::Created(Box::new(noted)));
     }
     if pod_count > 0 {
         created.push(format!(
@@ -95,6 +127,32 @@ pub(super) async fn create_missing(
         ));
     }
     Ok(Ok(created))
+}
+
+/// The owner reference that makes an object a member of the gang `group`; `None` for a
+/// PodGroup the API server has not given a uid (not stored yet).
+pub(super) fn gang_owner(group: &PodGroup) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: PodGroup::api_version(&()).into_owned(),
+        kind: PodGroup::kind(&()).into_owned(),
+        name: group.name_any(),
+        uid: group.uid()?,
+        controller: Some(true),
+        // Blocking the PodGroup's deletion would need update on podgroups/finalizers
+        // where owner-reference permissions are enforced; nothing waits for the members.
+        block_owner_deletion: None,
+    })
+}
+
+/// `metadata` owned by the gang (the PodGroup) instead of the benchmark, when there is
+/// one: the PodGroup itself is owned by the benchmark, so deleting the benchmark still
+/// deletes everything.
+fn owned_by_gang(metadata: &ObjectMeta, gang: Option<&OwnerReference>) -> ObjectMeta {
+    let mut metadata = metadata.clone();
+    if let Some(gang) = gang {
+        metadata.owner_references = Some(vec![gang.clone()]);
+    }
+    metadata
 }
 
 pub(super) fn volcano_missing() -> Failure {
@@ -107,21 +165,27 @@ pub(super) fn volcano_missing() -> Failure {
     )
 }
 
-pub(super) enum Created {
-    Yes,
-    Existed,
+pub(super) enum Created<T> {
+    /// Created: the object as stored.
+    Yes(T),
+    /// Created for this benchmark before: the object as stored, if it is still there.
+    Existed(Option<T>),
     /// The API server refused the object for good (admission, quota, validation).
     Rejected(Failure),
 }
 
-pub(super) async fn create<T>(api: &Api<T>, object: &T, target: &Target) -> Result<Created, Error>
+pub(super) async fn create<T>(
+    api: &Api<T>,
+    object: &T,
+    target: &Target,
+) -> Result<Created<T>, Error>
 where
     T: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
 {
     let kind = T::kind(&());
     let name = object.name_any();
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(Created::Yes),
+        Ok(stored) => Ok(Created::Yes(stored)),
         Err(kube::Error::Api(status)) if status.code == 409 => {
             // Created by an earlier reconcile that the list did not show yet, or someone
             // else's object of the same name, which the benchmark must not adopt.
@@ -130,8 +194,18 @@ where
                 target.namespace,
                 target.describe()
             )))?;
+            // Ours if owned by the benchmark or by the owner it was to be given (its gang).
+            let ours = |existing: &T| {
+                target.owns(existing)
+                    || existing.owner_references().iter().any(|held| {
+                        object
+                            .owner_references()
+                            .iter()
+                            .any(|meant| meant.uid == held.uid)
+                    })
+            };
             match existing {
-                Some(existing) if !target.owns(&existing) => {
+                Some(existing) if !ours(&existing) => {
                     let owner = existing
                         .owner_references()
                         .first()
@@ -147,7 +221,7 @@ where
                 }
                 // Created for this benchmark before (by an earlier reconcile or operator
                 // instance): adopted as it is.
-                _ => Ok(Created::Existed),
+                existing => Ok(Created::Existed(existing)),
             }
         }
         Err(kube::Error::Api(status)) if status.code == 404 && kind == PodGroup::kind(&()) => {
@@ -168,20 +242,6 @@ where
             source,
         }),
     }
-}
-
-/// Whether the cached benchmark is still the stored one: objects are only created from
-/// the latest state, so a stale copy never revives a finished benchmark.
-pub(super) async fn still_current<K: Benchmark>(
-    engine: &Engine,
-    target: &Target,
-) -> Result<bool, Error> {
-    let fresh = target
-        .api::<K>(&engine.ctx)
-        .get_opt(&target.name)
-        .await
-        .map_err(Error::kube(format!("reading {}", target.describe())))?;
-    Ok(fresh.is_some_and(|fresh| fresh.meta().resource_version == target.resource_version))
 }
 
 /// Largest report kept whole in the evidence ConfigMap; ConfigMaps hold at most 1 MiB.
@@ -258,10 +318,13 @@ pub(super) async fn keep_evidence(
     }
 }
 
-/// Deletes what the benchmark created that is still there: pods, Service, claims and
-/// PodGroup as the caches show them, and the rendered Secrets by name (Secrets are not
-/// watched: that would need read access to every Secret in the namespace, which the
-/// operator does not ask for). Idempotent: what is already gone is skipped.
+/// Deletes what the benchmark created that is still there. A gang's members (pods,
+/// Service, Secrets, claims) are owned by its PodGroup: deleting the PodGroup is one
+/// request, and the garbage collector deletes them. What the benchmark owns itself (the
+/// objects of a benchmark without a gang) is deleted one by one as the caches show it,
+/// and its Secrets by name (Secrets are not watched: that would need read access to
+/// every Secret in the namespace, which the operator does not ask for). Idempotent: what
+/// is already gone is skipped.
 pub(super) async fn release(
     engine: &Engine,
     target: &Target,
@@ -270,11 +333,15 @@ pub(super) async fn release(
     let ctx = &engine.ctx;
     let owned = &engine.owned;
     let (namespace, uid) = (target.namespace.as_str(), target.uid.as_str());
+    if let Some(groups) = &owned.pod_groups {
+        let groups = caches::left_to_delete(groups, namespace, uid);
+        delete_named(engine, &target.api::<PodGroup>(ctx), &groups, target).await?;
+    }
     let pods = caches::left_to_delete(&owned.pods, namespace, uid);
     delete_named(engine, &target.api::<Pod>(ctx), &pods, target).await?;
     let services = caches::left_to_delete(&owned.services, namespace, uid);
     delete_named(engine, &target.api::<Service>(ctx), &services, target).await?;
-    if let Some(rendered) = rendered {
+    if let Some(rendered) = rendered.filter(|r| r.pod_group.is_none()) {
         let secrets: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
         delete_named(engine, &target.api::<Secret>(ctx), &secrets, target).await?;
     }
@@ -285,12 +352,7 @@ pub(super) async fn release(
         &claims,
         target,
     )
-    .await?;
-    if let Some(groups) = &owned.pod_groups {
-        let groups = caches::left_to_delete(groups, namespace, uid);
-        delete_named(engine, &target.api::<PodGroup>(ctx), &groups, target).await?;
-    }
-    Ok(())
+    .await
 }
 
 pub(super) async fn delete_named<T>(

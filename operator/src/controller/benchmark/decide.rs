@@ -83,19 +83,16 @@ pub(super) fn going_on<R: Clone>(
     })
 }
 
-/// The events of a benchmark that goes on: what this reconcile created, and that all
-/// its pods run (once). As (type, reason, action, note).
+/// The events of a benchmark that goes on: that all its pods run (once). As (type,
+/// reason, action, note). What was created is not announced: a sweep creates thousands
+/// of benchmarks, the status shows each one's pods as they are scheduled, and an event
+/// per creation would be one more API request per child than the sweep's budget.
 pub(super) fn going_on_events<R>(
     old: &BenchmarkStatus<R>,
     new: &BenchmarkStatus<R>,
-    created: &[String],
     pods: usize,
 ) -> Vec<(EventType, &'static str, &'static str, String)> {
     let mut events = Vec::new();
-    if !created.is_empty() {
-        let note = format!("Created {}", created.join(", "));
-        events.push((EventType::Normal, "Created", "Create", note));
-    }
     if old.phase != Some(Phase::Running) && new.phase == Some(Phase::Running) {
         let note = format!("All {pods} pods are running");
         events.push((EventType::Normal, "Running", "Run", note));
@@ -279,25 +276,24 @@ mod tests {
     }
 
     #[test]
-    fn events_say_what_was_created_and_when_all_pods_run() {
+    fn the_one_event_of_a_benchmark_that_goes_on_is_that_all_pods_run() {
+        let fresh = status(None, false);
         let pending = status(Some(Phase::Pending), false);
         let running = status(Some(Phase::Running), true);
-        let reasons =
-            |old: &BenchmarkStatus<Value>, new: &BenchmarkStatus<Value>, created: &[String]| {
-                going_on_events(old, new, created, 2)
-                    .into_iter()
-                    .map(|(_, reason, _, note)| format!("{reason}: {note}"))
-                    .collect::<Vec<_>>()
-            };
-        let created = ["PodGroup b".to_owned(), "2 pods".to_owned()];
-        assert_eq!(
-            reasons(&pending, &pending, &created),
-            ["Created: Created PodGroup b, 2 pods"]
+        let reasons = |old: &BenchmarkStatus<Value>, new: &BenchmarkStatus<Value>| {
+            going_on_events(old, new, 2)
+                .into_iter()
+                .map(|(_, reason, _, note)| format!("{reason}: {note}"))
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            reasons(&fresh, &pending).is_empty(),
+            "no event per creation"
         );
         assert_eq!(
-            reasons(&pending, &running, &[]),
+            reasons(&pending, &running),
             ["Running: All 2 pods are running"]
         );
-        assert!(reasons(&running, &running, &[]).is_empty());
+        assert!(reasons(&running, &running).is_empty());
     }
 }

@@ -11,8 +11,10 @@
 //! to the API server are retried.
 //!
 //! Status writes carry the `resourceVersion` the decision was made on, and objects are
-//! only created after re-reading the benchmark: a reconcile working from a stale cache
-//! can neither overwrite a newer status nor bring back pods of a finished benchmark.
+//! only created after such a write (or, with nothing new to write, a re-read) succeeded:
+//! a reconcile working from a stale cache can neither overwrite a newer status nor bring
+//! back pods of a finished benchmark. A gang's members are owned by its PodGroup, so a
+//! finished benchmark is cleaned up with one delete.
 
 mod apply;
 mod assess;
@@ -59,14 +61,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use self::apply::{create_missing, keep_evidence, publish, release, still_current};
+use self::apply::{create_missing, keep_evidence, publish, release};
 use self::assess::{Failure, Observed, Reason, Verdict};
 use self::observe::{
     Observation, observe, observe_environment, read_progress, read_result, reported_failure,
 };
 use self::outcome::Success;
 use self::prepare::{Prepared, prepare};
-use self::status::{accepted_condition, bounded, condition_of, finished, write_status};
+use self::status::{
+    Claim, accepted_condition, bounded, claim, condition_of, finished, write_status,
+};
 use self::target::Target;
 use super::caches::{self, Owned, Routes, Trigger};
 use super::{Context, Error, Settings, default_watcher, plumbing, scoped_api};
@@ -235,7 +239,7 @@ pub struct Engine {
     /// list nothing.
     owned: Owned,
     /// What reconciles created and deleted that the caches may not show yet.
-    recent: caches::Recent,
+    recent: Arc<caches::Recent>,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -266,11 +270,13 @@ where
             (registration, triggers)
         })
         .collect();
+    let recent = Arc::new(caches::Recent::default());
     let (owned, reflect) = caches::reflect(
         &ctx.client,
         settings.namespace.as_deref(),
         volcano,
         routes,
+        &recent,
         shutdown(),
     );
     let engine = Arc::new(Engine {
@@ -281,7 +287,7 @@ where
         kubernetes_version,
         export: settings.export.clone(),
         owned,
-        recent: caches::Recent::default(),
+        recent,
     });
     let controllers = registrations
         .into_iter()
@@ -380,7 +386,7 @@ pub async fn reconcile<K: Benchmark>(
     } else {
         advance(
             &*benchmark,
-            &target,
+            &mut target,
             old.clone(),
             &prepared,
             &engine,
@@ -528,8 +534,8 @@ pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<
 /// once it ends, read its outcome and conclude.
 async fn advance<K: Benchmark>(
     benchmark: &K,
-    target: &Target,
-    old: BenchmarkStatus<K::Result>,
+    target: &mut Target,
+    mut old: BenchmarkStatus<K::Result>,
     prepared: &Result<Prepared, Failure>,
     engine: &Engine,
     stage: &mut Stage,
@@ -571,25 +577,6 @@ async fn advance<K: Benchmark>(
         timeout: prepared.timeout,
         now,
     });
-    let mut created = Vec::new();
-    let pod_group_missing = gang && engine.volcano && observation.pod_group.is_none();
-    if decide::needs_objects(
-        &verdict,
-        &old,
-        &progress,
-        gang,
-        engine.volcano,
-        pod_group_missing,
-    ) {
-        *stage = Stage::Creating;
-        if !still_current::<K>(engine, target).await? {
-            return Ok(Action::requeue(STALE_RETRY));
-        }
-        match create_missing(engine, target, prepared, &observation).await? {
-            Ok(what) => created = what,
-            Err(failure) => verdict = Verdict::Failed { failure, pod: None },
-        }
-    }
     let conditions = assess::progress_conditions(
         &progress,
         gang,
@@ -598,11 +585,26 @@ async fn advance<K: Benchmark>(
         now,
     );
     let mut status = decide::with_progress(&old, target.generation, conditions);
+    let pod_group_missing = gang && engine.volcano && observation.pod_group.is_none();
+    if decide::needs_objects(
+        &verdict,
+        &old,
+        &progress,
+        gang,
+        engine.volcano,
+        pod_group_missing,
+    ) && let Some(waiting) = decide::going_on(&status, &verdict, now)
+    {
+        *stage = Stage::Creating;
+        if let Claim::Stale = claim(benchmark, engine, target, &mut old, &waiting.status).await? {
+            return Ok(Action::requeue(STALE_RETRY));
+        }
+        if let Err(failure) = create_missing(engine, target, prepared, &observation).await? {
+            verdict = Verdict::Failed { failure, pod: None };
+        }
+    }
     if let Some(going_on) = decide::going_on(&status, &verdict, now) {
-        return keep_going(
-            benchmark, target, &old, going_on, &created, prepared, engine, stage,
-        )
-        .await;
+        return keep_going(benchmark, target, &old, going_on, prepared, engine, stage).await;
     }
     if verdict == Verdict::ReadResult {
         *stage = Stage::ReadingResult;
@@ -638,15 +640,13 @@ async fn advance<K: Benchmark>(
     .await
 }
 
-/// A benchmark that goes on: refresh its progress line, write its status, announce what
-/// was created and that it runs; look again when [`decide::going_on`] says.
-#[allow(clippy::too_many_arguments)]
+/// A benchmark that goes on: refresh its progress line, write its status, announce that
+/// it runs; look again when [`decide::going_on`] says.
 async fn keep_going<K: Benchmark>(
     benchmark: &K,
     target: &Target,
     old: &BenchmarkStatus<K::Result>,
     going_on: decide::GoingOn<K::Result>,
-    created: &[String],
     prepared: &Prepared,
     engine: &Engine,
     stage: &mut Stage,
@@ -668,8 +668,7 @@ async fn keep_going<K: Benchmark>(
     if !write_status(benchmark, engine, target, old, &status).await? {
         return Ok(Action::requeue(STALE_RETRY));
     }
-    for (type_, reason, action, note) in
-        decide::going_on_events(old, &status, created, prepared.pods.len())
+    for (type_, reason, action, note) in decide::going_on_events(old, &status, prepared.pods.len())
     {
         publish(engine, benchmark, type_, reason, action, &note).await;
     }

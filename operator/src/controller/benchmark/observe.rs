@@ -14,13 +14,10 @@ pub(super) struct Observation {
     pub(super) pod_group: Option<PodGroup>,
 }
 
-/// The benchmark's pods and PodGroup, from the caches (no request).
+/// The benchmark's pods and PodGroup, from the caches (no request). A gang's pods are
+/// owned by its PodGroup (see [`super::apply::create_missing`]); others by the benchmark.
 pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> Observation {
     let owned = &engine.owned;
-    let pods = caches::owned_by(&owned.pods, &target.namespace, &target.uid)
-        .into_iter()
-        .map(|pod| (*pod).clone())
-        .collect();
     let mut pod_group = match (&prepared.rendered.pod_group, &owned.pod_groups) {
         (Some(group), Some(groups)) => {
             let name = group.name_any();
@@ -33,27 +30,42 @@ pub(super) fn observe(engine: &Engine, target: &Target, prepared: &Prepared) -> 
     };
     // What this operator created a moment ago is there, even if the caches do not show
     // it yet (as created: not yet scheduled).
-    let mut pods: Vec<Pod> = pods;
     let cached_group = pod_group.is_some();
+    let cached_pods = pods_of(owned, target, pod_group.as_ref());
     engine.recent.forget(&target.uid, |change| match change {
-        caches::Change::Created(pod) => pods.iter().any(|p| p.name_any() == pod.name_any()),
+        caches::Change::Created(pod) => cached_pods.iter().any(|p| p.name_any() == pod.name_any()),
         caches::Change::CreatedGroup(_) => cached_group,
         caches::Change::Deleted(_) => false,
     });
-    for change in engine.recent.of(&target.uid) {
-        match change {
-            caches::Change::Created(pod)
-                if !pods.iter().any(|p| p.name_any() == pod.name_any()) =>
-            {
-                pods.push(*pod);
-            }
-            caches::Change::CreatedGroup(group) if pod_group.is_none() => {
-                pod_group = Some(*group);
-            }
-            _ => {}
+    let changes = engine.recent.of(&target.uid);
+    let mut pods = cached_pods;
+    if pod_group.is_none()
+        && let Some(group) = changes.iter().find_map(|change| match change {
+            caches::Change::CreatedGroup(group) => Some(group),
+            _ => None,
+        })
+    {
+        // Its members, if the pod cache is ahead of the PodGroup cache.
+        pods = pods_of(owned, target, Some(group));
+        pod_group = Some((**group).clone());
+    }
+    for change in changes {
+        if let caches::Change::Created(pod) = change
+            && !pods.iter().any(|p| p.name_any() == pod.name_any())
+        {
+            pods.push(*pod);
         }
     }
     Observation { pods, pod_group }
+}
+
+/// The pods the benchmark owns, and those its PodGroup owns.
+fn pods_of(owned: &caches::Owned, target: &Target, pod_group: Option<&PodGroup>) -> Vec<Pod> {
+    let mut pods = caches::owned_by(&owned.pods, &target.namespace, &target.uid);
+    if let Some(uid) = pod_group.and_then(|group| group.metadata.uid.as_deref()) {
+        pods.extend(caches::owned_by(&owned.pods, &target.namespace, uid));
+    }
+    pods.into_iter().map(|pod| (*pod).clone()).collect()
 }
 
 /// Reads the result pod's log and what the agent reported in it; with several replicas

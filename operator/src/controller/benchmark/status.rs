@@ -135,5 +135,55 @@ pub(super) async fn write_status<K: Benchmark>(
         return Ok(true);
     }
     let api = target.api::<K>(&engine.ctx);
-    plumbing::apply_status(&api, benchmark, status, target.resource_version.as_deref()).await
+    let stored =
+        plumbing::apply_status(&api, benchmark, status, target.resource_version.as_deref()).await?;
+    Ok(stored.is_some())
+}
+
+/// What claiming a benchmark's objects found.
+pub(super) enum Claim {
+    /// The benchmark is as the cache has it: its objects may be created.
+    Current,
+    /// The benchmark changed since the cache saw it: decide again.
+    Stale,
+}
+
+/// Before its objects are created: writes the status the benchmark waits in, on the
+/// `resourceVersion` the decision was made on, so a stale copy (one whose benchmark ended
+/// meanwhile) is refused by the API server instead of bringing pods back. The write is
+/// needed anyway; only when the status is unchanged (a restart between the write and the
+/// creates) is the benchmark read again to the same end. On `Current`, `target` and `old`
+/// are what the benchmark now is.
+pub(super) async fn claim<K: Benchmark>(
+    benchmark: &K,
+    engine: &Engine,
+    target: &mut Target,
+    old: &mut BenchmarkStatus<K::Result>,
+    waiting: &BenchmarkStatus<K::Result>,
+) -> Result<Claim, Error> {
+    let api = target.api::<K>(&engine.ctx);
+    if !plumbing::status_differs(old, waiting, |s| &mut s.conditions) {
+        let fresh = api
+            .get_opt(&target.name)
+            .await
+            .map_err(Error::kube(format!("reading {}", target.describe())))?;
+        let current =
+            fresh.is_some_and(|fresh| fresh.meta().resource_version == target.resource_version);
+        return Ok(if current {
+            Claim::Current
+        } else {
+            Claim::Stale
+        });
+    }
+    let version = target.resource_version.as_deref();
+    match plumbing::apply_status(&api, benchmark, waiting, version).await? {
+        None => Ok(Claim::Stale),
+        Some(stored) => {
+            target
+                .resource_version
+                .clone_from(&stored.meta().resource_version);
+            *old = waiting.clone();
+            Ok(Claim::Current)
+        }
+    }
 }

@@ -22,21 +22,16 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::outcome::Reason;
 use perfsweep_benchmarks::registry::{self, KindInfo};
-use perfsweep_benchmarks::set::acceptance::ChildAcceptance;
-use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
+use perfsweep_benchmarks::set::status::SetPhase;
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
-use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
-use serde_json::Value;
+use perfsweep_benchmarks::status::{condition, condition_status, set_condition};
 
 use super::{Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api};
 
 mod children;
 mod decide;
+mod observed;
 pub use children::Children;
-use decide::{
-    apply_acceptance, child_acceptance, child_state, fleet_summary, progress_status,
-    results_summary,
-};
 
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_mins(5);
@@ -261,7 +256,8 @@ async fn reject(
     Ok(Action::await_change())
 }
 
-/// A valid set: create what may run now and record progress.
+/// A valid set: decide (pure, [`decide::decide`]) → delete the obsolete children and
+/// create those that may run now → update status.
 async fn advance(
     set: &BenchmarkSet,
     namespace: &str,
@@ -270,91 +266,52 @@ async fn advance(
     nodes: Option<&[String]>,
     ctx: &Context,
 ) -> Result<Action, Error> {
-    let name = set.name_any();
+    let existing: Vec<&DynamicObject> = existing.iter().map(AsRef::as_ref).collect();
+    let decision = decide::decide(set, expansion, &existing, nodes, Timestamp::now());
     let resource = api_resource(expansion.kind);
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
-
-    // Dereference: the children as the cache has them.
-    let mut by_name: HashMap<String, Arc<DynamicObject>> = existing
-        .into_iter()
-        .map(|child| (child.name_any(), child))
-        .collect();
-    // Succeeded children's results by child index, for the results summary.
-    let mut results: Vec<(usize, Value)> = Vec::new();
-    // Failed children by index, for the fleet verdict.
-    let mut failed: Vec<usize> = Vec::new();
-    // Each child's acceptance verdict, in creation order.
-    let mut judged: Vec<ChildAcceptance> = Vec::with_capacity(expansion.children.len());
-    let mut states: Vec<ChildState> = expansion
-        .children
-        .iter()
-        .enumerate()
-        .map(|(index, child)| match by_name.remove(&child.name) {
-            None => {
-                judged.push(ChildAcceptance::Pending);
-                ChildState::NotCreated
-            }
-            Some(object) => {
-                let state = child_state(&object);
-                judged.push(child_acceptance(&object, &state));
-                if let ChildState::Created {
-                    phase: Phase::Succeeded,
-                    ..
-                } = state
-                    && let Some(result) = object.data.get("status").and_then(|s| s.get("result"))
-                {
-                    results.push((index, result.clone()));
-                }
-                if let ChildState::Created {
-                    phase: Phase::Failed,
-                    ..
-                } = state
-                {
-                    failed.push(index);
-                }
-                state
-            }
-        })
-        .collect();
-
-    // What is left in `by_name` belongs to an earlier version of the spec.
-    for obsolete in by_name.keys() {
+    for obsolete in &decision.obsolete {
         delete_child(&children, obsolete, namespace).await?;
     }
-    if !by_name.is_empty() {
-        let note = format!(
-            "Deleted {} children that no longer belong to the sweep after a spec change",
-            by_name.len()
-        );
+    if let Some(note) = decide::pruned_note(decision.obsolete.len()) {
         publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
     }
+    create_children(&children, set, namespace, expansion, &decision.to_create).await?;
+    if let Some(note) = decide::created_note(expansion, &decision.to_create) {
+        publish(ctx, set, EventType::Normal, "Created", "Create", &note).await;
+    }
+    let old = set.status.clone().unwrap_or_default();
+    let status = &decision.status;
+    if status_differs(&old, status) {
+        if old.phase != status.phase
+            && let Some((type_, reason, note)) = decide::phase_event(status)
+        {
+            publish(ctx, set, type_, reason, "Reconcile", &note).await;
+        }
+        patch_status(ctx, set, namespace, status).await?;
+    }
+    Ok(match status.phase {
+        Some(SetPhase::Succeeded | SetPhase::Failed) => Action::await_change(),
+        _ => Action::requeue(RESYNC),
+    })
+}
 
-    // Build and apply. A node-pair set runs round by round: all pairs of a round
-    // together (they share no node), the next round once this one has ended.
-    let rounds: Vec<u32> = expansion
-        .children
-        .iter()
-        .filter_map(|child| child.round)
-        .collect();
-    let to_create = if expansion.rounds > 0 && rounds.len() == states.len() {
-        let per_round = set
-            .spec
-            .permutations
-            .node_pairs
-            .as_ref()
-            .and_then(|pairs| pairs.max_parallel_per_round)
-            .unwrap_or(u32::MAX);
-        set_status::next_to_create_in_rounds(&states, &rounds, per_round, set.spec.failure_policy)
-    } else {
-        set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy)
-    };
+/// Creates the children of `indices`; one that exists already (created by an earlier
+/// reconcile the cache did not show yet: same name, same spec) is left as it is.
+async fn create_children(
+    children: &Api<DynamicObject>,
+    set: &BenchmarkSet,
+    namespace: &str,
+    expansion: &Expansion,
+    indices: &[usize],
+) -> Result<(), Error> {
     let owner = set::expand::SetRef {
-        name: name.clone(),
+        name: set.name_any(),
         namespace: Some(namespace.to_owned()),
         uid: set.uid(),
     };
-    for &index in &to_create {
+    for &index in indices {
         let child = &expansion.children[index];
         let object: DynamicObject = serde_json::from_value(child.to_object(expansion.kind, &owner))
             .map_err(|source| Error::Serialize {
@@ -363,7 +320,6 @@ async fn advance(
             })?;
         match children.create(&PostParams::default(), &object).await {
             Ok(_) => {}
-            // Created by an earlier reconcile the list did not see yet: same name, same spec.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(source) => {
                 return Err(Error::Kube {
@@ -375,45 +331,8 @@ async fn advance(
                 });
             }
         }
-        states[index] = ChildState::Created {
-            phase: Phase::Pending,
-            message: None,
-        };
     }
-    if !to_create.is_empty() {
-        let first = &expansion.children[to_create[0]].name;
-        let note = if to_create.len() == 1 {
-            format!("Created {first}")
-        } else {
-            format!("Created {} children, from {first}", to_create.len())
-        };
-        publish(ctx, set, EventType::Normal, "Created", "Create", &note).await;
-    }
-
-    // Update status.
-    let old = set.status.clone().unwrap_or_default();
-    let now = Timestamp::now();
-    let mut status = progress_status(set, expansion, &states, &old, now);
-    status.summary = results_summary(expansion, &results);
-    apply_acceptance(&mut status, set, expansion, &judged, now);
-    status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
-    if expansion.rounds > 0 {
-        status.rounds = Some(set_status::RoundProgress {
-            total: expansion.rounds,
-            current: set_status::current_round(&states, &rounds).unwrap_or(expansion.rounds),
-        });
-        status.fleet = fleet_summary(set, expansion, &results, &failed, &judged);
-    }
-    if status_differs(&old, &status) {
-        if old.phase != status.phase {
-            announce_phase(ctx, set, &status).await;
-        }
-        patch_status(ctx, set, namespace, &status).await?;
-    }
-    Ok(match status.phase {
-        Some(SetPhase::Succeeded | SetPhase::Failed) => Action::await_change(),
-        _ => Action::requeue(RESYNC),
-    })
+    Ok(())
 }
 
 fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {
@@ -444,31 +363,6 @@ async fn delete_child(
         .map_err(Error::kube(format!(
             "deleting obsolete child {namespace}/{name}"
         )))
-}
-
-async fn announce_phase(ctx: &Context, set: &BenchmarkSet, status: &BenchmarkSetStatus) {
-    let (event_type, reason, note) = match status.phase {
-        Some(SetPhase::Succeeded) => (
-            EventType::Normal,
-            "Succeeded",
-            format!("All {} children succeeded", status.total),
-        ),
-        Some(SetPhase::Failed) => (
-            EventType::Warning,
-            "Failed",
-            format!(
-                "{} of {} children failed, {} succeeded",
-                status.failed, status.total, status.succeeded
-            ),
-        ),
-        Some(SetPhase::Running) => (
-            EventType::Normal,
-            "Started",
-            format!("Running {} children", status.total),
-        ),
-        _ => return,
-    };
-    publish(ctx, set, event_type, reason, "Reconcile", &note).await;
 }
 
 async fn publish(

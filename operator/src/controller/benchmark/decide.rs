@@ -8,10 +8,64 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::events::EventType;
-use perfsweep_benchmarks::status::{BenchmarkStatus, Phase, set_condition};
+use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::status::{BenchmarkStatus, Phase, condition_status, set_condition};
 
-use super::assess::{Progress, Verdict};
+use super::assess::{self, Failure, Observed, Progress, Verdict};
+use super::observe::Observation;
+use super::prepare::Prepared;
+use super::target::Target;
 use super::{OPERATOR_ERROR_CONDITION, RESYNC};
+
+/// What a reconcile of an unfinished benchmark decides from what it observed.
+pub(super) struct Next<R> {
+    /// What the pods mean.
+    pub verdict: Verdict,
+    /// The status as of this reconcile: generation observed, progress conditions.
+    pub status: BenchmarkStatus<R>,
+    /// Objects are missing and to be created, with the status the benchmark waits in
+    /// (written first, to claim it: [`super::status::claim`]).
+    pub create: Option<BenchmarkStatus<R>>,
+}
+
+/// From the observed pods and PodGroup, the benchmark's current status and `now`: the
+/// verdict, the status, and whether to create objects.
+pub(super) fn next<R: Clone>(
+    target: &Target,
+    old: &BenchmarkStatus<R>,
+    prepared: &Prepared,
+    observation: &Observation,
+    volcano: bool,
+    now: Timestamp,
+) -> Next<R> {
+    let gang = prepared.rendered.pod_group.is_some();
+    let pod_group = observation.pod_group.as_ref();
+    let (verdict, progress) = assess::assess(&Observed {
+        expected: &prepared.pods,
+        result_pod: &prepared.result_pod,
+        result_siblings: &prepared.result_siblings,
+        pods: &observation.pods,
+        gang,
+        pod_group,
+        ran: old.started_at.is_some(),
+        created: target.created,
+        timeout: prepared.timeout,
+        now,
+    });
+    let conditions =
+        assess::progress_conditions(&progress, gang, pod_group, target.generation, now);
+    let status = with_progress(old, target.generation, conditions);
+    let pod_group_missing = gang && volcano && pod_group.is_none();
+    let create = needs_objects(&verdict, old, &progress, gang, volcano, pod_group_missing)
+        .then(|| going_on(&status, &verdict, now))
+        .flatten()
+        .map(|waiting| waiting.status);
+    Next {
+        verdict,
+        status,
+        create,
+    }
+}
 
 /// Whether objects are to be created: only while the benchmark waits for pods that
 /// never all ran (never after), and only when something is missing (or its PodGroup
@@ -96,6 +150,33 @@ pub(super) fn going_on_events<R>(
     if old.phase != Some(Phase::Running) && new.phase == Some(Phase::Running) {
         let note = format!("All {pods} pods are running");
         events.push((EventType::Normal, "Running", "Run", note));
+    }
+    events
+}
+
+/// The events of a benchmark that ended: its failure (Warning, with the failure's
+/// reason), or `Succeeded` with its summary and, if acceptance criteria failed,
+/// `NotAccepted`. As (type, reason, action, note).
+pub(super) fn ended_events<R>(
+    status: &BenchmarkStatus<R>,
+    failure: Option<&Failure>,
+) -> Vec<(EventType, &'static str, &'static str, String)> {
+    if let Some(failure) = failure {
+        let note = failure.message.clone();
+        return vec![(EventType::Warning, failure.reason.as_str(), "Run", note)];
+    }
+    let note = match &status.summary {
+        Some(summary) => format!("Succeeded: {summary}"),
+        None => "Succeeded".to_owned(),
+    };
+    let mut events = vec![(EventType::Normal, "Succeeded", "Run", note)];
+    let rejected = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE);
+    if let Some(rejected) = rejected {
+        let note = rejected.message.clone();
+        events.push((EventType::Warning, "NotAccepted", "Judge", note));
     }
     events
 }
@@ -295,5 +376,211 @@ mod tests {
             ["Running: All 2 pods are running"]
         );
         assert!(reasons(&running, &running).is_empty());
+    }
+
+    /// What [`next`] is given and must answer, for an IPerf `b` (server, client) made ten
+    /// seconds ago with a timeout of 90 s.
+    struct Row {
+        what: &'static str,
+        /// The PodGroup exists.
+        group: bool,
+        /// (pod, phase) as the caches show them.
+        pods: &'static [(&'static str, &'static str)],
+        /// All pods ran before (`startedAt`).
+        ran: bool,
+        volcano: bool,
+        create: bool,
+        verdict: fn(&Verdict) -> bool,
+    }
+
+    #[test]
+    fn next_turns_what_was_observed_into_a_decision() {
+        use k8s_openapi::api::core::v1::Pod;
+        use perfsweep_benchmarks::kinds::iperf::IPerf;
+        use perfsweep_benchmarks::registry;
+        use perfsweep_benchmarks::volcano::PodGroup;
+        use serde_json::json;
+
+        let target = Target {
+            info: registry::lookup("IPerf").expect("IPerf is registered"),
+            name: "b".into(),
+            namespace: "ns".into(),
+            uid: "u-1".into(),
+            generation: Some(1),
+            resource_version: Some("7".into()),
+            created: now() - jiff::SignedDuration::from_secs(10),
+            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        };
+        let benchmark: IPerf = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+            "metadata": {"name": "b", "namespace": "ns", "uid": "u-1"},
+            "spec": {"timeout": "90s"},
+        }))
+        .expect("an IPerf");
+        let prepared = super::super::prepare::prepare(&benchmark, &target)
+            .unwrap_or_else(|failure| panic!("{failure:?}"));
+        let group: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "b", "namespace": "ns", "uid": "g-1"},
+            "spec": {"minMember": 2},
+        }))
+        .expect("a PodGroup");
+        let pod = |name: &str, phase: &str| -> Pod {
+            let scheduled = if phase == "Pending" { "False" } else { "True" };
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"containers": [{"name": "agent", "image": "i"}]},
+                "status": {"phase": phase,
+                    "conditions": [{"type": "PodScheduled", "status": scheduled}]},
+            }))
+            .expect("a pod")
+        };
+        let table = [
+            Row {
+                what: "nothing made yet: create, waiting",
+                group: false,
+                pods: &[],
+                ran: false,
+                volcano: true,
+                create: true,
+                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+            },
+            Row {
+                what: "made, not scheduled: wait",
+                group: true,
+                pods: &[("b-server-0", "Pending"), ("b-client-0", "Pending")],
+                ran: false,
+                volcano: true,
+                create: false,
+                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+            },
+            Row {
+                what: "one pod missing before the run: create it",
+                group: true,
+                pods: &[("b-client-0", "Pending")],
+                ran: false,
+                volcano: true,
+                create: true,
+                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+            },
+            Row {
+                what: "all running",
+                group: true,
+                pods: &[("b-server-0", "Running"), ("b-client-0", "Running")],
+                ran: false,
+                volcano: true,
+                create: false,
+                verdict: |v| matches!(v, Verdict::Running { .. }),
+            },
+            Row {
+                what: "the result pod succeeded: read the result",
+                group: true,
+                pods: &[("b-server-0", "Running"), ("b-client-0", "Succeeded")],
+                ran: true,
+                volcano: true,
+                create: false,
+                verdict: |v| *v == Verdict::ReadResult,
+            },
+            Row {
+                what: "a pod gone after the run started: failed, nothing made again",
+                group: true,
+                pods: &[("b-server-0", "Running")],
+                ran: true,
+                volcano: true,
+                create: false,
+                verdict: |v| matches!(v, Verdict::Failed { failure, .. } if failure.reason == "PodDeleted"),
+            },
+            Row {
+                what: "a gang without Volcano: creating says why it cannot",
+                group: false,
+                pods: &[],
+                ran: false,
+                volcano: false,
+                create: true,
+                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+            },
+        ];
+        for row in table {
+            let observation = Observation {
+                pods: row
+                    .pods
+                    .iter()
+                    .map(|(name, phase)| pod(name, phase))
+                    .collect(),
+                pod_group: row.group.then(|| group.clone()),
+            };
+            let old = status(
+                Some(if row.ran {
+                    Phase::Running
+                } else {
+                    Phase::Pending
+                }),
+                row.ran,
+            );
+            let next = next(&target, &old, &prepared, &observation, row.volcano, now());
+            assert!(
+                (row.verdict)(&next.verdict),
+                "{}: {:?}",
+                row.what,
+                next.verdict
+            );
+            assert_eq!(next.create.is_some(), row.create, "{}", row.what);
+            if let Some(waiting) = &next.create {
+                assert_eq!(waiting.phase, Some(Phase::Pending), "{}", row.what);
+            }
+            assert_eq!(next.status.observed_generation, Some(1), "{}", row.what);
+            let types: Vec<&str> = next
+                .status
+                .conditions
+                .iter()
+                .map(|c| c.type_.as_str())
+                .collect();
+            assert_eq!(
+                types,
+                ["Scheduled", "Ready", "GangScheduled"],
+                "{}",
+                row.what
+            );
+        }
+    }
+
+    #[test]
+    fn an_ended_benchmark_tells_its_outcome() {
+        let reasons = |status: &BenchmarkStatus<Value>, failure: Option<&Failure>| {
+            ended_events(status, failure)
+                .into_iter()
+                .map(|(type_, reason, _, note)| format!("{type_:?} {reason}: {note}"))
+                .collect::<Vec<_>>()
+        };
+        let failure = Failure::new(perfsweep_benchmarks::outcome::Reason::PodFailed, "exit 1");
+        let plain = status(Some(Phase::Failed), true);
+        assert_eq!(
+            reasons(&plain, Some(&failure)),
+            ["Warning PodFailed: exit 1"]
+        );
+        let mut succeeded = status(Some(Phase::Succeeded), true);
+        succeeded.summary = Some("9.4 Gbit/s".into());
+        assert_eq!(
+            reasons(&succeeded, None),
+            ["Normal Succeeded: Succeeded: 9.4 Gbit/s"]
+        );
+        set_condition(
+            &mut succeeded.conditions,
+            condition(
+                acceptance::CONDITION,
+                condition_status::FALSE,
+                "CriteriaNotMet",
+                "throughput 9.4 < 10",
+                Some(1),
+                now(),
+            ),
+        );
+        assert_eq!(
+            reasons(&succeeded, None),
+            [
+                "Normal Succeeded: Succeeded: 9.4 Gbit/s",
+                "Warning NotAccepted: throughput 9.4 < 10"
+            ]
+        );
     }
 }

@@ -62,7 +62,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use self::apply::{create_missing, keep_evidence, publish, release};
-use self::assess::{Failure, Observed, Reason, Verdict};
+use self::assess::{Failure, Reason, Verdict};
 use self::observe::{
     Observation, observe, observe_environment, read_progress, read_result, reported_failure,
 };
@@ -529,9 +529,9 @@ pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<
     Action::requeue(delay)
 }
 
-/// An unfinished benchmark: observe its pods (caches) → decide what they mean (pure:
-/// [`assess`], [`decide`]) → create what is missing → update status while it goes on;
-/// once it ends, read its outcome and conclude.
+/// An unfinished benchmark: observe its pods (caches) → decide what they mean and what
+/// to do (pure: [`decide::next`]) → create what is missing → update status while it goes
+/// on; once it ends, [`finish`] it.
 async fn advance<K: Benchmark>(
     benchmark: &K,
     target: &mut Target,
@@ -544,15 +544,9 @@ async fn advance<K: Benchmark>(
         Ok(prepared) => prepared,
         Err(failure) => {
             let status = finished(&old, target, Err(failure.clone()), Timestamp::now());
+            let failure = Some(failure);
             return conclude(
-                benchmark,
-                target,
-                &old,
-                &status,
-                Some(failure),
-                None,
-                None,
-                engine,
+                benchmark, target, &old, &status, failure, None, None, engine,
             )
             .await;
         }
@@ -564,39 +558,14 @@ async fn advance<K: Benchmark>(
     };
     let observation = observe(engine, target, prepared);
     let now = Timestamp::now();
-    let gang = prepared.rendered.pod_group.is_some();
-    let (mut verdict, progress) = assess::assess(&Observed {
-        expected: &prepared.pods,
-        result_pod: &prepared.result_pod,
-        result_siblings: &prepared.result_siblings,
-        pods: &observation.pods,
-        gang,
-        pod_group: observation.pod_group.as_ref(),
-        ran: old.started_at.is_some(),
-        created: target.created,
-        timeout: prepared.timeout,
-        now,
-    });
-    let conditions = assess::progress_conditions(
-        &progress,
-        gang,
-        observation.pod_group.as_ref(),
-        target.generation,
-        now,
-    );
-    let mut status = decide::with_progress(&old, target.generation, conditions);
-    let pod_group_missing = gang && engine.volcano && observation.pod_group.is_none();
-    if decide::needs_objects(
-        &verdict,
-        &old,
-        &progress,
-        gang,
-        engine.volcano,
-        pod_group_missing,
-    ) && let Some(waiting) = decide::going_on(&status, &verdict, now)
-    {
+    let decide::Next {
+        mut verdict,
+        status,
+        create,
+    } = decide::next(target, &old, prepared, &observation, engine.volcano, now);
+    if let Some(waiting) = create {
         *stage = Stage::Creating;
-        if let Claim::Stale = claim(benchmark, engine, target, &mut old, &waiting.status).await? {
+        if let Claim::Stale = claim(benchmark, engine, target, &mut old, &waiting).await? {
             return Ok(Action::requeue(STALE_RETRY));
         }
         if let Err(failure) = create_missing(engine, target, prepared, &observation).await? {
@@ -606,6 +575,45 @@ async fn advance<K: Benchmark>(
     if let Some(going_on) = decide::going_on(&status, &verdict, now) {
         return keep_going(benchmark, target, &old, going_on, prepared, engine, stage).await;
     }
+    let ended = Ended {
+        old: &old,
+        status,
+        verdict,
+        observation: &observation,
+        prepared,
+        now,
+    };
+    finish(benchmark, target, ended, engine, stage).await
+}
+
+/// A benchmark whose pods ended (or failed): what [`finish`] needs.
+struct Ended<'a, R> {
+    old: &'a BenchmarkStatus<R>,
+    /// Its status as of this reconcile, before the outcome.
+    status: BenchmarkStatus<R>,
+    verdict: Verdict,
+    observation: &'a Observation,
+    prepared: &'a Prepared,
+    now: Timestamp,
+}
+
+/// Reads the outcome of a benchmark that ended, keeps the evidence of a failed one
+/// (where it ran), and concludes it.
+async fn finish<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    ended: Ended<'_, K::Result>,
+    engine: &Engine,
+    stage: &mut Stage,
+) -> Result<Action, Error> {
+    let Ended {
+        old,
+        mut status,
+        verdict,
+        observation,
+        prepared,
+        now,
+    } = ended;
     if verdict == Verdict::ReadResult {
         *stage = Stage::ReadingResult;
     }
@@ -613,7 +621,7 @@ async fn advance<K: Benchmark>(
         target,
         &mut status,
         verdict,
-        &observation,
+        observation,
         prepared,
         engine,
         now,
@@ -626,16 +634,10 @@ async fn advance<K: Benchmark>(
         keep_evidence(engine, target, None, &environment).await?;
         status = finished(&status, target, Err(failure.clone()), now);
     }
+    let (failure, evidence) = (failure.as_ref(), evidence.as_deref());
     let rendered = Some(&prepared.rendered);
     conclude(
-        benchmark,
-        target,
-        &old,
-        &status,
-        failure.as_ref(),
-        evidence.as_deref(),
-        rendered,
-        engine,
+        benchmark, target, old, &status, failure, evidence, rendered, engine,
     )
     .await
 }
@@ -733,45 +735,8 @@ async fn conclude<K: Benchmark>(
     if !write_status(benchmark, engine, target, old, status).await? {
         return Ok(Action::requeue(STALE_RETRY));
     }
-    if let Some(failure) = failure {
-        publish(
-            engine,
-            benchmark,
-            EventType::Warning,
-            failure.reason.as_str(),
-            "Run",
-            &failure.message,
-        )
-        .await;
-    } else {
-        let note = match &status.summary {
-            Some(summary) => format!("Succeeded: {summary}"),
-            None => "Succeeded".to_owned(),
-        };
-        publish(
-            engine,
-            benchmark,
-            EventType::Normal,
-            "Succeeded",
-            "Run",
-            &note,
-        )
-        .await;
-        let rejected = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == acceptance::CONDITION && c.status == condition_status::FALSE);
-        if let Some(rejected) = rejected {
-            publish(
-                engine,
-                benchmark,
-                EventType::Warning,
-                "NotAccepted",
-                "Judge",
-                &rejected.message,
-            )
-            .await;
-        }
+    for (type_, reason, action, note) in decide::ended_events(status, failure) {
+        publish(engine, benchmark, type_, reason, action, &note).await;
     }
     if let Some(digest) = evidence {
         let patch = json!({"metadata": {"annotations": {EVIDENCE_ANNOTATION: digest}}});

@@ -1,11 +1,15 @@
-//! The set controller's pure steps: what a child's object says (its state, its
-//! acceptance verdict) and what the set's status becomes given its children and `now`.
-//! No client, no clock: the reconcile passes both in.
+//! Decide, for the set controller: given the set, its expansion, its children as the
+//! cache has them and `now`, which children to delete and to create and what the set's
+//! status becomes, and the events that tell it. Pure: no client, no clock — the
+//! reconcile passes both in and applies the [`SetDecision`].
+
+use std::collections::HashMap;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::Resource;
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance;
 use perfsweep_benchmarks::fleet;
 use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
@@ -14,57 +18,148 @@ use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansio
 use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
 use serde_json::Value;
 
-pub fn child_state(object: &DynamicObject) -> ChildState {
-    let status = object.data.get("status");
-    let phase = status
-        .and_then(|s| s.get("phase"))
-        .cloned()
-        .and_then(|p| serde_json::from_value::<Phase>(p).ok())
-        .unwrap_or(Phase::Pending);
-    let message = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c["type"] == "Failed" && c["status"] == "True")
-        })
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    ChildState::Created { phase, message }
+use super::observed::{child_acceptance, child_state};
+
+/// What a reconcile of a valid set does.
+#[derive(Debug, PartialEq)]
+pub struct SetDecision {
+    /// Children of an earlier version of the spec, by name (sorted): to delete.
+    pub obsolete: Vec<String>,
+    /// Indices into the expansion of the children to create now, in creation order.
+    pub to_create: Vec<usize>,
+    /// The set's status once they are created.
+    pub status: BenchmarkSetStatus,
 }
 
-/// A child's acceptance verdict, from its `Accepted` condition.
-pub fn child_acceptance(object: &DynamicObject, state: &ChildState) -> ChildAcceptance {
-    match state {
-        ChildState::Created {
-            phase: Phase::Failed,
-            ..
-        } => ChildAcceptance::Failed,
-        ChildState::Created {
-            phase: Phase::Succeeded,
-            ..
-        } => {
-            let accepted = object
-                .data
-                .get("status")
-                .and_then(|s| s.get("conditions"))
-                .and_then(Value::as_array)
-                .and_then(|conditions| {
-                    conditions
-                        .iter()
-                        .find(|c| c["type"] == acceptance::CONDITION)
-                });
-            match accepted {
-                Some(c) if c["status"] == condition_status::TRUE => ChildAcceptance::Accepted,
-                Some(c) if c["status"] == condition_status::FALSE => ChildAcceptance::Rejected {
-                    message: c["message"].as_str().unwrap_or("rejected").to_owned(),
-                },
-                _ => ChildAcceptance::Pending,
+/// The decision for a valid set whose children the cache shows as `existing`, with the
+/// nodes a node-pair set selected.
+pub fn decide(
+    set: &BenchmarkSet,
+    expansion: &Expansion,
+    existing: &[&DynamicObject],
+    nodes: Option<&[String]>,
+    now: Timestamp,
+) -> SetDecision {
+    let mut by_name: HashMap<String, &DynamicObject> = existing
+        .iter()
+        .map(|child| (child.name_any(), *child))
+        .collect();
+    // Succeeded children's results by child index, for the results summary.
+    let mut results: Vec<(usize, Value)> = Vec::new();
+    // Failed children by index, for the fleet verdict.
+    let mut failed: Vec<usize> = Vec::new();
+    // Each child's acceptance verdict, in creation order.
+    let mut judged: Vec<ChildAcceptance> = Vec::with_capacity(expansion.children.len());
+    let mut states: Vec<ChildState> = Vec::with_capacity(expansion.children.len());
+    for (index, child) in expansion.children.iter().enumerate() {
+        let Some(object) = by_name.remove(&child.name) else {
+            judged.push(ChildAcceptance::Pending);
+            states.push(ChildState::NotCreated);
+            continue;
+        };
+        let state = child_state(object);
+        judged.push(child_acceptance(object, &state));
+        if let ChildState::Created { phase, .. } = &state {
+            match phase {
+                Phase::Succeeded => {
+                    if let Some(result) = object.data.get("status").and_then(|s| s.get("result")) {
+                        results.push((index, result.clone()));
+                    }
+                }
+                Phase::Failed => failed.push(index),
+                _ => {}
             }
         }
-        _ => ChildAcceptance::Pending,
+        states.push(state);
+    }
+    // What is left in `by_name` belongs to an earlier version of the spec.
+    let mut obsolete: Vec<String> = by_name.into_keys().collect();
+    obsolete.sort_unstable();
+
+    // A node-pair set runs round by round: all pairs of a round together (they share no
+    // node), the next round once this one has ended.
+    let rounds: Vec<u32> = expansion
+        .children
+        .iter()
+        .filter_map(|child| child.round)
+        .collect();
+    let to_create = if expansion.rounds > 0 && rounds.len() == states.len() {
+        let per_round = set
+            .spec
+            .permutations
+            .node_pairs
+            .as_ref()
+            .and_then(|pairs| pairs.max_parallel_per_round)
+            .unwrap_or(u32::MAX);
+        set_status::next_to_create_in_rounds(&states, &rounds, per_round, set.spec.failure_policy)
+    } else {
+        set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy)
+    };
+    for &index in &to_create {
+        states[index] = ChildState::Created {
+            phase: Phase::Pending,
+            message: None,
+        };
+    }
+
+    let old = set.status.clone().unwrap_or_default();
+    let mut status = progress_status(set, expansion, &states, &old, now);
+    status.summary = results_summary(expansion, &results);
+    apply_acceptance(&mut status, set, expansion, &judged, now);
+    status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
+    if expansion.rounds > 0 {
+        status.rounds = Some(set_status::RoundProgress {
+            total: expansion.rounds,
+            current: set_status::current_round(&states, &rounds).unwrap_or(expansion.rounds),
+        });
+        status.fleet = fleet_summary(set, expansion, &results, &failed, &judged);
+    }
+    SetDecision {
+        obsolete,
+        to_create,
+        status,
+    }
+}
+
+/// The note of the `Pruned` event, when children were deleted after a spec change.
+pub fn pruned_note(deleted: usize) -> Option<String> {
+    (deleted > 0).then(|| {
+        format!("Deleted {deleted} children that no longer belong to the sweep after a spec change")
+    })
+}
+
+/// The note of the `Created` event, when children were created.
+pub fn created_note(expansion: &Expansion, created: &[usize]) -> Option<String> {
+    let first = &expansion.children[*created.first()?].name;
+    Some(if created.len() == 1 {
+        format!("Created {first}")
+    } else {
+        format!("Created {} children, from {first}", created.len())
+    })
+}
+
+/// The event that announces the set's phase `status` has (when it changed to it).
+pub fn phase_event(status: &BenchmarkSetStatus) -> Option<(EventType, &'static str, String)> {
+    match status.phase? {
+        SetPhase::Succeeded => Some((
+            EventType::Normal,
+            "Succeeded",
+            format!("All {} children succeeded", status.total),
+        )),
+        SetPhase::Failed => Some((
+            EventType::Warning,
+            "Failed",
+            format!(
+                "{} of {} children failed, {} succeeded",
+                status.failed, status.total, status.succeeded
+            ),
+        )),
+        SetPhase::Running => Some((
+            EventType::Normal,
+            "Started",
+            format!("Running {} children", status.total),
+        )),
+        _ => None,
     }
 }
 
@@ -290,81 +385,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn child(status: Value) -> DynamicObject {
+    fn child(name: &str, status: Value) -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
-            "metadata": {"name": "c", "namespace": "ns"},
+            "metadata": {"name": name, "namespace": "ns"},
             "status": status,
         }))
         .expect("a child object")
-    }
-
-    #[test]
-    fn a_childs_state_and_verdict_come_from_its_status() {
-        let failed_condition = json!([{"type": "Failed", "status": "True", "reason": "PodFailed",
-            "message": "exit 1", "lastTransitionTime": "2026-11-25T00:00:00Z"}]);
-        let accepted = |value: &str| {
-            json!([{"type": acceptance::CONDITION, "status": value, "reason": "r",
-                "message": "under 1 Gbit/s", "lastTransitionTime": "2026-11-25T00:00:00Z"}])
-        };
-        // (status, state, acceptance)
-        let table = [
-            (
-                json!({}),
-                ChildState::Created {
-                    phase: Phase::Pending,
-                    message: None,
-                },
-                ChildAcceptance::Pending,
-            ),
-            (
-                json!({"phase": "Running"}),
-                ChildState::Created {
-                    phase: Phase::Running,
-                    message: None,
-                },
-                ChildAcceptance::Pending,
-            ),
-            (
-                json!({"phase": "Failed", "conditions": failed_condition}),
-                ChildState::Created {
-                    phase: Phase::Failed,
-                    message: Some("exit 1".into()),
-                },
-                ChildAcceptance::Failed,
-            ),
-            (
-                json!({"phase": "Succeeded"}),
-                ChildState::Created {
-                    phase: Phase::Succeeded,
-                    message: None,
-                },
-                ChildAcceptance::Pending,
-            ),
-            (
-                json!({"phase": "Succeeded", "conditions": accepted("True")}),
-                ChildState::Created {
-                    phase: Phase::Succeeded,
-                    message: None,
-                },
-                ChildAcceptance::Accepted,
-            ),
-            (
-                json!({"phase": "Succeeded", "conditions": accepted("False")}),
-                ChildState::Created {
-                    phase: Phase::Succeeded,
-                    message: None,
-                },
-                ChildAcceptance::Rejected {
-                    message: "under 1 Gbit/s".into(),
-                },
-            ),
-        ];
-        for (status, state, verdict) in table {
-            let object = child(status.clone());
-            assert_eq!(child_state(&object), state, "{status}");
-            assert_eq!(child_acceptance(&object, &state), verdict, "{status}");
-        }
     }
 
     fn sweep(streams: &[u32]) -> (BenchmarkSet, Expansion) {
@@ -480,5 +507,177 @@ mod tests {
     fn no_results_no_summary() {
         let (_, expansion) = sweep(&[1]);
         assert!(results_summary(&expansion, &[]).is_none());
+    }
+
+    /// A three-child sweep (streams 1, 2, 3) with `maxParallel` and `failurePolicy`.
+    fn three(max_parallel: u32, failure_policy: &str) -> (BenchmarkSet, Expansion) {
+        let set: BenchmarkSet = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+            "metadata": {"name": "s", "namespace": "ns", "generation": 1},
+            "spec": {
+                "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {}},
+                "permutations": {"product": {"streams": [1, 2, 3]}},
+                "maxParallel": max_parallel,
+                "failurePolicy": failure_policy,
+            },
+        }))
+        .expect("a set");
+        let expansion = set::expand("s", &set.spec).expect("the set expands");
+        (set, expansion)
+    }
+
+    /// One reconcile of a three-child set: its spec, what the cache shows, and what the
+    /// decision must be.
+    struct Row {
+        max_parallel: u32,
+        failure_policy: &'static str,
+        /// Each child's phase, `None` where it was not created.
+        phases: [Option<&'static str>; 3],
+        /// Children of an earlier spec.
+        extra: &'static [&'static str],
+        to_create: &'static [usize],
+        obsolete: &'static [&'static str],
+        children: &'static str,
+        phase: SetPhase,
+    }
+
+    #[test]
+    fn what_a_set_creates_deletes_and_reports_follows_its_children() {
+        let now: Timestamp = "2026-11-25T12:00:00Z".parse().expect("a time");
+        let table = [
+            // A new set: as many as maxParallel allows, in order; it runs from then on.
+            Row {
+                max_parallel: 2,
+                failure_policy: "Continue",
+                phases: [None, None, None],
+                extra: &[],
+                to_create: &[0, 1],
+                obsolete: &[],
+                children: "PP-",
+                phase: SetPhase::Running,
+            },
+            // One finished: the next one starts.
+            Row {
+                max_parallel: 2,
+                failure_policy: "Continue",
+                phases: [Some("Succeeded"), Some("Running"), None],
+                extra: &[],
+                to_create: &[2],
+                obsolete: &[],
+                children: "SRP",
+                phase: SetPhase::Running,
+            },
+            // A failure with Continue goes on ...
+            Row {
+                max_parallel: 1,
+                failure_policy: "Continue",
+                phases: [Some("Failed"), None, None],
+                extra: &[],
+                to_create: &[1],
+                obsolete: &[],
+                children: "FP-",
+                phase: SetPhase::Running,
+            },
+            // ... with Stop it creates nothing more, and the set has failed.
+            Row {
+                max_parallel: 1,
+                failure_policy: "Stop",
+                phases: [Some("Failed"), None, None],
+                extra: &[],
+                to_create: &[],
+                obsolete: &[],
+                children: "F--",
+                phase: SetPhase::Failed,
+            },
+            // A child no longer in the expansion (a spec edit) is deleted.
+            Row {
+                max_parallel: 3,
+                failure_policy: "Continue",
+                phases: [Some("Running"), Some("Running"), Some("Running")],
+                extra: &["s-old"],
+                to_create: &[],
+                obsolete: &["s-old"],
+                children: "RRR",
+                phase: SetPhase::Running,
+            },
+            // All done.
+            Row {
+                max_parallel: 3,
+                failure_policy: "Continue",
+                phases: [Some("Succeeded"), Some("Succeeded"), Some("Succeeded")],
+                extra: &[],
+                to_create: &[],
+                obsolete: &[],
+                children: "SSS",
+                phase: SetPhase::Succeeded,
+            },
+        ];
+        for row in table {
+            let (set, expansion) = three(row.max_parallel, row.failure_policy);
+            let mut objects: Vec<DynamicObject> = row
+                .phases
+                .iter()
+                .zip(&expansion.children)
+                .filter_map(|(phase, c)| phase.map(|p| child(&c.name, json!({"phase": p}))))
+                .collect();
+            objects.extend(
+                row.extra
+                    .iter()
+                    .map(|name| child(name, json!({"phase": "Running"}))),
+            );
+            let existing: Vec<&DynamicObject> = objects.iter().collect();
+            let decision = decide(&set, &expansion, &existing, None, now);
+            let what = format!(
+                "maxParallel {} {} {:?} {:?}",
+                row.max_parallel, row.failure_policy, row.phases, row.extra
+            );
+            assert_eq!(decision.to_create, row.to_create, "{what}");
+            assert_eq!(decision.obsolete, row.obsolete, "{what}");
+            assert_eq!(
+                decision.status.children.as_deref(),
+                Some(row.children),
+                "{what}"
+            );
+            assert_eq!(decision.status.phase, Some(row.phase), "{what}");
+            assert_eq!(decision.status.total, 3, "{what}");
+        }
+    }
+
+    #[test]
+    fn events_name_what_changed() {
+        let (_, expansion) = three(3, "Continue");
+        assert_eq!(pruned_note(0), None);
+        assert!(pruned_note(2).is_some_and(|n| n.starts_with("Deleted 2 children")));
+        assert_eq!(created_note(&expansion, &[]), None);
+        let first = &expansion.children[1].name;
+        assert_eq!(
+            created_note(&expansion, &[1]).as_deref(),
+            Some(format!("Created {first}").as_str())
+        );
+        assert_eq!(
+            created_note(&expansion, &[1, 2]).as_deref(),
+            Some(format!("Created 2 children, from {first}").as_str())
+        );
+        let status = |phase| BenchmarkSetStatus {
+            phase: Some(phase),
+            total: 3,
+            failed: 1,
+            succeeded: 2,
+            ..Default::default()
+        };
+        let reason = |phase| phase_event(&status(phase)).map(|(_, reason, note)| (reason, note));
+        assert_eq!(reason(SetPhase::Pending), None);
+        assert_eq!(
+            reason(SetPhase::Running),
+            Some(("Started", "Running 3 children".to_owned()))
+        );
+        assert_eq!(
+            reason(SetPhase::Failed),
+            Some(("Failed", "1 of 3 children failed, 2 succeeded".to_owned()))
+        );
+        assert_eq!(
+            reason(SetPhase::Succeeded),
+            Some(("Succeeded", "All 3 children succeeded".to_owned()))
+        );
     }
 }

@@ -206,7 +206,7 @@ pub fn build(
 pub async fn fetch(
     location: &str,
     parameters: &std::collections::BTreeMap<String, String>,
-    hooks: &crate::loadgen::Hooks,
+    hooks: &crate::loadgen::hooks::Hooks,
 ) -> anyhow::Result<String> {
     if location.starts_with("http://") || location.starts_with("https://") {
         return download(location).await;
@@ -227,7 +227,7 @@ pub async fn fetch(
 async fn read_object(
     location: &str,
     parameters: &std::collections::BTreeMap<String, String>,
-    hooks: &crate::loadgen::Hooks,
+    hooks: &crate::loadgen::hooks::Hooks,
 ) -> anyhow::Result<String> {
     let body = hooks.objects()?.read(location, parameters).await?;
     String::from_utf8(body).context("the dataset is not UTF-8 text")

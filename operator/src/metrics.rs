@@ -17,7 +17,7 @@ use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::set::BenchmarkSet;
 
-use crate::controller::benchmark::Benchmark;
+use crate::controller::benchmark::kind::Benchmark;
 
 type Labels = Vec<(&'static str, String)>;
 type Collector = Box<dyn Fn(&mut Families) + Send + Sync>;

@@ -17,16 +17,12 @@ use crate::volcano;
 
 use super::network::{ANNOTATIONS_FILE, POD_IP_ENV, PODINFO_DIR, PODINFO_VOLUME};
 use super::placement::{self, SPREAD_LABEL};
+use super::volumes::{TMPDIR, WORKDIR};
 use super::{Context, RenderError, invalid, resources, security, service};
 
 /// The agent's command in the benchmark images.
 pub const AGENT_COMMAND: &[&str] = &["perfsweep", "agent"];
 pub const CONTAINER_NAME: &str = "agent";
-/// The agent's working directory, an emptyDir (the root filesystem is read-only).
-pub const WORKDIR: &str = "/work";
-/// Scratch space for the tools (iperf3 creates its send buffer file in `TMPDIR`); also
-/// `HOME`, since the non-root user has no home directory in the image.
-pub const TMPDIR: &str = "/tmp";
 /// Where the kubelet reads the termination message from (its default path).
 pub const TERMINATION_LOG: &str = "/dev/termination-log";
 /// Seconds a pod may outlive the benchmark's timeout. The operator fails the benchmark

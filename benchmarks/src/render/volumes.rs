@@ -6,7 +6,7 @@
 //!   `<benchmark>-<role>-<index>-<volume>`; with [`ClaimScope::Shared`]: one claim,
 //!   `<benchmark>-<volume>`, mounted by every process that names the volume. Claims are
 //!   labelled and owned like every other object of the benchmark; the engine creates
-//!   them before the pods and deletes them by name at the end.
+//!   them before the pods and deletes them at the end (a gang's with its PodGroup).
 //! - [`VolumeSource::ExistingClaim`]: mounted by name, never listed in
 //!   [`super::Rendered::claims`], so never created nor deleted.
 //! - [`VolumeSource::ConfigMap`]: an existing ConfigMap's keys as files, read-only.
@@ -23,6 +23,12 @@ use crate::labels;
 use crate::plan::{ClaimScope, Role, RoleVolume, VolumeSource};
 
 use super::{Context, RenderError, invalid, is_dns1123_label};
+
+/// The agent's working directory, an emptyDir (the root filesystem is read-only).
+pub const WORKDIR: &str = "/work";
+/// Scratch space for the tools (iperf3 creates its send buffer file in `TMPDIR`); also
+/// `HOME`, since the non-root user has no home directory in the image.
+pub const TMPDIR: &str = "/tmp";
 
 /// Pod volume names of plan volumes get this prefix, so they cannot collide with the
 /// agent's own volumes (`work`, `tmp`, `podinfo`).
@@ -69,7 +75,7 @@ pub(crate) fn check(context: &Context) -> Result<(), RenderError> {
                     ),
                 ));
             }
-            if [super::pod::WORKDIR, super::pod::TMPDIR].contains(&volume.mount_path.as_str())
+            if [WORKDIR, TMPDIR].contains(&volume.mount_path.as_str())
                 || mounts.contains(&volume.mount_path.as_str())
             {
                 return Err(invalid(

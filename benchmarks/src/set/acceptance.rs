@@ -5,6 +5,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::acceptance::{CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, IN_PROGRESS};
 
+/// A failed child.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildFailure {
+    pub name: String,
+    pub message: String,
+}
+
 /// A set's acceptance: counts over its children and the overall verdict.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -19,7 +27,7 @@ pub struct SetAcceptance {
     pub pending: u32,
     /// The first rejected children and why (the count is exact).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejections: Vec<super::status::ChildFailure>,
+    pub rejections: Vec<ChildFailure>,
 }
 
 /// What a set knows of one child's acceptance.
@@ -49,7 +57,7 @@ impl SetAcceptance {
                 ChildAcceptance::Rejected { message } => {
                     out.rejected += 1;
                     if out.rejections.len() < REJECTIONS_LISTED {
-                        out.rejections.push(super::status::ChildFailure {
+                        out.rejections.push(ChildFailure {
                             name: name.to_owned(),
                             message: message.clone(),
                         });

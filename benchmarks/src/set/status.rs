@@ -119,13 +119,7 @@ pub struct RoundProgress {
     pub current: u32,
 }
 
-/// A failed child.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ChildFailure {
-    pub name: String,
-    pub message: String,
-}
+pub use super::acceptance::ChildFailure;
 
 /// The state of one child as the set controller sees it.
 #[derive(Clone, Debug, PartialEq)]

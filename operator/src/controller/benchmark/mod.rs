@@ -20,6 +20,7 @@ mod apply;
 mod assess;
 mod decide;
 pub mod export;
+pub mod kind;
 mod observe;
 pub(crate) mod outcome;
 mod prepare;
@@ -41,7 +42,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, LogParams, Patch, PatchParams, PostParams};
 use kube::core::NamespaceResourceScope;
-use kube::core::object::HasStatus;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::EventType;
@@ -51,7 +51,7 @@ use perfsweep_benchmarks::common::CommonSpec;
 use perfsweep_benchmarks::kinds;
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::plan::process_name;
-use perfsweep_benchmarks::registry::{self, BenchmarkKind, KindInfo};
+use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
 use perfsweep_benchmarks::status::{
     BenchmarkStatus, Phase, condition, condition_status, set_condition,
@@ -63,6 +63,7 @@ use serde_json::{Value, json};
 
 use self::apply::{create_missing, keep_evidence, publish, release};
 use self::assess::{Failure, Reason, Verdict};
+pub use self::kind::Benchmark;
 use self::observe::{
     Observation, observe, observe_environment, read_progress, read_result, reported_failure,
 };
@@ -156,33 +157,6 @@ fn operator_error_reason(error: &Error) -> Reason {
         // No answer at all: connection refused, TLS, timeouts.
         Error::Kube { .. } => Reason::APIUnavailable,
         Error::MissingNamespace { .. } | Error::Serialize { .. } => Reason::OperatorError,
-    }
-}
-
-/// What the engine needs of a kind's Rust type; every benchmark kind has it.
-pub trait Benchmark:
-    BenchmarkKind + Resource<DynamicType = (), Scope = NamespaceResourceScope> + Send + Sync + 'static
-{
-    /// The kind's structured result (its `BenchmarkKind::Output`).
-    type Result: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + Sync + 'static;
-
-    fn benchmark_status(&self) -> Option<&BenchmarkStatus<Self::Result>>;
-}
-
-impl<K, R> Benchmark for K
-where
-    K: BenchmarkKind<Output = R>
-        + HasStatus<Status = BenchmarkStatus<R>>
-        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Send
-        + Sync
-        + 'static,
-    R: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + Sync + 'static,
-{
-    type Result = R;
-
-    fn benchmark_status(&self) -> Option<&BenchmarkStatus<R>> {
-        self.status()
     }
 }
 

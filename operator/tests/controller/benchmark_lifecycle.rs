@@ -997,3 +997,44 @@ async fn reconciles_read_caches_that_survive_an_expired_watch() {
         "{applied}"
     );
 }
+
+/// The status write that claims a benchmark comes before its objects: when it answers
+/// 409 (the cached benchmark was stale), nothing is created until a claim on the current
+/// benchmark succeeds, and then each object once.
+#[tokio::test]
+async fn objects_are_created_only_after_the_claiming_status_write() {
+    let double = double_with_crds().await;
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("patch", "iperfs/status"),
+        409,
+        "Conflict",
+    );
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "claimed", json!({})).await;
+    wait_for_pods(&double, "claimed", 2).await;
+    let log = double.requests();
+    let position = |what: &str, found: &dyn Fn(&perfsweep_testkit::RecordedRequest) -> bool| {
+        log.iter()
+            .position(found)
+            .unwrap_or_else(|| panic!("no {what} in {log:#?}"))
+    };
+    let is_status = |r: &perfsweep_testkit::RecordedRequest| {
+        r.verb == "patch" && r.rbac_resource() == "iperfs/status"
+    };
+    let refused = position("refused claim", &|r| is_status(r) && r.status_code == 409);
+    let claimed = position("claim", &|r| is_status(r) && r.status_code < 300);
+    let first_create = position("create", &|r| {
+        r.verb == "create" && ["podgroups", "services", "pods"].contains(&r.resource.as_str())
+    });
+    assert!(
+        refused < claimed && claimed < first_create,
+        "refused claim #{refused}, claim #{claimed}, first create #{first_create}"
+    );
+    for (resource, count) in [("podgroups", 1), ("services", 1), ("pods", 2)] {
+        let made = log
+            .iter()
+            .filter(|r| r.verb == "create" && r.resource == resource && r.status_code == 201)
+            .count();
+        assert_eq!(made, count, "{resource} created");
+    }
+}

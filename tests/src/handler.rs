@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The service account's rules, once a test enforces them.
     pub rbac: std::sync::RwLock<Option<crate::rbac::Rbac>>,
+    /// Whether Volcano's pod admission webhook is played ([`crate::admission::volcano_pod`]).
+    pub volcano_pod_admission: std::sync::atomic::AtomicBool,
 }
 
 /// Whether the request carries the service account's token (and so is authorized).
@@ -285,7 +287,15 @@ async fn dispatch(
             let Some(ns) = ns.or((!rt.namespaced).then_some("")) else {
                 return Err(ApiError::method_not_allowed());
             };
-            let obj = store.create(&rt, ns, read_json(body).await?)?;
+            let body = read_json(body).await?;
+            if crate::admission::is_pods(&rt)
+                && shared
+                    .volcano_pod_admission
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                crate::admission::volcano_pod(store, ns, &body)?;
+            }
+            let obj = store.create(&rt, ns, body)?;
             Ok(object_response(StatusCode::CREATED, &rt, obj))
         }
         "update" => {

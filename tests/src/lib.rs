@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod apply;
 mod discovery;
 mod error;

@@ -51,6 +51,7 @@ impl ApiDouble {
             address: address.clone(),
             shutdown: stopped.clone(),
             rbac: RwLock::default(),
+            volcano_pod_admission: std::sync::atomic::AtomicBool::new(false),
         });
         let accept_loop = tokio::spawn(serve(listener, shared.clone(), stopped));
         ApiDouble {
@@ -114,6 +115,15 @@ impl ApiDouble {
             .rbac
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rbac);
+    }
+
+    /// Plays Volcano's pod admission webhook (`/pods/validate`) from now on: a Volcano pod
+    /// is refused while its PodGroup is missing or `Pending` (see
+    /// [`crate::admission::volcano_pod`]).
+    pub fn enable_volcano_pod_admission(&self) {
+        self.shared
+            .volcano_pod_admission
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Makes every read of the pod's log fail (`None`: readable again), as when its

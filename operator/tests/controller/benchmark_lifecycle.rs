@@ -1038,3 +1038,45 @@ async fn objects_are_created_only_after_the_claiming_status_write() {
         assert_eq!(made, count, "{resource} created");
     }
 }
+
+/// Where Volcano's pod admission webhook is on, a gang's pods are refused while its
+/// PodGroup is `Pending`: the benchmark waits (it does not fail as `CreateRejected`), and
+/// once Volcano's scheduler moves the PodGroup to `Inqueue` its pods are created.
+#[tokio::test]
+async fn pods_refused_until_volcano_admits_the_gang_are_created_after() {
+    let double = double_with_crds().await;
+    double.enable_volcano_pod_admission();
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "gated", json!({})).await;
+    wait_until(WAIT, "a pod refused by the webhook", || {
+        let refused = double
+            .requests()
+            .iter()
+            .any(|r| r.verb == "create" && r.resource == "pods" && r.status_code == 400);
+        if refused {
+            Ok(())
+        } else {
+            Err("no refused pod create yet".to_owned())
+        }
+    })
+    .await;
+    assert!(
+        owned(&double, &Gvr::PODS, "gated").is_empty(),
+        "no pod got past the webhook"
+    );
+    let status = status_of(&double, "gated");
+    assert_eq!(status["phase"], "Pending", "{status}");
+
+    // Volcano's scheduler enqueues the PodGroup.
+    double
+        .patch_status(
+            &Gvr::PODGROUPS,
+            Some(NS),
+            "gated",
+            json!({"status": {"phase": "Inqueue"}}),
+        )
+        .expect("enqueueing the PodGroup");
+    let pods = wait_for_pods(&double, "gated", 2).await;
+    assert_eq!(pods.len(), 2);
+    assert_eq!(status_of(&double, "gated")["phase"], "Pending");
+}

@@ -36,6 +36,7 @@ pub(super) async fn create_missing(
             }
             Created::Existed(stored) => stored,
             Created::Rejected(failure) => return Ok(Err(failure)),
+            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
         };
         group_owner = stored.as_ref().and_then(gang_owner);
         let noted = stored.unwrap_or_else(|| group.clone());
@@ -67,6 +68,7 @@ pub(super) async fn create_missing(
         Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
         Created::Existed(_) => {}
         Created::Rejected(failure) => return Ok(Err(failure)),
+        Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
     }
     for secret in &prepared.rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
@@ -85,6 +87,7 @@ pub(super) async fn create_missing(
             Created::Yes(_) => created.push(format!("Secret {}", secret.name_any())),
             Created::Existed(_) => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
+            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
         }
     }
     for claim in &prepared.rendered.claims {
@@ -98,6 +101,7 @@ pub(super) async fn create_missing(
             }
             Created::Existed(_) => {}
             Created::Rejected(failure) => return Ok(Err(failure)),
+            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
         }
     }
     let pods = target.api::<Pod>(ctx);
@@ -114,6 +118,12 @@ pub(super) async fn create_missing(
             }
             Created::Existed(stored) => stored,
             Created::Rejected(failure) => return Ok(Err(failure)),
+            Created::NotYet(why) => {
+                // The others would be refused alike; the PodGroup's next change (or the
+                // next look) brings the reconcile that creates them.
+                tracing::debug!(benchmark = %target.describe(), %why, "pods not admitted yet");
+                break;
+            }
         };
         let noted = stored.unwrap_or(pod);
         engine
@@ -155,6 +165,14 @@ fn owned_by_gang(metadata: &ObjectMeta, gang: Option<&OwnerReference>) -> Object
     metadata
 }
 
+/// `NotYet` is only answered for pods; anything else refused that way is refused.
+fn unexpected_refusal(message: &str) -> Failure {
+    Failure::new(
+        Reason::CreateRejected,
+        format!("the API server rejected an object: {message}"),
+    )
+}
+
 pub(super) fn volcano_missing() -> Failure {
     Failure::new(
         Reason::VolcanoNotInstalled,
@@ -172,6 +190,19 @@ pub(super) enum Created<T> {
     Existed(Option<T>),
     /// The API server refused the object for good (admission, quota, validation).
     Rejected(Failure),
+    /// Refused for now: Volcano admits a gang's pods only once its PodGroup left
+    /// `Pending` (the message says so).
+    NotYet(String),
+}
+
+/// Whether an admission refusal is Volcano's pod webhook waiting for the gang's PodGroup
+/// (`/pods/validate`, where enabled, refuses a pod while its PodGroup is missing or
+/// `Pending`): Volcano's scheduler moves the PodGroup on once its queue admits it, and
+/// that change triggers the reconcile that creates the pods.
+fn gang_not_admitted(message: &str) -> bool {
+    message.contains("validatepod.volcano.sh")
+        && (message.contains("podgroup phase is Pending")
+            || message.contains("failed to get PodGroup"))
 }
 
 pub(super) async fn create<T>(
@@ -226,6 +257,13 @@ where
         }
         Err(kube::Error::Api(status)) if status.code == 404 && kind == PodGroup::kind(&()) => {
             Ok(Created::Rejected(volcano_missing()))
+        }
+        Err(kube::Error::Api(status))
+            if status.code == 400
+                && kind == Pod::kind(&())
+                && gang_not_admitted(&status.message) =>
+        {
+            Ok(Created::NotYet(status.message.clone()))
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
             Ok(Created::Rejected(Failure::new(

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::report::result::{CachedTokens, Goodput, Iteration, RawHistograms, RawIteration};
-use crate::report::sessions::TurnFigures;
 use crate::report::{doubt, histogram};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
@@ -387,13 +386,12 @@ impl Recorder {
             usage_check: self.usage.report(),
             ..Iteration::default()
         };
-        doubt::judge(
-            &mut iteration,
+        iteration.record(doubt::judge(
             self.client_delay_report(),
             &self.ttft,
             &self.e2e,
             &self.itl,
-        );
+        ));
         CachedTokens::apply(self.cached, &mut iteration);
         iteration.per_model = self
             .by_model
@@ -410,7 +408,7 @@ impl Recorder {
             .iter()
             .map(|(&turn, recorder)| {
                 let part = recorder.summary(format!("turn {turn}"), concurrency, slo);
-                TurnFigures::from_iteration(turn, &part)
+                part.as_turn(turn)
             })
             .collect();
         if !self.ttf_reasoning.is_empty() {

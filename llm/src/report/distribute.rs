@@ -127,7 +127,12 @@ pub fn summarize(
         }),
         ..Iteration::default()
     };
-    super::doubt::judge(&mut iteration, raw.client_delay.clone(), &ttft, &e2e, &itl);
+    iteration.record(super::doubt::judge(
+        raw.client_delay.clone(),
+        &ttft,
+        &e2e,
+        &itl,
+    ));
     super::result::CachedTokens::apply(raw.cached_input_tokens, &mut iteration);
     Ok(iteration)
 }

@@ -27,8 +27,6 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::result::Iteration;
-
 /// How far the client's own delays may move a reported percentile before it is in
 /// doubt, milliseconds; the same bound decides which requests count as delayed.
 pub const CLIENT_DELAY_TOLERANCE_MILLIS: f64 = 5.0;
@@ -172,24 +170,32 @@ pub fn burst_doubt(itl: &Histogram<u64>) -> Option<Doubt> {
     })
 }
 
-/// Records the evidence and the flags of an iteration from its histograms
-/// (microseconds).
+/// The evidence and the flags of an iteration, from its histograms (microseconds): what
+/// [`judge`] finds, for the iteration to record.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Judgement {
+    pub doubts: Vec<Doubt>,
+    pub client_delay: Option<ClientDelay>,
+    pub token_gaps_under_1ms_percent: Option<f64>,
+}
+
+/// Judges an iteration from its histograms (microseconds) and the client's delays.
 pub fn judge(
-    iteration: &mut Iteration,
     delay: Option<ClientDelay>,
     ttft: &Histogram<u64>,
     e2e: &Histogram<u64>,
     itl: &Histogram<u64>,
-) {
-    iteration.doubts.clear();
+) -> Judgement {
+    let mut doubts = Vec::new();
     if let Some(delay) = &delay {
-        iteration
-            .doubts
-            .extend(client_delay_doubts(delay, ttft, e2e));
+        doubts.extend(client_delay_doubts(delay, ttft, e2e));
     }
-    iteration.client_delay = delay;
-    iteration.token_gaps_under_1ms_percent = burst_share_percent(itl);
-    iteration.doubts.extend(burst_doubt(itl));
+    doubts.extend(burst_doubt(itl));
+    Judgement {
+        doubts,
+        client_delay: delay,
+        token_gaps_under_1ms_percent: burst_share_percent(itl),
+    }
 }
 
 #[cfg(test)]

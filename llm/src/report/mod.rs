@@ -4,6 +4,7 @@
 //! all read and write these.
 
 pub mod distribute;
+pub mod distribution;
 pub mod doubt;
 pub mod histogram;
 pub mod result;

@@ -8,32 +8,7 @@ use std::collections::BTreeMap;
 /// The format tag of a load generator report.
 pub const FORMAT: &str = "perfsweep-llm-loadgen/v1";
 
-/// Latency distribution of one metric in milliseconds, from an HDR histogram (3
-/// significant digits).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Distribution {
-    /// Number of samples.
-    pub count: u64,
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Standard deviation.
-    pub stddev: f64,
-    /// Smallest sample.
-    pub min: f64,
-    /// Largest sample.
-    pub max: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 95th percentile.
-    pub p95: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-}
+pub use super::distribution::Distribution;
 
 /// Requests meeting the service level objectives.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -172,6 +147,31 @@ pub struct Iteration {
     /// iteration is not the headline while an unflagged one qualifies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub doubts: Vec<super::doubt::Doubt>,
+}
+
+impl Iteration {
+    /// Records what [`super::doubt::judge`] found: the iteration's doubts (replacing
+    /// any), the client's delays, the share of token gaps under a millisecond.
+    pub fn record(&mut self, judgement: super::doubt::Judgement) {
+        self.doubts = judgement.doubts;
+        self.client_delay = judgement.client_delay;
+        self.token_gaps_under_1ms_percent = judgement.token_gaps_under_1ms_percent;
+    }
+
+    /// This iteration's figures as turn `turn`'s, when it summarizes that turn's
+    /// requests alone.
+    pub fn as_turn(&self, turn: u32) -> super::sessions::TurnFigures {
+        super::sessions::TurnFigures {
+            turn,
+            requests: self.requests,
+            errors: self.errors,
+            input_tokens_mean: self.input_tokens_mean,
+            output_tokens_mean: self.output_tokens_mean,
+            ttft_millis: self.ttft_millis.clone(),
+            e2e_latency_millis: self.e2e_latency_millis.clone(),
+            cached_input_tokens_percent: self.cached_input_tokens_percent,
+        }
+    }
 }
 
 /// How server-reported token counts compare with the load generator's tokenizer.
@@ -508,7 +508,7 @@ impl LLMInferenceResult {
             .iter()
             .find(|it| Some(it.concurrency) == self.best_concurrency && !it.per_turn.is_empty())
             .or_else(|| self.iterations.iter().find(|it| !it.per_turn.is_empty()))
-            .and_then(super::sessions::summary)
+            .and_then(|it| super::sessions::summary(&it.per_turn))
         {
             text.push_str(&format!("; {turns}"));
         }

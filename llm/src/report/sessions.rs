@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::result::{Distribution, Iteration};
+use super::distribution::Distribution;
 
 /// One turn index's figures in an iteration of sessions.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -26,40 +26,22 @@ pub struct TurnFigures {
     pub cached_input_tokens_percent: Option<f64>,
 }
 
-impl TurnFigures {
-    /// Turn `turn`'s figures from an iteration summarizing its requests alone.
-    pub fn from_iteration(turn: u32, part: &Iteration) -> Self {
-        Self {
-            turn,
-            requests: part.requests,
-            errors: part.errors,
-            input_tokens_mean: part.input_tokens_mean,
-            output_tokens_mean: part.output_tokens_mean,
-            ttft_millis: part.ttft_millis.clone(),
-            e2e_latency_millis: part.e2e_latency_millis.clone(),
-            cached_input_tokens_percent: part.cached_input_tokens_percent,
-        }
-    }
-}
-
 /// "TTFT p50 by turn: 1: 20.1, 2: 9.3 ms; cached 0%, 62%": how the figures move with
 /// the history, for the summary line.
-pub fn summary(iteration: &Iteration) -> Option<String> {
-    if iteration.per_turn.is_empty() {
+pub fn summary(per_turn: &[TurnFigures]) -> Option<String> {
+    if per_turn.is_empty() {
         return None;
     }
-    let ttft: Vec<String> = iteration
-        .per_turn
+    let ttft: Vec<String> = per_turn
         .iter()
         .map(|t| format!("{}: {:.1}", t.turn, t.ttft_millis.p50))
         .collect();
     let mut text = format!("TTFT p50 by turn {} ms", ttft.join(", "));
-    let cached: Vec<String> = iteration
-        .per_turn
+    let cached: Vec<String> = per_turn
         .iter()
         .filter_map(|t| t.cached_input_tokens_percent.map(|p| format!("{p:.0}%")))
         .collect();
-    if cached.len() == iteration.per_turn.len() {
+    if cached.len() == per_turn.len() {
         text.push_str(&format!(" (prompt cached {})", cached.join(", ")));
     }
     Some(text)
@@ -84,17 +66,16 @@ mod tests {
 
     #[test]
     fn the_summary_shows_ttft_and_cache_hits_by_turn() {
-        let mut iteration = Iteration::default();
-        assert_eq!(summary(&iteration), None);
-        iteration.per_turn = vec![turn(1, 20.04, Some(0.0)), turn(2, 9.31, Some(61.6))];
+        assert_eq!(summary(&[]), None);
+        let turns = [turn(1, 20.04, Some(0.0)), turn(2, 9.31, Some(61.6))];
         assert_eq!(
-            summary(&iteration).as_deref(),
+            summary(&turns).as_deref(),
             Some("TTFT p50 by turn 1: 20.0, 2: 9.3 ms (prompt cached 0%, 62%)")
         );
         // Without cache reports, only the latencies.
-        iteration.per_turn = vec![turn(1, 20.0, None), turn(2, 30.0, None)];
+        let turns = [turn(1, 20.0, None), turn(2, 30.0, None)];
         assert_eq!(
-            summary(&iteration).as_deref(),
+            summary(&turns).as_deref(),
             Some("TTFT p50 by turn 1: 20.0, 2: 30.0 ms")
         );
     }

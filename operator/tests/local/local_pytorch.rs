@@ -1,6 +1,6 @@
 //! The local backend runs the PyTorch benchmark script on CPU when PyTorch is installed
-//! (Debian's python3-torch and python3-torchvision; CI does not install them, they are
-//! large), and names what is missing when it is not.
+//! (Debian's python3-torch and python3-torchvision, which `.ci/run` installs), and names
+//! what is missing when it is not.
 
 use crate::local_support;
 
@@ -48,9 +48,9 @@ fn path_with(first: &Path) -> std::ffi::OsString {
 
 const SPEC: &str = "apiVersion: perfsweep.io/v1alpha1\nkind: PyTorch\nmetadata: {name: alexnet}\nspec: {model: alexnet, inputBatchSize: 2}\n";
 
-/// Ignored: CI does not install PyTorch (the CPU build is hundreds of megabytes, a
-/// download too large for every CI run). Run where it is installed; without it the test
-/// fails, never skips.
+/// Ignored, so that the README's `cargo test --workspace` passes on a fresh machine
+/// without PyTorch; `.ci/run` installs it and runs this test by name. Without PyTorch the
+/// test fails, never skips.
 #[test]
 #[ignore = "needs PyTorch and torchvision (apt-get install python3-torch python3-torchvision, or pip install torch torchvision): cargo test -p perfsweep --test local -- --ignored local_pytorch"]
 fn a_local_pytorch_run_reports_what_the_script_measured() {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::report::result::{CachedTokens, Goodput, Iteration, RawHistograms, RawIteration};
+use crate::report::figures::{Measured, figures};
+use crate::report::result::{CachedTokens, Iteration, RawHistograms, RawIteration};
 use crate::report::{doubt, histogram};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
@@ -338,61 +339,28 @@ impl Recorder {
             (Some(first), Some(last)) => (last - first).as_secs_f64(),
             _ => 0.0,
         };
-        let per_second = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
-        let errors: u64 = self.errors.values().sum();
-        let ok = self.ok as f64;
-        let mean_of = |n: u64| if self.ok > 0 { n as f64 / ok } else { 0.0 };
-        let token_counts = match self.estimated {
-            0 => "server",
-            n if n == self.ok => "estimated",
-            _ => "mixed",
-        };
-        let mut iteration = Iteration {
-            scenario,
-            concurrency,
+        let measured = Measured {
             requests: self.ok,
-            errors,
-            errors_by_kind: self.errors.clone(),
-            duration_seconds: seconds,
-            requests_per_second: per_second(ok),
-            input_tokens_per_second: per_second(self.input_tokens as f64),
-            output_tokens_per_second: per_second(self.output_tokens as f64),
-            total_tokens_per_second: per_second((self.input_tokens + self.output_tokens) as f64),
-            output_tokens_per_second_per_user: if self.user_rate_count > 0 {
-                self.user_rate_sum / self.user_rate_count as f64
-            } else {
-                0.0
-            },
-            input_tokens_mean: mean_of(self.input_tokens),
-            output_tokens_mean: mean_of(self.output_tokens),
-            token_counts: token_counts.into(),
-            ttft_millis: histogram::distribution(&self.ttft),
-            time_to_second_token_millis: histogram::distribution(&self.ttst),
-            inter_token_latency_millis: histogram::distribution(&self.itl),
-            tpot_millis: histogram::distribution(&self.tpot),
-            e2e_latency_millis: histogram::distribution(&self.e2e),
-            ttft_from_send_millis: (!self.ttft_from_send.is_empty())
-                .then(|| histogram::distribution(&self.ttft_from_send)),
-            schedule_lag_millis: (!self.schedule_lag.is_empty())
-                .then(|| histogram::distribution(&self.schedule_lag)),
-            goodput: slo.is_set().then(|| Goodput {
-                requests_per_second: per_second(self.meeting_slo as f64),
-                attainment_percent: if self.ok + errors > 0 {
-                    100.0 * self.meeting_slo as f64 / (self.ok + errors) as f64
-                } else {
-                    0.0
-                },
-            }),
-            usage_check: self.usage.report(),
-            ..Iteration::default()
+            errors_by_kind: &self.errors,
+            seconds,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            user_rate_sum: self.user_rate_sum,
+            user_rate_count: self.user_rate_count,
+            meeting_slo: self.meeting_slo,
+            estimated: self.estimated,
+            client_delay: self.client_delay_report(),
+            cached_input_tokens: self.cached,
+            ttft: &self.ttft,
+            ttst: &self.ttst,
+            itl: &self.itl,
+            tpot: &self.tpot,
+            e2e: &self.e2e,
+            ttft_from_send: Some(&self.ttft_from_send),
+            schedule_lag: Some(&self.schedule_lag),
         };
-        iteration.record(doubt::judge(
-            self.client_delay_report(),
-            &self.ttft,
-            &self.e2e,
-            &self.itl,
-        ));
-        CachedTokens::apply(self.cached, &mut iteration);
+        let mut iteration = figures(&measured, scenario, concurrency, slo.is_set());
+        iteration.usage_check = self.usage.report();
         iteration.per_model = self
             .by_model
             .iter()

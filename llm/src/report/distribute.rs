@@ -16,8 +16,9 @@
 use std::collections::BTreeMap;
 
 use super::MergeError;
+use super::figures::{Measured, figures};
 use super::histogram;
-use super::result::{Goodput, Iteration, LLMInferenceResult, RawHistograms, RawIteration};
+use super::result::{Iteration, LLMInferenceResult, RawHistograms, RawIteration};
 
 /// The share of `total` that worker `worker` of `workers` takes.
 pub fn share(total: u64, workers: u32, worker: u32) -> u64 {
@@ -70,71 +71,39 @@ pub fn summarize(
         (Some(first), Some(last)) => (last - first).max(0.0),
         _ => 0.0,
     };
-    let per_second = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
-    let errors: u64 = errors_by_kind.values().sum();
-    let ok = requests as f64;
-    let mean_of = |n: u64| if requests > 0 { n as f64 / ok } else { 0.0 };
-    let token_counts = match raw.estimated {
-        0 => "server",
-        n if n == requests => "estimated",
-        _ => "mixed",
-    };
-    let distribution = |text: &str| histogram::merge([text]).map(|h| histogram::distribution(&h));
-    let optional = |text: Option<&str>| {
-        text.map(|text| histogram::merge([text]))
-            .transpose()
-            .map(|h| {
-                h.filter(|h| !h.is_empty())
-                    .map(|h| histogram::distribution(&h))
-            })
-    };
-    let ttft = histogram::merge([raw.histograms.ttft.as_str()])?;
-    let e2e = histogram::merge([raw.histograms.e2e.as_str()])?;
-    let itl = histogram::merge([raw.histograms.itl.as_str()])?;
-    let mut iteration = Iteration {
-        scenario,
-        concurrency,
+    let decode = |text: &str| histogram::merge([text]);
+    let optional = |text: Option<&str>| text.map(decode).transpose();
+    let h = &raw.histograms;
+    let (ttft, ttst, itl, tpot, e2e) = (
+        decode(&h.ttft)?,
+        decode(&h.ttst)?,
+        decode(&h.itl)?,
+        decode(&h.tpot)?,
+        decode(&h.e2e)?,
+    );
+    let ttft_from_send = optional(h.ttft_from_send.as_deref())?;
+    let schedule_lag = optional(h.schedule_lag.as_deref())?;
+    let measured = Measured {
         requests,
-        errors,
-        errors_by_kind: errors_by_kind.clone(),
-        duration_seconds: seconds,
-        requests_per_second: per_second(ok),
-        input_tokens_per_second: per_second(raw.input_tokens as f64),
-        output_tokens_per_second: per_second(raw.output_tokens as f64),
-        total_tokens_per_second: per_second((raw.input_tokens + raw.output_tokens) as f64),
-        output_tokens_per_second_per_user: if raw.user_rate_count > 0 {
-            raw.user_rate_sum / raw.user_rate_count as f64
-        } else {
-            0.0
-        },
-        input_tokens_mean: mean_of(raw.input_tokens),
-        output_tokens_mean: mean_of(raw.output_tokens),
-        token_counts: token_counts.into(),
-        ttft_millis: histogram::distribution(&ttft),
-        time_to_second_token_millis: distribution(&raw.histograms.ttst)?,
-        inter_token_latency_millis: histogram::distribution(&itl),
-        tpot_millis: distribution(&raw.histograms.tpot)?,
-        e2e_latency_millis: histogram::distribution(&e2e),
-        ttft_from_send_millis: optional(raw.histograms.ttft_from_send.as_deref())?,
-        schedule_lag_millis: optional(raw.histograms.schedule_lag.as_deref())?,
-        goodput: slo_set.then(|| Goodput {
-            requests_per_second: per_second(raw.meeting_slo as f64),
-            attainment_percent: if requests + errors > 0 {
-                100.0 * raw.meeting_slo as f64 / (requests + errors) as f64
-            } else {
-                0.0
-            },
-        }),
-        ..Iteration::default()
+        errors_by_kind,
+        seconds,
+        input_tokens: raw.input_tokens,
+        output_tokens: raw.output_tokens,
+        user_rate_sum: raw.user_rate_sum,
+        user_rate_count: raw.user_rate_count,
+        meeting_slo: raw.meeting_slo,
+        estimated: raw.estimated,
+        client_delay: raw.client_delay.clone(),
+        cached_input_tokens: raw.cached_input_tokens,
+        ttft: &ttft,
+        ttst: &ttst,
+        itl: &itl,
+        tpot: &tpot,
+        e2e: &e2e,
+        ttft_from_send: ttft_from_send.as_ref(),
+        schedule_lag: schedule_lag.as_ref(),
     };
-    iteration.record(super::doubt::judge(
-        raw.client_delay.clone(),
-        &ttft,
-        &e2e,
-        &itl,
-    ));
-    super::result::CachedTokens::apply(raw.cached_input_tokens, &mut iteration);
-    Ok(iteration)
+    Ok(figures(&measured, scenario, concurrency, slo_set))
 }
 
 fn unmergeable(message: impl Into<String>) -> MergeError {

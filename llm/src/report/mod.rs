@@ -6,6 +6,7 @@
 pub mod distribute;
 pub mod distribution;
 pub mod doubt;
+pub mod figures;
 pub mod histogram;
 pub mod result;
 pub mod sessions;

@@ -79,25 +79,8 @@ fn owned(double: &ApiDouble, gvr: &Gvr, name: &str) -> Vec<Value> {
     kubelet::owned_by(double, gvr, "IPerf", name)
 }
 
-/// Waits until nothing the benchmark created is left.
 async fn wait_for_cleanup(double: &ApiDouble, name: &str) {
-    wait_until(
-        WAIT,
-        format_args!("the objects of {name} to be deleted"),
-        || {
-            let left: Vec<String> = [Gvr::PODS, Gvr::SERVICES, Gvr::PODGROUPS]
-                .iter()
-                .flat_map(|gvr| owned(double, gvr, name))
-                .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
-                .collect();
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(left.join(", "))
-            }
-        },
-    )
-    .await;
+    kubelet::wait_for_cleanup(double, "IPerf", name).await;
 }
 
 fn scheduled() -> Value {
@@ -896,9 +879,10 @@ const CACHED: [&str; 5] = [
     "configmaps",
 ];
 
-/// Waits until the operator watches every resource it caches.
-async fn wait_for_watches(double: &ApiDouble) {
-    wait_until(WAIT, "the operator's watches", || {
+/// Waits until the operator has made a `verb` request on every resource it caches
+/// (`what` says which, for the timeout message).
+async fn wait_for_every_cache(double: &ApiDouble, verb: &str, what: &str) {
+    wait_until(WAIT, format_args!("every cache {what}"), || {
         let requests = double.requests();
         let missing: Vec<&str> = CACHED
             .iter()
@@ -906,13 +890,13 @@ async fn wait_for_watches(double: &ApiDouble) {
             .filter(|resource| {
                 !requests
                     .iter()
-                    .any(|r| r.verb == "watch" && r.resource == *resource)
+                    .any(|r| r.verb == verb && r.resource == *resource)
             })
             .collect();
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(format!("not watched yet: {}", missing.join(", ")))
+            Err(format!("no {verb} yet: {}", missing.join(", ")))
         }
     })
     .await;
@@ -922,7 +906,7 @@ async fn wait_for_watches(double: &ApiDouble) {
 async fn reconciles_read_caches_that_survive_an_expired_watch() {
     let double = double_with_crds().await;
     let _operator = Operator::start(&double, "test");
-    wait_for_watches(&double).await;
+    wait_for_every_cache(&double, "watch", "watched").await;
     double.clear_requests();
 
     create_iperf(&double, "cached", json!({})).await;
@@ -930,24 +914,7 @@ async fn reconciles_read_caches_that_survive_an_expired_watch() {
     // Every watch ends with 410 Gone: kube's watchers list again and the caches are
     // replaced by what the new lists say.
     double.expire_watches();
-    wait_until(WAIT, "every cache listed again after the 410", || {
-        let requests = double.requests();
-        let waiting: Vec<&str> = CACHED
-            .iter()
-            .copied()
-            .filter(|resource| {
-                !requests
-                    .iter()
-                    .any(|r| r.verb == "list" && r.resource == *resource)
-            })
-            .collect();
-        if waiting.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("not listed again yet: {}", waiting.join(", ")))
-        }
-    })
-    .await;
+    wait_for_every_cache(&double, "list", "listed again after the 410").await;
     let fixture = fixture("tcp-1stream.json");
     let outcome = Outcome::Succeeded {
         result: Some(fixture.result),

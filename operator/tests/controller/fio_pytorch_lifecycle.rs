@@ -131,19 +131,7 @@ async fn run_to_result(double: &ApiDouble, kind: &Kind, name: &str, pods: usize)
 }
 
 async fn wait_for_cleanup(double: &ApiDouble, kind: &Kind, name: &str) {
-    wait_until(WAIT, format_args!("the objects of {name} deleted"), || {
-        let left: Vec<String> = [Gvr::PODS, Gvr::SERVICES, Gvr::PERSISTENT_VOLUME_CLAIMS]
-            .iter()
-            .flat_map(|gvr| owned(double, gvr, kind, name))
-            .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
-            .collect();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(left.join(", "))
-        }
-    })
-    .await;
+    kubelet::wait_for_cleanup(double, kind.name, name).await;
 }
 
 fn template(mode: &str) -> Value {

@@ -154,3 +154,32 @@ pub fn owned_by(double: &ApiDouble, resource: &Gvr, kind: &str, name: &str) -> V
         })
         .collect()
 }
+
+/// Waits until nothing the benchmark `kind`/`name` ran with is left (its pods, Service,
+/// PodGroup, claims and Secrets, directly or through its PodGroup); its evidence
+/// ConfigMap stays with it.
+pub async fn wait_for_cleanup(double: &ApiDouble, kind: &str, name: &str) {
+    wait_until(
+        WAIT,
+        format_args!("the objects of {name} to be deleted"),
+        || {
+            let left: Vec<String> = [
+                Gvr::PODS,
+                Gvr::SERVICES,
+                Gvr::PODGROUPS,
+                Gvr::PERSISTENT_VOLUME_CLAIMS,
+                Gvr::SECRETS,
+            ]
+            .iter()
+            .flat_map(|gvr| owned_by(double, gvr, kind, name))
+            .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]))
+            .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.join(", "))
+            }
+        },
+    )
+    .await;
+}

@@ -1047,3 +1047,23 @@ async fn pods_refused_until_volcano_admits_the_gang_are_created_after() {
     assert_eq!(pods.len(), 2);
     assert_eq!(status_of(&double, "gated")["phase"], "Pending");
 }
+
+/// A gang Volcano never admits (its queue closed, say) still ends at its deadline, saying
+/// what it waited for.
+#[tokio::test]
+async fn a_gang_volcano_never_admits_ends_at_its_deadline() {
+    let double = double_with_crds().await;
+    double.enable_volcano_pod_admission();
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "never", json!({"timeout": "3s"})).await;
+    let status = kubelet::wait_for_phase(&double, &IPERFS, "never", "Failed").await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "TimedOut", "{status}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("0 of 2 running")),
+        "{status}"
+    );
+    wait_for_cleanup(&double, "never").await;
+}

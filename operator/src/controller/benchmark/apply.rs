@@ -35,8 +35,7 @@ pub(super) async fn create_missing(
                 Some(stored)
             }
             Created::Existed(stored) => stored,
-            Created::Rejected(failure) => return Ok(Err(failure)),
-            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
         };
         group_owner = stored.as_ref().and_then(gang_owner);
         let noted = stored.unwrap_or_else(|| group.clone());
@@ -67,8 +66,7 @@ pub(super) async fn create_missing(
     match create(&target.api::<Service>(ctx), service, target).await? {
         Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
         Created::Existed(_) => {}
-        Created::Rejected(failure) => return Ok(Err(failure)),
-        Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
+        Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
     }
     for secret in &prepared.rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
@@ -86,8 +84,7 @@ pub(super) async fn create_missing(
         match create(&target.api::<Secret>(ctx), &secret, target).await? {
             Created::Yes(_) => created.push(format!("Secret {}", secret.name_any())),
             Created::Existed(_) => {}
-            Created::Rejected(failure) => return Ok(Err(failure)),
-            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
         }
     }
     for claim in &prepared.rendered.claims {
@@ -100,8 +97,7 @@ pub(super) async fn create_missing(
                 created.push(format!("PersistentVolumeClaim {}", claim.name_any()));
             }
             Created::Existed(_) => {}
-            Created::Rejected(failure) => return Ok(Err(failure)),
-            Created::NotYet(why) => return Ok(Err(unexpected_refusal(&why))),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
         }
     }
     let pods = target.api::<Pod>(ctx);
@@ -121,7 +117,7 @@ pub(super) async fn create_missing(
             Created::NotYet(why) => {
                 // The others would be refused alike; the PodGroup's next change (or the
                 // next look) brings the reconcile that creates them.
-                tracing::debug!(benchmark = %target.describe(), %why, "pods not admitted yet");
+                tracing::debug!(benchmark = %target.describe(), why = %why.message, "pods not admitted yet");
                 break;
             }
         };
@@ -165,14 +161,6 @@ fn owned_by_gang(metadata: &ObjectMeta, gang: Option<&OwnerReference>) -> Object
     metadata
 }
 
-/// `NotYet` is only answered for pods; anything else refused that way is refused.
-fn unexpected_refusal(message: &str) -> Failure {
-    Failure::new(
-        Reason::CreateRejected,
-        format!("the API server rejected an object: {message}"),
-    )
-}
-
 pub(super) fn volcano_missing() -> Failure {
     Failure::new(
         Reason::VolcanoNotInstalled,
@@ -191,8 +179,9 @@ pub(super) enum Created<T> {
     /// The API server refused the object for good (admission, quota, validation).
     Rejected(Failure),
     /// Refused for now: Volcano admits a gang's pods only once its PodGroup left
-    /// `Pending` (the message says so).
-    NotYet(String),
+    /// `Pending`. Only pods are answered so; the failure says what was refused, should
+    /// it come to that.
+    NotYet(Failure),
 }
 
 /// Whether an admission refusal is Volcano's pod webhook waiting for the gang's PodGroup
@@ -263,7 +252,13 @@ where
                 && kind == Pod::kind(&())
                 && gang_not_admitted(&status.message) =>
         {
-            Ok(Created::NotYet(status.message.clone()))
+            Ok(Created::NotYet(Failure::new(
+                Reason::CreateRejected,
+                format!(
+                    "the API server refused {kind} {name} for now: {}",
+                    status.message
+                ),
+            )))
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
             Ok(Created::Rejected(Failure::new(

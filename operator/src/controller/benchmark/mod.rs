@@ -127,7 +127,7 @@ impl Stage {
 
     /// The failure of a benchmark whose deadline passed while this stage kept failing.
     fn failure(self, error: &Error, timeout: Duration) -> Failure {
-        let timeout = assess::human(timeout);
+        let timeout = perfsweep_benchmarks::duration::format(timeout);
         match self {
             Self::ReadingResult => Failure::new(
                 Reason::ResultUnreadable,

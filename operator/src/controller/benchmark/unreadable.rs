@@ -3,10 +3,10 @@
 //! kube's [`DeserializeGuard`], so such an object fails alone instead of failing the list
 //! of its kind (kube-rs/kube#774); it is reported once per change, naming the field.
 
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 use serde_json::Value;
 
 use super::{Benchmark, Engine};

@@ -29,6 +29,9 @@ pub const CRITERIA_NOT_MET: &str = "CriteriaNotMet";
 pub const CHILDREN_FAILED: &str = "ChildrenFailed";
 /// A set whose verdict is not in yet.
 pub const IN_PROGRESS: &str = "InProgress";
+/// A node-pair set whose children each met their criteria, but whose fleet verdict names
+/// outlier pairs: suspect nodes or links.
+pub const FLEET_OUTLIERS: &str = "FleetOutliers";
 
 /// One bound on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]

@@ -48,7 +48,9 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     Duration::try_from_secs_f64(total).map_err(|_| fail("out of range"))
 }
 
-/// Formats a duration the way [`parse`] reads it, in the largest exact units.
+/// Formats a duration the way [`parse`] reads it, in the largest exact units: the one
+/// formatter of durations a user wrote (timeouts in messages, specs), so what is printed
+/// can be pasted back (`30m`, `1h30m`, `1500ms`).
 pub fn format(duration: Duration) -> String {
     let secs = duration.as_secs();
     let millis = duration.subsec_millis();
@@ -79,6 +81,22 @@ mod tests {
         assert_eq!(parse("1h30m").unwrap(), Duration::from_mins(90));
         assert_eq!(parse("1.5h").unwrap(), Duration::from_mins(90));
         assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn formats_what_parse_reads_back() {
+        for (duration, text) in [
+            (Duration::from_secs(2), "2s"),
+            (Duration::from_mins(30), "30m"),
+            (Duration::from_mins(90), "1h30m"),
+            (Duration::from_millis(500), "500ms"),
+            // Sub-second parts are kept, never rounded away.
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(format(duration), text);
+            assert_eq!(parse(text).unwrap(), duration, "{text} reads back");
+        }
     }
 
     #[test]

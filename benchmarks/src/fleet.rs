@@ -205,38 +205,49 @@ impl FleetVerdict {
 
     /// One line: the verdict and the suspects.
     pub fn headline(&self) -> String {
-        let summary = self.summary();
+        self.summary().headline()
+    }
+}
+
+impl FleetSummary {
+    /// Whether no pair is an outlier: the fleet's part of a set's acceptance.
+    pub fn passed(&self) -> bool {
+        self.outlier_pairs == 0
+    }
+
+    /// One line: the verdict and the suspects. The same line whether it is read from a
+    /// set's status (the cluster) or from a verdict judged here (a local run).
+    pub fn headline(&self) -> String {
         if self.passed() {
             return format!(
                 "fleet verdict: PASS — {} nodes, {} pairs, no outlier on {}",
-                summary.nodes, summary.pairs, self.metric
+                self.nodes, self.pairs, self.metric
             );
         }
-        let nodes: Vec<String> = summary
+        let nodes: Vec<String> = self
             .worst_nodes
             .iter()
             .map(|n| format!("{} ({})", n.node, percent(n.deviation)))
             .collect();
-        let links: Vec<String> = summary
+        let links: Vec<String> = self
             .worst_links
             .iter()
             .map(|l| format!("{}↔{} ({})", l.nodes[0], l.nodes[1], percent(l.deviation)))
             .collect();
+        let listed = |names: Vec<String>| {
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
         format!(
             "fleet verdict: FAIL — {} of {} pairs outliers on {}; suspect nodes: {}; suspect links: {}",
-            summary.outlier_pairs,
-            summary.pairs,
+            self.outlier_pairs,
+            self.pairs,
             self.metric,
-            if nodes.is_empty() {
-                "none".to_owned()
-            } else {
-                nodes.join(", ")
-            },
-            if links.is_empty() {
-                "none".to_owned()
-            } else {
-                links.join(", ")
-            },
+            listed(nodes),
+            listed(links),
         )
     }
 }

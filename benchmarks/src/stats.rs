@@ -2,10 +2,11 @@
 //! repetitions, a 95% confidence interval of the mean (Student t) and whether the numbers
 //! are stable enough to trust; and Welch's t-test for "did this change?".
 //!
-//! The t distribution is computed (regularized incomplete beta function), not tabled, so
-//! any number of repetitions and any confidence level work.
+//! The t distribution is statrs' (computed, not tabled), so any number of repetitions
+//! and any confidence level work.
 
 use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// When a case's numbers are too noisy or too few to trust.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,115 +132,20 @@ pub fn welch_p_value(a: &Summary, b: &Summary) -> Option<f64> {
     Some(2.0 * t_sf(t.abs(), df))
 }
 
-/// P(T > t) for Student's t with `df` degrees of freedom (t ≥ 0).
+/// Student's t with `df` degrees of freedom (statrs), or `None` for a `df` that is not
+/// a positive number.
+fn students_t(df: f64) -> Option<StudentsT> {
+    StudentsT::new(0.0, 1.0, df).ok()
+}
+
+/// P(T > t) for Student's t with `df` degrees of freedom; NaN for an invalid `df`.
 pub fn t_sf(t: f64, df: f64) -> f64 {
-    if t.is_infinite() {
-        return 0.0;
-    }
-    0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    students_t(df).map_or(f64::NAN, |distribution| distribution.sf(t))
 }
 
-/// The `p` quantile (0.5 < p < 1) of Student's t with `df` degrees of freedom, by
-/// bisection on [`t_sf`].
+/// The `p` quantile of Student's t with `df` degrees of freedom; NaN for an invalid `df`.
 pub fn t_quantile(p: f64, df: f64) -> f64 {
-    let target = 1.0 - p;
-    let (mut low, mut high) = (0.0_f64, 1.0_f64);
-    while t_sf(high, df) > target {
-        high *= 2.0;
-    }
-    for _ in 0..200 {
-        let mid = f64::midpoint(low, high);
-        if t_sf(mid, df) > target {
-            low = mid;
-        } else {
-            high = mid;
-        }
-        if high - low < 1e-12 * high.max(1.0) {
-            break;
-        }
-    }
-    f64::midpoint(low, high)
-}
-
-/// The regularized incomplete beta function I_x(a, b) (Numerical Recipes, continued
-/// fraction by the modified Lentz method).
-fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    let front =
-        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
-    if x < (a + 1.0) / (a + b + 2.0) {
-        front * beta_fraction(a, b, x) / a
-    } else {
-        1.0 - front * beta_fraction(b, a, 1.0 - x) / b
-    }
-}
-
-fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
-    const TINY: f64 = 1e-300;
-    let mut c = 1.0;
-    let mut d = 1.0 - (a + b) * x / (a + 1.0);
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
-    let mut h = d;
-    for m in 1..=300 {
-        let m = f64::from(m);
-        let m2 = 2.0 * m;
-        for numerator in [
-            m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)),
-        ] {
-            d = 1.0 + numerator * d;
-            if d.abs() < TINY {
-                d = TINY;
-            }
-            c = 1.0 + numerator / c;
-            if c.abs() < TINY {
-                c = TINY;
-            }
-            d = 1.0 / d;
-            h *= d * c;
-        }
-        if (d * c - 1.0).abs() < 1e-15 {
-            break;
-        }
-    }
-    h
-}
-
-/// ln Γ(x) for x > 0 (Lanczos, g = 7, n = 9; ~15 significant digits).
-fn ln_gamma(x: f64) -> f64 {
-    const G: f64 = 7.0;
-    const COEFFICIENTS: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        // Reflection: Γ(x)Γ(1−x) = π / sin(πx).
-        return std::f64::consts::PI.ln()
-            - (std::f64::consts::PI * x).sin().abs().ln()
-            - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut sum = COEFFICIENTS[0];
-    for (i, c) in COEFFICIENTS.iter().enumerate().skip(1) {
-        sum += c / (x + i as f64);
-    }
-    let t = x + G + 0.5;
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+    students_t(df).map_or(f64::NAN, |distribution| distribution.inverse_cdf(p))
 }
 
 #[cfg(test)]

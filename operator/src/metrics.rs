@@ -12,6 +12,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 
 use kube::ResourceExt;
+use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::KindInfo;
@@ -143,10 +144,20 @@ impl Metrics {
 
     /// Benchmarks of one kind, by phase and acceptance, and the headline results of
     /// succeeded ones per case, from the kind controller's cache.
-    pub fn watch_benchmarks<K: Benchmark>(&self, info: &'static KindInfo, store: Store<K>) {
+    pub fn watch_benchmarks<K: Benchmark>(
+        &self,
+        info: &'static KindInfo,
+        store: Store<DeserializeGuard<K>>,
+    ) {
         self.register(Box::new(move |f| {
             let mut cases: BTreeMap<Labels, (f64, u32)> = BTreeMap::new();
-            for benchmark in store.state() {
+            let mut unreadable = 0_u32;
+            let guards = store.state();
+            for guard in &guards {
+                let Ok(benchmark) = &guard.0 else {
+                    unreadable += 1;
+                    continue;
+                };
                 let status = benchmark.benchmark_status();
                 let phase = status
                     .and_then(|s| s.phase)
@@ -200,6 +211,13 @@ impl Metrics {
                 entry.0 += headline.value;
                 entry.1 += 1;
             }
+            f.add(
+                "perfsweep_benchmarks_unreadable",
+                "gauge",
+                "Benchmarks that do not deserialize and are not run (see their InvalidObject Warning events), by kind.",
+                vec![("kind", info.kind.to_owned())],
+                f64::from(unreadable),
+            );
             for (labels, (sum, count)) in cases {
                 f.add(
                     "perfsweep_result_headline",
@@ -459,8 +477,8 @@ mod tests {
             "status": {"phase": "Succeeded", "conditions": [accepted]},
         }))
         .expect("a judged set");
-        let (benchmarks, mut writer) = reflector::store::<IPerf>();
-        writer.apply_watcher_event(&watcher::Event::Apply(benchmark));
+        let (benchmarks, mut writer) = reflector::store::<DeserializeGuard<IPerf>>();
+        writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(benchmark))));
         let (sets, mut set_writer) = reflector::store::<BenchmarkSet>();
         set_writer.apply_watcher_event(&watcher::Event::Apply(set));
 

@@ -77,6 +77,9 @@ pub struct Tally {
     pub rejected: usize,
     /// Failed benchmarks that had criteria.
     pub not_judged: usize,
+    /// Node-pair sets whose children each met their criteria but whose fleet verdict
+    /// names outliers (their `Accepted` condition is `FleetOutliers`).
+    pub fleets_not_accepted: usize,
 }
 
 impl Tally {
@@ -95,7 +98,7 @@ impl Tally {
     }
 
     fn judged(&self) -> bool {
-        self.accepted + self.rejected + self.not_judged > 0
+        self.accepted + self.rejected + self.not_judged + self.fleets_not_accepted > 0
     }
 
     /// The final verdict line: `ACCEPTED: …` or `NOT ACCEPTED: …`; `None` when no
@@ -108,18 +111,25 @@ impl Tally {
             "{} accepted, {} rejected, {} failed without a result",
             self.accepted, self.rejected, self.not_judged
         );
-        Some(if self.rejected == 0 && self.not_judged == 0 {
-            format!("ACCEPTED: {counts}")
-        } else {
-            format!("NOT ACCEPTED: {counts}")
-        })
+        let fleets = match self.fleets_not_accepted {
+            0 => String::new(),
+            1 => "; 1 node-pair set's fleet verdict names suspect nodes or links".to_owned(),
+            n => format!("; {n} node-pair sets' fleet verdicts name suspect nodes or links"),
+        };
+        Some(
+            if self.rejected == 0 && self.not_judged == 0 && self.fleets_not_accepted == 0 {
+                format!("ACCEPTED: {counts}")
+            } else {
+                format!("NOT ACCEPTED: {counts}{fleets}")
+            },
+        )
     }
 
     /// The exit code of a run that was not interrupted (see the module's list).
     pub fn exit_code(&self) -> u8 {
         if self.failed > 0 {
             EXIT_FAILED_TO_RUN
-        } else if self.rejected > 0 {
+        } else if self.rejected > 0 || self.fleets_not_accepted > 0 {
             EXIT_NOT_ACCEPTED
         } else {
             0
@@ -257,5 +267,27 @@ mod tests {
         assert_eq!(Stop::Terminate.exit_code(), 143);
         assert_eq!(Stop::Interrupt.exit_code(), 130);
         assert_eq!(Stop::Hangup.exit_code(), 129);
+    }
+
+    #[test]
+    fn a_fleet_its_set_does_not_accept_makes_the_run_not_accepted() {
+        let mut tally = Tally::default();
+        tally.add(true, &Verdict::Accepted);
+        tally.add(true, &Verdict::Accepted);
+        tally.fleets_not_accepted = 1;
+        assert_eq!(tally.exit_code(), EXIT_NOT_ACCEPTED);
+        let line = tally
+            .verdict_line()
+            .expect("a judged run has a verdict line");
+        assert!(line.starts_with("NOT ACCEPTED: 2 accepted"), "{line}");
+        assert!(line.contains("suspect nodes or links"), "{line}");
+        // A fleet verdict is a verdict even where no child had criteria.
+        let unjudged = Tally {
+            succeeded: 2,
+            fleets_not_accepted: 1,
+            ..Tally::default()
+        };
+        assert!(unjudged.verdict_line().is_some());
+        assert_eq!(unjudged.exit_code(), EXIT_NOT_ACCEPTED);
     }
 }

@@ -233,7 +233,8 @@ pub fn section(records: &[ResultRecord], rule: OutlierRule, records_link: &str) 
     }
 }
 
-/// `2h 46m`, `3m 12s`, `41.2s`.
+/// A measured span, rounded for reading (`2h 46m`, `3m 12s`, `41.2s`). Durations a user
+/// wrote (timeouts) are printed by `crate::duration::format`, which keeps every unit.
 fn describe_duration(seconds: f64) -> String {
     let whole = seconds.round() as u64;
     match whole {

@@ -3,7 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::acceptance::{CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, IN_PROGRESS};
+use crate::acceptance::{
+    CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, FLEET_OUTLIERS, IN_PROGRESS,
+};
+use crate::fleet::FleetSummary;
+use crate::set::expand::Expansion;
+use crate::set::status::ChildState;
+use crate::status::Phase;
 
 /// A failed child.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -43,6 +49,37 @@ pub enum ChildAcceptance {
     Failed,
 }
 
+/// Whether any child of the set carries acceptance criteria (the set's or the template's).
+pub fn has_criteria(expansion: &Expansion) -> bool {
+    expansion.children.iter().any(|child| {
+        child
+            .spec
+            .get(crate::acceptance::FIELD)
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|criteria| !criteria.is_empty())
+    })
+}
+
+/// The children of a node-pair set without criteria of their own, judged by the fleet
+/// verdict alone: a succeeded child is accepted (nothing of its own rejects it), a failed
+/// one failed, the rest pending.
+pub fn judged_by_fleet(states: &[ChildState]) -> Vec<ChildAcceptance> {
+    states
+        .iter()
+        .map(|state| match state {
+            ChildState::Created {
+                phase: Phase::Succeeded,
+                ..
+            } => ChildAcceptance::Accepted,
+            ChildState::Created {
+                phase: Phase::Failed,
+                ..
+            } => ChildAcceptance::Failed,
+            _ => ChildAcceptance::Pending,
+        })
+        .collect()
+}
+
 /// Rejections listed in a set's status before the list is cut.
 pub const REJECTIONS_LISTED: usize = 10;
 
@@ -69,8 +106,11 @@ impl SetAcceptance {
     }
 
     /// The set's `Accepted` condition: `(status, reason, message)`. False as soon as one
-    /// child is rejected or failed; True when every child was accepted; Unknown before.
-    pub fn condition(&self) -> (&'static str, &'static str, String) {
+    /// child is rejected or failed, or once every child is in and the `fleet` verdict of a
+    /// node-pair set names outliers; True when every child was accepted and the fleet
+    /// passed; Unknown before. The one acceptance outcome: the set's condition, `run`'s
+    /// summary and exit code, and the report all read it.
+    pub fn condition(&self, fleet: Option<&FleetSummary>) -> (&'static str, &'static str, String) {
         use crate::status::condition_status::{FALSE, TRUE, UNKNOWN};
         let total = self.accepted + self.rejected + self.failed + self.pending;
         let counts = format!(
@@ -88,6 +128,12 @@ impl SetAcceptance {
             (FALSE, CHILDREN_FAILED, counts)
         } else if self.pending > 0 {
             (UNKNOWN, IN_PROGRESS, counts)
+        } else if let Some(fleet) = fleet.filter(|fleet| !fleet.passed()) {
+            (
+                FALSE,
+                FLEET_OUTLIERS,
+                format!("{counts}; {}", fleet.headline()),
+            )
         } else {
             (TRUE, CRITERIA_MET, counts)
         }
@@ -136,18 +182,73 @@ mod tests {
             SetAcceptance::of(names.iter().map(String::as_str).zip(children))
         };
         let all = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Accepted]);
-        assert_eq!(all.condition().0, "True");
+        assert_eq!(all.condition(None).0, "True");
         let running = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Pending]);
-        assert_eq!(running.condition().1, IN_PROGRESS);
+        assert_eq!(running.condition(None).1, IN_PROGRESS);
         let failed = verdict(&[ChildAcceptance::Accepted, ChildAcceptance::Failed]);
-        assert_eq!(failed.condition().1, CHILDREN_FAILED);
+        assert_eq!(failed.condition(None).1, CHILDREN_FAILED);
         let rejected = verdict(&[ChildAcceptance::Pending, rejected]);
         assert_eq!(
             (rejected.accepted, rejected.rejected, rejected.pending),
             (0, 1, 1)
         );
-        let (status, reason, message) = rejected.condition();
+        let (status, reason, message) = rejected.condition(None);
         assert_eq!((status, reason), ("False", CRITERIA_NOT_MET));
         assert!(message.ends_with("first: c1: too slow"), "{message}");
+    }
+
+    #[test]
+    fn a_fleet_with_outliers_is_not_accepted_once_every_child_is_in() {
+        use crate::fleet::{OutlierRule, PairResult, judge};
+        use crate::metrics::Better;
+        let pair = |a: &str, b: &str, value: f64| PairResult {
+            nodes: [a.to_owned(), b.to_owned()],
+            value: Some(value),
+            accepted: Some(true),
+            evidence: None,
+        };
+        // b↔d at a third of the others' bandwidth: an outlier link.
+        let pairs = [
+            pair("a", "b", 9.0e9),
+            pair("a", "c", 9.1e9),
+            pair("a", "d", 8.9e9),
+            pair("b", "c", 9.0e9),
+            pair("b", "d", 3.0e9),
+            pair("c", "d", 9.2e9),
+        ];
+        let failing = judge(
+            "bps",
+            "bit/s",
+            Better::Higher,
+            OutlierRule::default(),
+            &pairs,
+        )
+        .summary();
+        assert!(!failing.passed(), "{failing:?}");
+        let passing = judge(
+            "bps",
+            "bit/s",
+            Better::Higher,
+            OutlierRule::default(),
+            &pairs[..4],
+        )
+        .summary();
+        assert!(passing.passed(), "{passing:?}");
+
+        let children = |list: &[ChildAcceptance]| {
+            let names: Vec<String> = (0..list.len()).map(|i| format!("c{i}")).collect();
+            SetAcceptance::of(names.iter().map(String::as_str).zip(list))
+        };
+        let all_accepted = children(&[ChildAcceptance::Accepted, ChildAcceptance::Accepted]);
+        let (status, reason, message) = all_accepted.condition(Some(&failing));
+        assert_eq!((status, reason), ("False", FLEET_OUTLIERS));
+        assert!(
+            message.contains("b↔d"),
+            "the message names the suspect link: {message}"
+        );
+        assert_eq!(all_accepted.condition(Some(&passing)).1, CRITERIA_MET);
+        // Before every child is in, the fleet's verdict is partial: still in progress.
+        let running = children(&[ChildAcceptance::Accepted, ChildAcceptance::Pending]);
+        assert_eq!(running.condition(Some(&failing)).1, IN_PROGRESS);
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod acceptance;
 pub mod expand;
+pub mod fleet;
 pub mod merge;
 pub mod rounds;
 pub mod status;

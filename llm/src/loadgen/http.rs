@@ -34,32 +34,42 @@ pub struct Target {
 }
 
 impl Target {
+    /// Reads `url` with `http::Uri` (RFC 3986): scheme, host (IPv6 in brackets), port,
+    /// path. Credentials in the URL are refused: they would be sent nowhere and printed
+    /// everywhere the URL is; an API key belongs in a Secret (`apiKeySecretRef`).
     pub fn parse(url: &str) -> anyhow::Result<Self> {
-        let (rest, tls) = if let Some(rest) = url.strip_prefix("http://") {
-            (rest, false)
-        } else if let Some(rest) = url.strip_prefix("https://") {
-            (rest, true)
-        } else {
-            bail!("{url}: the URL must start with http:// or https://");
+        let uri: http::Uri = url.parse().with_context(|| format!("{url}: not a URL"))?;
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => bail!("{url}: the URL must start with http:// or https://"),
         };
-        let (authority, path) = match rest.find('/') {
-            Some(slash) => (&rest[..slash], &rest[slash..]),
-            None => (rest, ""),
+        let Some(authority) = uri.authority() else {
+            bail!("{url}: no host");
         };
-        let default_port = if tls { 443 } else { 80 };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => (
-                host,
-                port.parse::<u16>()
-                    .with_context(|| format!("{url}: invalid port {port:?}"))?,
-            ),
-            _ => (authority, default_port),
-        };
+        if authority.as_str().contains('@') {
+            bail!("{url}: credentials in the URL are not supported; put the key in a Secret");
+        }
+        let host = authority.host();
         if host.is_empty() {
             bail!("{url}: no host");
         }
-        let base_path = path.trim_end_matches('/');
-        let base_path = base_path.strip_suffix("/v1").unwrap_or(base_path);
+        // `http::Uri` keeps a port that is not a number as text (`port_u16` is then
+        // `None`): read it here so a typo is an error, not the default port.
+        let port = match authority.as_str()[host.len()..].strip_prefix(':') {
+            Some(text) if !text.is_empty() => text
+                .parse::<u16>()
+                .with_context(|| format!("{url}: invalid port {text:?}"))?,
+            _ => {
+                if tls {
+                    443
+                } else {
+                    80
+                }
+            }
+        };
+        let path = uri.path().trim_end_matches('/');
+        let base_path = path.strip_suffix("/v1").unwrap_or(path);
         Ok(Self {
             host: host
                 .trim_start_matches('[')
@@ -784,6 +794,21 @@ mod tests {
         assert_eq!(target.url("/v1/models"), "https://x/v1/models");
         assert!(Target::parse("ftp://x").is_err());
         assert!(Target::parse("http://x:notaport").is_err());
+        assert!(
+            Target::parse("http://x:70000").is_err(),
+            "a port beyond u16"
+        );
+        let v6 = Target::parse("http://[::1]:8000/v1").expect("valid");
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 8000));
+        assert_eq!(v6.host_header(), "[::1]:8000");
+        // Userinfo was once read as host `user` and port `pw@host`.
+        let error = Target::parse("http://user:pw@gw:8080/v1").expect_err("credentials");
+        assert!(
+            error.to_string().contains("credentials in the URL"),
+            "{error:#}"
+        );
+        let error = Target::parse("http://user@gw/v1").expect_err("a user name");
+        assert!(!error.to_string().contains("pw"), "{error:#}");
     }
 
     #[test]

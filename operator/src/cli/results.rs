@@ -377,9 +377,10 @@ fn write_report(
         o.failed,
         o.without_criteria
     );
+    // Not accepted has the exit code `perfsweep run` gives it (1 stays "could not do it").
     Ok(
         if o.accepted() == Some(false) || fleet.passed() == Some(false) {
-            ExitCode::FAILURE
+            ExitCode::from(crate::verdict::EXIT_NOT_ACCEPTED)
         } else {
             ExitCode::SUCCESS
         },

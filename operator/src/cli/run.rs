@@ -263,7 +263,6 @@ fn load_jobs(
                     ..
                 } => {
                     let set_index = sets.len();
-                    sets.push(SetRun::new(&name, set.spec.failure_policy, &expansion));
                     for (index, child) in expansion.children.iter().enumerate() {
                         jobs.push(Job {
                             kind: expansion.kind,
@@ -277,6 +276,12 @@ fn load_jobs(
                             in_set: Some((set_index, index)),
                         });
                     }
+                    sets.push(SetRun::new(
+                        &name,
+                        set.spec.failure_policy,
+                        perfsweep_benchmarks::set::fleet::outlier_rule(&set.spec),
+                        expansion,
+                    ));
                 }
                 Checked::Benchmark { name, kind, object } => jobs.push(Job {
                     kind,
@@ -302,8 +307,6 @@ struct Progress {
     chart_points: Vec<chart::Point>,
     tally: Tally,
     recorded: usize,
-    /// Every finished benchmark's run, in job order (the fleet verdict reads them).
-    runs: Vec<LocalRun>,
     /// The sets the jobs come from, as their children finish.
     sets: Vec<SetRun>,
 }
@@ -348,28 +351,21 @@ async fn run_jobs(
     if !progress.chart_points.is_empty() {
         print!("\n{}", chart::render(&progress.chart_points, 60, 14));
     }
-    if !nodes.is_empty() {
-        let pairs: Vec<super::run_fleet::PairRun> = jobs
-            .iter()
-            .zip(&progress.runs)
-            .map(|(job, run)| super::run_fleet::PairRun {
-                kind: job.kind,
-                name: &job.name,
-                spec: &job.spec,
-                run,
-            })
-            .collect();
-        if let Some(verdict) = super::run_fleet::verdict(&pairs) {
-            println!("\n{}", verdict.headline());
-        }
-    }
-    let tally = progress.tally;
-    // Each set's phase and Accepted condition, as the BenchmarkSet controller would
-    // report them (a set is not accepted only when a child failed or was rejected, so
-    // the exit code already says so).
+    let mut tally = progress.tally;
+    // Each set's phase, fleet verdict and Accepted condition, as the BenchmarkSet
+    // controller would report them; a set its fleet verdict does not accept makes the
+    // run NOT ACCEPTED too, so the summary line and the exit code say what the set says.
     for set in &progress.sets {
+        if let Some(fleet) = set.fleet() {
+            println!("\n{}", fleet.headline());
+        }
         for line in set.lines() {
             eprintln!("{line}");
+        }
+        if set.acceptance().is_some_and(|(_, reason, _)| {
+            reason == perfsweep_benchmarks::acceptance::FLEET_OUTLIERS
+        }) {
+            tally.fleets_not_accepted += 1;
         }
     }
     if let Some(dir) = output {
@@ -502,7 +498,6 @@ async fn run_each(
             verdict: verdict.cell().to_owned(),
             seconds: run.elapsed.as_secs_f64(),
         });
-        progress.runs.push(run);
     }
     Ok(None)
 }

@@ -381,12 +381,40 @@ async fn download(
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     print!("{}", table::render(&rows));
+    for item in applied {
+        if let Applied::Set { name, .. } = item {
+            fleet_of_set(client, namespace, name, &mut tally).await;
+        }
+    }
     eprintln!("results and evidence written to {}", artifacts.display());
     eprintln!("{} succeeded, {} failed", tally.succeeded, tally.failed);
     if let Some(line) = tally.verdict_line() {
         eprintln!("{line}");
     }
     Ok(tally)
+}
+
+/// A node-pair set's fleet verdict, as the controller wrote it into the set's status:
+/// printed, and counted into the run's verdict when it is why the set is not accepted.
+async fn fleet_of_set(client: &Client, namespace: &str, name: &str, tally: &mut Tally) {
+    let sets: Api<BenchmarkSet> = Api::namespaced(client.clone(), namespace);
+    let status = match sets.get(name).await {
+        Ok(set) => set.status.unwrap_or_default(),
+        Err(error) => {
+            eprintln!("warning: cannot read BenchmarkSet {name} for its fleet verdict: {error}");
+            return;
+        }
+    };
+    if let Some(fleet) = &status.fleet {
+        println!("\n{name}: {}", fleet.headline());
+    }
+    let fleet_rejected = status.conditions.iter().any(|c| {
+        c.type_ == perfsweep_benchmarks::acceptance::CONDITION
+            && c.reason == perfsweep_benchmarks::acceptance::FLEET_OUTLIERS
+    });
+    if fleet_rejected {
+        tally.fleets_not_accepted += 1;
+    }
 }
 
 /// What the operator kept of a benchmark: the agent report with the raw evidence, and

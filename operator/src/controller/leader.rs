@@ -15,6 +15,22 @@
 //!
 //! A replica that is not leading serves `/healthz` and `/readyz` (it is healthy, just
 //! waiting), so the kubelet does not restart standbys.
+//!
+//! Why not a lease crate. kube-runtime has no leader election; the two maintained crates
+//! were read before this was written. kube-lease-manager (`LeaseState::sync`/`lock`)
+//! takes the Lease as expired when the holder's `renewTime` plus `leaseDurationSeconds`
+//! is before the candidate's `SystemTime::now()`, so a candidate whose clock runs ahead
+//! of the leader's takes over a live Lease; and its renewal is a strategic-merge patch
+//! without the `resourceVersion` it decided on. kubert's `LeaseManager` also derives the
+//! expiry from the holder's timestamps, and brings kubert's runtime with it. Both would
+//! also still need what this module adds around the election: stopping the controllers
+//! before the Lease can look expired to others (`renew_deadline`), readiness for
+//! standbys, and handing over on shutdown. The rules above are client-go's, which every
+//! Kubernetes controller manager runs; the unit tests below hold the decision (a Lease
+//! unchanged for its duration on this replica's clock, timing that lets the leader stop
+//! first) and `operator/tests/controller/leader_election.rs` the takeovers (a leader that
+//! shuts down, dies, or finds another holder). Adopting a crate is worth it once one
+//! measures expiry on the candidate's own clock.
 
 use std::future::Future;
 use std::time::Duration;

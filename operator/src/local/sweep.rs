@@ -2,8 +2,10 @@
 //! controller makes them with: whether the next child may start (`failurePolicy`), the
 //! set's phase, and its `Accepted` condition over the children's verdicts.
 
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
+use perfsweep_benchmarks::fleet::{FleetSummary, OutlierRule};
+use perfsweep_benchmarks::set::acceptance::{
+    ChildAcceptance, SetAcceptance, has_criteria, judged_by_fleet,
+};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{FailurePolicy, expand::Expansion};
 use perfsweep_benchmarks::status::Phase;
@@ -11,7 +13,7 @@ use perfsweep_benchmarks::status::Phase;
 use super::LocalOutcome;
 
 /// One set of a local run, as its children finish one at a time.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct SetRun {
     pub name: String,
     policy: FailurePolicy,
@@ -20,10 +22,21 @@ pub struct SetRun {
     judged: Vec<ChildAcceptance>,
     /// Any child has acceptance criteria (the set's or the template's).
     gated: bool,
+    /// What the fleet verdict of a node-pair set is judged from, as the controller judges
+    /// it: the expansion, the set's outlier rule, and the children's results so far.
+    expansion: Expansion,
+    outlier_rule: OutlierRule,
+    results: Vec<(usize, serde_json::Value)>,
+    failed: Vec<usize>,
 }
 
 impl SetRun {
-    pub fn new(name: &str, policy: FailurePolicy, expansion: &Expansion) -> Self {
+    pub fn new(
+        name: &str,
+        policy: FailurePolicy,
+        outlier_rule: OutlierRule,
+        expansion: Expansion,
+    ) -> Self {
         let count = expansion.children.len();
         Self {
             name: name.to_owned(),
@@ -31,13 +44,11 @@ impl SetRun {
             children: expansion.children.iter().map(|c| c.name.clone()).collect(),
             states: vec![ChildState::NotCreated; count],
             judged: vec![ChildAcceptance::Pending; count],
-            gated: expansion.children.iter().any(|child| {
-                child
-                    .spec
-                    .get(acceptance::FIELD)
-                    .and_then(serde_json::Value::as_array)
-                    .is_some_and(|criteria| !criteria.is_empty())
-            }),
+            gated: has_criteria(&expansion),
+            expansion,
+            outlier_rule,
+            results: Vec::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -78,6 +89,25 @@ impl SetRun {
             *slot = state;
             *verdict = judged;
         }
+        match outcome.result() {
+            Some(result) => self.results.push((index, result.clone())),
+            None => self.failed.push(index),
+        }
+    }
+
+    /// The fleet verdict of a node-pair set over its children so far (`None` for other
+    /// sets), by the function the controller writes `status.fleet` with.
+    pub fn fleet(&self) -> Option<FleetSummary> {
+        if self.expansion.rounds == 0 {
+            return None;
+        }
+        perfsweep_benchmarks::set::fleet::summary(
+            self.outlier_rule,
+            &self.expansion,
+            &self.results,
+            &self.failed,
+            &self.judged,
+        )
     }
 
     /// The set's phase, as the controller reports it.
@@ -93,12 +123,19 @@ impl SetRun {
             .count()
     }
 
-    /// The set's `Accepted` condition `(status, reason, message)`, when it is gated.
+    /// The set's `Accepted` condition `(status, reason, message)`, when it has criteria
+    /// or a fleet verdict: what the controller would write, fleet included.
     pub fn acceptance(&self) -> Option<(&'static str, &'static str, String)> {
-        self.gated.then(|| {
-            SetAcceptance::of(self.children.iter().map(String::as_str).zip(&self.judged))
-                .condition()
-        })
+        let fleet = self.fleet();
+        let judged = match (&fleet, self.gated) {
+            (_, true) => self.judged.clone(),
+            (Some(_), false) => judged_by_fleet(&self.states),
+            (None, false) => return None,
+        };
+        Some(
+            SetAcceptance::of(self.children.iter().map(String::as_str).zip(&judged))
+                .condition(fleet.as_ref()),
+        )
     }
 
     /// What the run's summary says of the set.
@@ -129,6 +166,7 @@ impl SetRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perfsweep_benchmarks::acceptance;
     use perfsweep_benchmarks::outcome::{Failure, Reason};
     use serde_json::json;
 
@@ -152,15 +190,24 @@ mod tests {
 
     #[test]
     fn stop_starts_nothing_after_a_failure_and_continue_does() {
-        let expansion = expansion(json!([]));
-        let mut stop = SetRun::new("s", FailurePolicy::Stop, &expansion);
+        let mut stop = SetRun::new(
+            "s",
+            FailurePolicy::Stop,
+            OutlierRule::default(),
+            expansion(json!([])),
+        );
         assert!(stop.may_start(0));
         stop.finished(0, &failed());
         assert!(!stop.may_start(1));
         assert_eq!(stop.phase(), SetPhase::Failed);
         assert_eq!(stop.not_started(), 2);
         assert_eq!(stop.acceptance(), None);
-        let mut go_on = SetRun::new("s", FailurePolicy::Continue, &expansion);
+        let mut go_on = SetRun::new(
+            "s",
+            FailurePolicy::Continue,
+            OutlierRule::default(),
+            expansion(json!([])),
+        );
         go_on.finished(0, &failed());
         assert!(go_on.may_start(1));
         assert_eq!(go_on.phase(), SetPhase::Running);
@@ -169,7 +216,12 @@ mod tests {
     #[test]
     fn the_set_is_accepted_only_when_every_child_is() {
         let expansion = expansion(json!([{"metric": "received_bits_per_second", "min": 1.0}]));
-        let mut set = SetRun::new("s", FailurePolicy::Continue, &expansion);
+        let mut set = SetRun::new(
+            "s",
+            FailurePolicy::Continue,
+            OutlierRule::default(),
+            expansion,
+        );
         let verdict = |accepted: bool| acceptance::Verdict {
             accepted,
             checks: Vec::new(),

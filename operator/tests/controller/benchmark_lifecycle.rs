@@ -1067,3 +1067,51 @@ async fn a_gang_volcano_never_admits_ends_at_its_deadline() {
     );
     wait_for_cleanup(&double, "never").await;
 }
+
+#[tokio::test]
+async fn a_malformed_iperf_is_reported_and_does_not_stop_the_others() {
+    let double = double_with_crds().await;
+    // Written as an older or newer perfsweep (or a hand edit past validation) might have
+    // left it: `duration` a string. The double stores it as given, as etcd would.
+    double
+        .create(
+            &IPERFS,
+            json!({
+                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                "metadata": {"name": "malformed", "namespace": NS},
+                "spec": {"duration": "ten seconds"},
+            }),
+        )
+        .expect("the double stores the malformed IPerf");
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "healthy", json!({"duration": 10})).await;
+
+    // The healthy IPerf runs: its pods are made and it reaches Running.
+    start_benchmark(&double, "healthy").await;
+    // The malformed one is reported once, naming the field, and never run.
+    let reported = wait_until(WAIT, "an InvalidObject event about malformed", || {
+        let found: Vec<String> = events(&double, "malformed")
+            .into_iter()
+            .filter(|e| e.starts_with("InvalidObject: "))
+            .collect();
+        if found.is_empty() {
+            Err(format!("events: {:?}", events(&double, "malformed")))
+        } else {
+            Ok(found)
+        }
+    })
+    .await;
+    assert!(
+        reported[0].contains("spec.duration: invalid type: string"),
+        "the event names the field and why: {reported:?}"
+    );
+    assert!(
+        owned(&double, &Gvr::PODS, "malformed").is_empty(),
+        "nothing is run for an object that cannot be read"
+    );
+    assert!(
+        status_of(&double, "malformed").is_null(),
+        "its status is left alone: {}",
+        status_of(&double, "malformed")
+    );
+}

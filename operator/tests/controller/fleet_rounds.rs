@@ -300,6 +300,20 @@ async fn twenty_nodes_run_in_disjoint_rounds_and_the_slow_node_is_named() {
         (deviation + 0.4).abs() < 0.03,
         "about 40% slower: {deviation}"
     );
+    // One acceptance outcome: the set is not accepted because of its fleet verdict, and
+    // its condition names the slow node (the children have no criteria of their own).
+    let accepted = status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == "Accepted"))
+        .unwrap_or_else(|| panic!("a node-pair set reports Accepted: {status}"));
+    assert_eq!(accepted["status"], "False", "{accepted}");
+    assert_eq!(accepted["reason"], "FleetOutliers", "{accepted}");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(SLOW_NODE)),
+        "{accepted}"
+    );
     println!(
         "20 nodes, 190 pairs in 19 rounds; {} API requests ({:.1} per child); fleet: {fleet}",
         double.requests().len(),

@@ -145,10 +145,14 @@ fn acceptance_report_of_a_local_sweep() {
     assert!(html.contains("<td class=\"ok\">ACCEPTED</td>"));
     assert!(html.contains("<svg"), "charts are inlined in the HTML");
 
-    // The failing sweep: exit 1, the criterion and by how much it was missed.
+    // The failing sweep: exit 3 as `run` exits, the criterion and by how much it was missed.
     let out = dir.join("report-fail");
     let result = report(&fail, &out);
-    assert_eq!(result.status.code(), Some(1), "a rejected sweep exits 1");
+    assert_eq!(
+        result.status.code(),
+        Some(3),
+        "a rejected sweep's report exits 3, as its run does"
+    );
     let md = read(&out.join("report.md"));
     eprintln!("{md}");
     assert!(
@@ -166,7 +170,7 @@ fn acceptance_report_of_a_local_sweep() {
     // Both together: not accepted, all five runs listed.
     let out = dir.join("report-both");
     let result = report(&dir, &out);
-    assert_eq!(result.status.code(), Some(1));
+    assert_eq!(result.status.code(), Some(3));
     let md = read(&out.join("report.md"));
     assert!(
         md.contains("**NOT ACCEPTED: 4 accepted, 1 rejected"),

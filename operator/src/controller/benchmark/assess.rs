@@ -130,7 +130,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
                 Reason::Unschedulable,
                 format!(
                     "pods could not be scheduled within the timeout of {}: {why}",
-                    human(timeout)
+                    perfsweep_benchmarks::duration::format(timeout)
                 ),
             ),
             pod: None,
@@ -150,7 +150,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
                 Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {} (waiting for {waiting_for})",
-                    human(timeout)
+                    perfsweep_benchmarks::duration::format(timeout)
                 ),
             ),
             pod: None,
@@ -344,23 +344,6 @@ fn pod_failure_message(pod: &Pod) -> String {
         (Some(text), None) | (None, Some(text)) => format!("pod {name} failed: {text}"),
         (None, None) => format!("pod {name} failed without a reason"),
     }
-}
-
-/// A duration as people write it in specs (`2s`, `30m0s` → `30m`).
-pub fn human(duration: Duration) -> String {
-    let total = duration.as_secs();
-    let millis = duration.subsec_millis();
-    if total == 0 {
-        return format!("{millis}ms");
-    }
-    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
-    let mut out = String::new();
-    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
-        if value > 0 {
-            out.push_str(&format!("{value}{unit}"));
-        }
-    }
-    out
 }
 
 /// The `Scheduled`, `Ready` and `GangScheduled` conditions for the pods' progress.
@@ -722,13 +705,5 @@ mod tests {
         );
         assert!(gang.message.contains("different times"));
         assert_eq!(gang.observed_generation, Some(3));
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human(Duration::from_secs(2)), "2s");
-        assert_eq!(human(Duration::from_mins(30)), "30m");
-        assert_eq!(human(Duration::from_mins(90)), "1h30m");
-        assert_eq!(human(Duration::from_millis(500)), "500ms");
     }
 }

@@ -26,6 +26,7 @@ pub(crate) mod outcome;
 mod prepare;
 mod status;
 mod target;
+pub mod unreadable;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -41,7 +42,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, LogParams, Patch, PatchParams, PostParams};
-use kube::core::NamespaceResourceScope;
+use kube::core::{DeserializeGuard, NamespaceResourceScope};
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::EventType;
@@ -126,7 +127,7 @@ impl Stage {
 
     /// The failure of a benchmark whose deadline passed while this stage kept failing.
     fn failure(self, error: &Error, timeout: Duration) -> Failure {
-        let timeout = assess::human(timeout);
+        let timeout = perfsweep_benchmarks::duration::format(timeout);
         match self {
             Self::ReadingResult => Failure::new(
                 Reason::ResultUnreadable,
@@ -312,7 +313,7 @@ fn start<K: Benchmark>(
     controller
         .with_config(controller::Config::default().debounce(settings.debounce))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K>, error_policy::<K>, engine)
+        .run(reconcile_guarded::<K>, error_policy_guarded::<K>, engine)
         .for_each(move |result| {
             metrics.reconciled(&kind, crate::metrics::classify(&result));
             async move {
@@ -326,25 +327,51 @@ fn start<K: Benchmark>(
 }
 
 /// The controller of kind `K`: its benchmarks, reconciled again on every change to the
-/// pods and PodGroups they own (`triggers`, from the shared watches in [`caches`]).
+/// pods and PodGroups they own (`triggers`, from the shared watches in [`caches`]). It
+/// watches through [`DeserializeGuard`]: one object that does not deserialize is
+/// reported ([`unreadable`]) while the others of its kind go on.
 fn controller<K: Benchmark>(
     engine: &Engine,
     triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
-) -> Controller<K> {
-    let benchmarks: Api<K> = scoped_api(&engine.ctx.client, engine.namespace.as_deref());
+) -> Controller<DeserializeGuard<K>> {
+    let benchmarks: Api<DeserializeGuard<K>> =
+        scoped_api(&engine.ctx.client, engine.namespace.as_deref());
     Controller::new(benchmarks, default_watcher()).reconcile_on(triggers.map(caches::object_ref))
 }
 
-pub async fn reconcile<K: Benchmark>(
-    benchmark: Arc<K>,
+/// A benchmark that deserialized is reconciled; one that did not is reported, and waits
+/// for a change (a fix) without retries.
+pub async fn reconcile_guarded<K: Benchmark>(
+    guard: Arc<DeserializeGuard<K>>,
     engine: Arc<Engine>,
 ) -> Result<Action, Error> {
+    match &guard.0 {
+        Ok(benchmark) => reconcile(benchmark, engine).await,
+        Err(invalid) => {
+            unreadable::report(&*guard, invalid, &engine).await;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn error_policy_guarded<K: Benchmark>(
+    guard: Arc<DeserializeGuard<K>>,
+    error: &Error,
+    engine: Arc<Engine>,
+) -> Action {
+    match &guard.0 {
+        Ok(benchmark) => error_policy(benchmark, error, engine),
+        Err(_) => Action::await_change(),
+    }
+}
+
+pub async fn reconcile<K: Benchmark>(benchmark: &K, engine: Arc<Engine>) -> Result<Action, Error> {
     let kind = K::kind(&());
     let Some(info) = registry::lookup(&kind) else {
         tracing::error!(%kind, "no such benchmark kind in the registry");
         return Ok(Action::await_change());
     };
-    let mut target = Target::of(&*benchmark, info)?;
+    let mut target = Target::of(benchmark, info)?;
     target.defaults = engine.defaults.clone();
     if benchmark.meta().deletion_timestamp.is_some() {
         // What it created goes with it through owner references.
@@ -352,14 +379,14 @@ pub async fn reconcile<K: Benchmark>(
     }
     let old = benchmark.benchmark_status().cloned().unwrap_or_default();
     // Validated and built once: every step below works from this.
-    let prepared = prepare(&*benchmark, &target);
+    let prepared = prepare(benchmark, &target);
     let mut stage = Stage::Preparing;
     let outcome = if old.phase.is_some_and(Phase::is_finished) {
         stage = Stage::CleaningUp;
-        tidy_up(&*benchmark, &target, &old, prepared.as_ref().ok(), &engine).await
+        tidy_up(benchmark, &target, &old, prepared.as_ref().ok(), &engine).await
     } else {
         advance(
-            &*benchmark,
+            benchmark,
             &mut target,
             old.clone(),
             &prepared,
@@ -375,7 +402,7 @@ pub async fn reconcile<K: Benchmark>(
         }
         Err(error) => {
             let prepared = prepared.as_ref().ok();
-            on_operator_error(&*benchmark, &target, &old, prepared, error, stage, &engine).await
+            on_operator_error(benchmark, &target, &old, prepared, error, stage, &engine).await
         }
     }
 }
@@ -474,7 +501,7 @@ async fn on_operator_error<K: Benchmark>(
     Err(error)
 }
 
-pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<Engine>) -> Action {
+pub fn error_policy<K: Benchmark>(benchmark: &K, error: &Error, engine: Arc<Engine>) -> Action {
     let key = format!(
         "{} {}/{}",
         K::kind(&()),
@@ -485,14 +512,14 @@ pub fn error_policy<K: Benchmark>(benchmark: Arc<K>, error: &Error, engine: Arc<
     // Retries never carry a benchmark past its deadline unseen: every stage of it is
     // bounded by its timeout.
     if let Some(info) = registry::lookup(&K::kind(&()))
-        && let Ok(mut target) = Target::of(&*benchmark, info)
+        && let Ok(mut target) = Target::of(benchmark, info)
         && !benchmark
             .benchmark_status()
             .and_then(|s| s.phase)
             .is_some_and(Phase::is_finished)
     {
         target.defaults = engine.defaults.clone();
-        if let Some((deadline, _)) = deadline_of(&*benchmark, &target) {
+        if let Some((deadline, _)) = deadline_of(benchmark, &target) {
             let left = Timestamp::now().duration_until(deadline);
             if left.is_positive() {
                 delay = delay.min(left.unsigned_abs().saturating_add(PAST_DEADLINE));

@@ -11,7 +11,6 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::fleet;
 use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion};
@@ -105,15 +104,28 @@ pub fn decide(
     let old = set.status.clone().unwrap_or_default();
     let mut status = progress_status(set, expansion, &states, &old, now);
     status.summary = results_summary(expansion, &results);
-    apply_acceptance(&mut status, set, expansion, &judged, now);
     status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
     if expansion.rounds > 0 {
         status.rounds = Some(set_status::RoundProgress {
             total: expansion.rounds,
             current: set_status::current_round(&states, &rounds).unwrap_or(expansion.rounds),
         });
-        status.fleet = fleet_summary(set, expansion, &results, &failed, &judged);
+        status.fleet = set::fleet::summary(
+            set::fleet::outlier_rule(&set.spec),
+            expansion,
+            &results,
+            &failed,
+            &judged,
+        );
     }
+    // After the fleet verdict: a fleet with outliers is not accepted. Children of a
+    // node-pair set without criteria are judged by the fleet alone.
+    let judged = if status.fleet.is_some() && !set::acceptance::has_criteria(expansion) {
+        set::acceptance::judged_by_fleet(&states)
+    } else {
+        judged
+    };
+    apply_acceptance(&mut status, set, expansion, &judged, now);
     SetDecision {
         obsolete,
         to_create,
@@ -163,8 +175,8 @@ pub fn phase_event(status: &BenchmarkSetStatus) -> Option<(EventType, &'static s
     }
 }
 
-/// With acceptance criteria on any child: the counts and the set's `Accepted` condition;
-/// without: neither.
+/// With acceptance criteria on any child, or a fleet verdict (a node-pair set): the counts
+/// and the set's `Accepted` condition; without: neither.
 pub fn apply_acceptance(
     status: &mut BenchmarkSetStatus,
     set: &BenchmarkSet,
@@ -172,14 +184,8 @@ pub fn apply_acceptance(
     judged: &[ChildAcceptance],
     now: Timestamp,
 ) {
-    let gated = expansion.children.iter().any(|child| {
-        child
-            .spec
-            .get(acceptance::FIELD)
-            .and_then(Value::as_array)
-            .is_some_and(|criteria| !criteria.is_empty())
-    });
-    if !gated {
+    let gated = set::acceptance::has_criteria(expansion);
+    if !gated && status.fleet.is_none() {
         status.acceptance = None;
         status
             .conditions
@@ -193,7 +199,7 @@ pub fn apply_acceptance(
             .map(|c| c.name.as_str())
             .zip(judged),
     );
-    let (value, reason, message) = counts.condition();
+    let (value, reason, message) = counts.condition(status.fleet.as_ref());
     set_condition(
         &mut status.conditions,
         condition(
@@ -308,58 +314,6 @@ pub fn progress_status(
         rounds: None,
         fleet: None,
     }
-}
-
-/// The fleet verdict of a node-pair set over the children finished so far: pairs
-/// judged against each other on the judged metric (see [`fleet`]); `None` before any.
-pub fn fleet_summary(
-    set: &BenchmarkSet,
-    expansion: &Expansion,
-    results: &[(usize, Value)],
-    failed: &[usize],
-    judged: &[ChildAcceptance],
-) -> Option<fleet::FleetSummary> {
-    if results.is_empty() && failed.is_empty() {
-        return None;
-    }
-    let criteria =
-        acceptance::criteria_of(&Value::Object((*expansion.children.first()?.spec).clone()));
-    let metric = fleet::judged_metric(expansion.kind, &criteria)?;
-    let pair_of = |index: usize| expansion.children[index].pair.clone();
-    let mut pairs: Vec<fleet::PairResult> = results
-        .iter()
-        .filter_map(|(index, result)| {
-            let value =
-                perfsweep_benchmarks::metrics::find(&expansion.kind.metrics(result), metric.name)
-                    .map(|m| m.value);
-            Some(fleet::PairResult {
-                nodes: pair_of(*index)?,
-                value,
-                accepted: match judged.get(*index) {
-                    Some(ChildAcceptance::Accepted) => Some(true),
-                    Some(ChildAcceptance::Rejected { .. }) => Some(false),
-                    _ => None,
-                },
-                evidence: Some(expansion.children[*index].name.clone()),
-            })
-        })
-        .collect();
-    pairs.extend(failed.iter().filter_map(|&index| {
-        Some(fleet::PairResult {
-            nodes: pair_of(index)?,
-            value: None,
-            accepted: None,
-            evidence: Some(expansion.children[index].name.clone()),
-        })
-    }));
-    let rule = set
-        .spec
-        .permutations
-        .node_pairs
-        .as_ref()
-        .map(|p| p.outliers)
-        .unwrap_or_default();
-    Some(fleet::judge(metric.name, metric.unit, metric.better, rule, &pairs).summary())
 }
 
 /// Per-case statistics of the headline metric over the succeeded children's results;

@@ -196,7 +196,9 @@ async fn prune_other_kinds(
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(kind));
         for child in children.of(kind, namespace, &name) {
-            delete_child(&api, &child.name_any(), namespace).await?;
+            if let Some(child) = super::caches::Named::of(child.as_ref()) {
+                delete_child(&api, &child, namespace).await?;
+            }
             pruned += 1;
         }
     }
@@ -272,7 +274,14 @@ async fn advance(
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     for obsolete in &decision.obsolete {
-        delete_child(&children, obsolete, namespace).await?;
+        // The child as the cache shows it: the delete is conditional on its uid.
+        let child = existing
+            .iter()
+            .find(|child| child.name_any() == *obsolete)
+            .and_then(|child| super::caches::Named::of(*child));
+        if let Some(child) = child {
+            delete_child(&children, &child, namespace).await?;
+        }
     }
     if let Some(note) = decide::pruned_note(decision.obsolete.len()) {
         publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
@@ -355,10 +364,11 @@ async fn patch_status(
 
 async fn delete_child(
     children: &Api<DynamicObject>,
-    name: &str,
+    child: &super::caches::Named,
     namespace: &str,
 ) -> Result<(), Error> {
-    plumbing::delete_if_present(children, name)
+    let name = &child.name;
+    plumbing::delete_if_present(children, name, &child.uid)
         .await
         .map_err(Error::kube(format!(
             "deleting obsolete child {namespace}/{name}"

@@ -274,6 +274,7 @@ fn describe(request: &RecordedRequest) -> String {
 /// The operator, with leader election (short timings), until the sender fires.
 fn start_operator(
     double: &ApiDouble,
+    export_endpoint: &str,
 ) -> (
     oneshot::Sender<()>,
     tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -285,7 +286,14 @@ fn start_operator(
         debounce: Duration::from_millis(50),
         instance: Some("rbac".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy {
+            allowed: perfsweep::export::allowed::AllowedDestinations {
+                endpoints: vec![export_endpoint.to_owned()],
+                plain_http: true,
+            },
+            ..perfsweep::controller::benchmark::export::ExportPolicy::default()
+        },
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),
@@ -358,7 +366,8 @@ fn agent_log() -> String {
 /// the log, cleanup, graceful shutdown. Returns the operator's requests.
 async fn exercise_the_operator() -> Vec<RecordedRequest> {
     let double = support::double_with_crds().await;
-    let (stop, task) = start_operator(&double);
+    let endpoint = format!("http://127.0.0.1:{}", unused_port());
+    let (stop, task) = start_operator(&double, &endpoint);
 
     // Two children at once; then a spec edit drops one of them (it is deleted). The set
     // exports its children's results (credentials from a Secret) to an endpoint nothing
@@ -368,7 +377,11 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
             &Gvr::SECRETS,
             json!({
                 "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "export-creds", "namespace": NS},
+                "metadata": {
+                    "name": "export-creds",
+                    "namespace": NS,
+                    "labels": {"perfsweep.io/export-credentials": "true"},
+                },
                 "stringData": {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "key"},
             }),
         )
@@ -376,7 +389,7 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
     let mut set = iperf_set("rbac", json!({"streams": [1, 2]}), 1, 2, "Continue");
     set["spec"]["outputLocation"] = json!({
         "storageUri": "s3://results/rbac",
-        "parameters": {"endpoint": format!("http://127.0.0.1:{}", unused_port())},
+        "parameters": {"endpoint": endpoint},
         "secretName": "export-creds",
     });
     double.create(&SETS, set).expect("creating the set");

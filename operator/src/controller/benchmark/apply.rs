@@ -391,10 +391,11 @@ pub(super) async fn release(
     delete_named(engine, &target.api::<Service>(ctx), &services, target).await?;
     if let Some(rendered) = rendered.filter(|r| r.pod_group.is_none()) {
         let names: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
-        let secrets = ours_by_name(&target.api::<Secret>(ctx), &names, target).await?;
+        let secrets = ours_by_name(engine, &target.api::<Secret>(ctx), &names, target).await?;
         delete_named(engine, &target.api::<Secret>(ctx), &secrets, target).await?;
         let names = [rendered.network_policy.name_any()];
-        let policies = ours_by_name(&target.api::<NetworkPolicy>(ctx), &names, target).await?;
+        let policies =
+            ours_by_name(engine, &target.api::<NetworkPolicy>(ctx), &names, target).await?;
         delete_named(engine, &target.api::<NetworkPolicy>(ctx), &policies, target).await?;
     }
     let claims = caches::left_to_delete(&owned.claims, namespace, uid);
@@ -407,8 +408,10 @@ pub(super) async fn release(
     .await
 }
 
-/// The objects of `names` that exist and are owned by the benchmark, read back by name.
+/// The objects of `names` that exist and are owned by the benchmark, read back by name
+/// (not those deleted a moment ago).
 async fn ours_by_name<T>(
+    engine: &Engine,
     api: &Api<T>,
     names: &[String],
     target: &Target,
@@ -418,6 +421,12 @@ where
 {
     let mut ours = Vec::new();
     for name in names {
+        if engine
+            .recent
+            .deleted(&target.uid, &format!("{}/{name}", T::kind(&())))
+        {
+            continue;
+        }
         let found = api.get_opt(name).await.map_err(Error::kube(format!(
             "reading {} {}/{name} of {} before deleting it",
             T::kind(&()),

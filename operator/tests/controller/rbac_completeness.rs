@@ -571,7 +571,7 @@ async fn faults(
         .expect("the operator stops")
         .expect("the operator did not panic")
         .expect("the operator stopped without error");
-    let (stop, task) = start_operator(double);
+    let (stop, task) = start_operator(double, "https://store.example");
     wait_for_pod(double, "midway-client-0").await;
     // A waiting pod deleted by someone else is made again, after reading the benchmark
     // (get): its status, claimed before, says nothing new to write.

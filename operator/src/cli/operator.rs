@@ -14,8 +14,10 @@ pub struct OperatorArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "PERFSWEEP_WATCH_NAMESPACE")]
     pub namespace: Option<String>,
-    /// Address of the health probe endpoint.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "PERFSWEEP_HEALTH_ADDR")]
+    /// Address of the health probe and /metrics endpoint (unauthenticated, with every
+    /// watched namespace's results): loopback unless set; the chart sets 0.0.0.0:8080
+    /// for the kubelet's probes and Prometheus.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "PERFSWEEP_HEALTH_ADDR")]
     pub health_addr: SocketAddr,
     /// Merge reconcile requests for one object within this many milliseconds.
     #[arg(long, default_value_t = 500)]

@@ -61,20 +61,6 @@ const NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "",
-        "secrets",
-        "create",
-        "the benchmark engine creates the Secrets a kind's rendering lists (create_missing \
-         in controller/benchmark.rs); no kind renders one yet, IPerf never will",
-    ),
-    (
-        "",
-        "secrets",
-        "delete",
-        "the engine deletes a benchmark's rendered Secrets by name when it ends (release); \
-         none are rendered yet",
-    ),
-    (
-        "",
         "persistentvolumeclaims",
         "create",
         "the engine creates the claims a kind's rendering lists; none are rendered yet",

@@ -128,7 +128,9 @@ mod slow_client_tests {
         .await
         .expect("serving");
         tokio::spawn(server);
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
             .await

@@ -29,9 +29,9 @@ pub const TERMINATION_LOG: &str = "PERFSWEEP_TERMINATION_LOG";
 /// Unset in pods, where each volume is mounted at its `mountPath`.
 pub const VOLUMES_DIR: &str = "PERFSWEEP_VOLUMES_DIR";
 
-/// The per-benchmark token that authenticates `perfsweep rsh` to the agents of a plan
-/// that launches remotely (`Plan::remote_launch`); on Kubernetes from the Secret
-/// [`launch_secret_name`], key [`LAUNCH_SECRET_KEY`].
+/// The per-benchmark token every request between a benchmark's agents proves it holds
+/// (status, stop, barriers, and `perfsweep rsh` in a plan that launches remotely); on
+/// Kubernetes from the Secret [`launch_secret_name`], key [`LAUNCH_SECRET_KEY`].
 pub const LAUNCH_TOKEN: &str = "PERFSWEEP_LAUNCH_TOKEN";
 /// JSON map of peer data address → control endpoint, set by an agent for its commands
 /// so that `perfsweep rsh HOST` finds the agent of HOST.

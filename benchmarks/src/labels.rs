@@ -15,6 +15,10 @@ pub const REPETITION: &str = "perfsweep.io/repetition";
 pub const ROUND: &str = "perfsweep.io/round";
 /// The benchmark a pod or helper object belongs to.
 pub const BENCHMARK: &str = "perfsweep.io/benchmark";
+/// The uid of the benchmark a pod or helper object belongs to: what its Service and
+/// NetworkPolicy select on, so a pod that merely copies the benchmark's name is not
+/// one of its pods.
+pub const BENCHMARK_UID: &str = "perfsweep.io/benchmark-uid";
 /// The role a pod plays in its benchmark.
 pub const ROLE: &str = "perfsweep.io/role";
 

@@ -44,7 +44,7 @@ NEWEST_KUBE = "1.37.0"
 def kube_versions() -> list[str]:
     with open(os.path.join(CHART, "Chart.yaml"), encoding="utf-8") as file:
         floor = yaml.safe_load(file)["kubeVersion"]
-    # ">=1.28.0-0" → "1.28.0"
+    # ">=1.30.0-0" → "1.30.0"
     version = floor.removeprefix(">=").split("-")[0].strip()
     return [version, NEWEST_KUBE]
 
@@ -181,6 +181,11 @@ def chart_crd_files() -> dict[str, dict[str, Any]]:
 def scenario_default(objects: list[dict[str, Any]]) -> None:
     (deployment,) = of_kind(objects, "Deployment")
     deployment_checks(deployment, leader_election=True)
+    check_admission_policy(objects, "perfsweep.io/privileged-benchmarks")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    check(env.get("PERFSWEEP_EXPORT_ENDPOINTS") == "", "no export endpoint allowed by default")
+    check(env.get("PERFSWEEP_EXPORT_ALLOW_HTTP") == "false", "no plain-http export by default")
+    check(env.get("PERFSWEEP_MAX_CHILDREN_PER_SET") == "10000", "a ceiling of 10000 children per set")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     check(not any(a.startswith("--namespace") for a in args), "cluster-wide: no --namespace")
     (cluster_role,) = of_kind(objects, "ClusterRole")
@@ -205,6 +210,36 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
     check(not of_kind(objects, "CustomResourceDefinition"), "CRDs not templates by default")
     (service,) = of_kind(objects, "Service")
     check(service["spec"]["ports"][0]["port"] == 8080, "metrics Service on 8080")
+
+
+def check_admission_policy(objects: list[dict[str, Any]], label: str) -> None:
+    """The policy on privileged fields: it matches every benchmark kind and BenchmarkSet,
+    denies (not warns), names each field it refuses, and its binding points at it. Its
+    CEL runs on a real API server in operator/tests/real_cluster_security.rs."""
+    (policy,) = of_kind(objects, "ValidatingAdmissionPolicy")
+    (binding,) = of_kind(objects, "ValidatingAdmissionPolicyBinding")
+    what = name(policy)
+    check(binding["spec"]["policyName"] == policy["metadata"]["name"], f"{what}: bound")
+    check(binding["spec"]["validationActions"] == ["Deny"], f"{what}: Deny")
+    check(policy["spec"]["failurePolicy"] == "Fail", f"{what}: failurePolicy Fail")
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    plurals = sorted(c["spec"]["names"]["plural"] for c in chart_crd_files().values())
+    check(sorted(rule["resources"]) == plurals, f"{what}: matches every perfsweep kind {plurals}")
+    check(set(rule["operations"]) == {"CREATE", "UPDATE"}, f"{what}: on create and update")
+    messages = " ".join(v["messageExpression"] for v in policy["spec"]["validations"])
+    for field in [
+        "spec.hostNetwork",
+        "spec.tolerations",
+        "spec.mtu",
+        "spec.queue",
+        "spec.priorityClassName",
+        "spec.image",
+        "spec.podOverride.tolerations",
+        "spec.permutations",
+    ]:
+        check(field + ":" in messages, f"{what}: a message names {field}")
+    privileged = next(v for v in policy["spec"]["variables"] if v["name"] == "privileged")
+    check(label in privileged["expression"], f"{what}: the namespace label {label}")
 
 
 def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, Any]]) -> None:
@@ -356,6 +391,8 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"watch": {"namespaces": ["Team_A"]}}, "at '/watch/namespaces/0'"),
     ({"watch": {"namespaces": "team-a"}}, "at '/watch/namespaces': got string, want array"),
     ({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum"),
+    ({"export": {"allowedEndpoints": ["https://u:p@store/x"]}}, "at '/export/allowedEndpoints/0'"),
+    ({"maxChildrenPerSet": 2000000}, "at '/maxChildrenPerSet': maximum"),
     ({"operater": {"replicas": 2}}, "additional properties 'operater' not allowed"),
     ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy': value must be one of"),
     ({"image": {"digest": "latest"}}, "at '/image/digest'"),

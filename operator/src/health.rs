@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 /// Readiness shared between the controllers and the probe endpoint.
@@ -39,6 +39,9 @@ pub async fn serve(
     serve_with_metrics(addr, readiness, None, shutdown).await
 }
 
+/// How long a client may take to send its request's headers.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// [`serve`], plus `/metrics` (Prometheus text format) from `metrics`; without them
 /// (a standby replica) `/metrics` says only `perfsweep_up 0`.
 pub async fn serve_with_metrics(
@@ -62,7 +65,11 @@ pub async fn serve_with_metrics(
             tokio::spawn(async move {
                 let service =
                     service_fn(move |request| respond(request, readiness.clone(), metrics.clone()));
+                // With a timer, so a client that never finishes its headers is cut off
+                // (without one hyper ignores header_read_timeout).
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
@@ -101,4 +108,39 @@ async fn respond(
     let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *response.status_mut() = status;
     Ok(response)
+}
+
+#[cfg(test)]
+mod slow_client_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Issue 24: hyper had no timer, so its header timeout never applied and a client
+    /// could hold a connection open forever.
+    #[tokio::test]
+    async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+        let (addr, server) = serve_with_metrics(
+            "127.0.0.1:0".parse().expect("an address"),
+            Readiness::default(),
+            None,
+            std::future::pending(),
+        )
+        .await
+        .expect("serving");
+        tokio::spawn(server);
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("writes");
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(
+            HEADER_READ_TIMEOUT + std::time::Duration::from_secs(5),
+            stream.read_to_end(&mut rest),
+        )
+        .await;
+        assert!(closed.is_ok(), "the connection was still open");
+    }
 }

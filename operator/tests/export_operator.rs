@@ -68,11 +68,27 @@ fn secret(double: &ApiDouble) {
             &Gvr::SECRETS,
             json!({
                 "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "s3-creds", "namespace": NS},
+                "metadata": {
+                    "name": "s3-creds",
+                    "namespace": NS,
+                    "labels": {"perfsweep.io/export-credentials": "true"},
+                },
                 "stringData": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY},
             }),
         )
         .expect("creating the Secret");
+}
+
+/// The export settings of an administrator who allows `endpoint` (a local test store,
+/// plain http).
+fn allowing(endpoint: &str) -> ExportPolicy {
+    ExportPolicy {
+        allowed: perfsweep::export::allowed::AllowedDestinations {
+            endpoints: vec![endpoint.to_owned()],
+            plain_http: true,
+        },
+        ..ExportPolicy::default()
+    }
 }
 
 fn iperf(name: &str, endpoint: &str) -> Value {
@@ -231,6 +247,9 @@ fn assert_no_secret_leaked(double: &ApiDouble, name: &str) {
         .requests()
         .iter()
         .filter(|r| r.resource == "secrets")
+        // The benchmark's own token Secret, which the operator makes (a create names
+        // no object in its path) and deletes.
+        .filter(|r| r.verb != "create" && r.name.as_deref() != Some(&format!("{name}-launch")))
         .map(|r| format!("{} {:?}", r.verb, r.name))
         .collect();
     assert!(!secret_reads.is_empty(), "the Secret was read");
@@ -275,7 +294,7 @@ async fn a_finished_benchmark_exports_its_record_and_evidence_readable_with_resu
         json!({"topology.kubernetes.io/zone": "zone-2"}),
     );
     secret(&double);
-    let operator = Operator::start(&double, "export");
+    let operator = Operator::start_with_export(&double, "export", allowing(&moto.endpoint()));
     double
         .create(&IPERFS, iperf("exported", &moto.endpoint()))
         .expect("creating the benchmark");
@@ -402,6 +421,7 @@ async fn a_failing_upload_ends_exported_false_and_loses_nothing() {
             initial_delay: Duration::from_millis(10),
             max_delay: Duration::from_millis(20),
         },
+        allowed: allowing(&format!("http://127.0.0.1:{port}")).allowed,
     };
     let operator = Operator::start_with_export(&double, "export-fails", policy);
     double
@@ -459,4 +479,119 @@ async fn a_failing_upload_ends_exported_false_and_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(answered.load(Ordering::SeqCst), 4);
     operator.stop().await;
+}
+
+/// A listener that counts the connections it is sent (an attacker's endpoint).
+fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let endpoint = format!("http://{}", listener.local_addr().expect("an address"));
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (endpoint, count)
+}
+
+/// Whether the operator read Secret `name` (GET by name).
+fn secret_read(double: &ApiDouble, name: &str) -> bool {
+    double
+        .requests()
+        .iter()
+        .any(|r| r.verb == "get" && r.path.ends_with(&format!("/secrets/{name}")))
+}
+
+/// Issue 24, finding 2: `endpoint: http://attacker` with `secretName: <any Secret>` made
+/// the operator read the Secret with its own rights and send it there. An endpoint the
+/// administrator did not allow is refused before the Secret is read.
+#[tokio::test]
+async fn a_foreign_export_endpoint_never_receives_the_secret() {
+    let _ = log();
+    let (attacker, connections) = counting_listener();
+    let double = support::double_with_crds().await;
+    create_node(&double, "node-a", json!({}));
+    create_node(&double, "node-b", json!({}));
+    secret(&double);
+    // The administrator allows a store of its own, not the attacker's endpoint.
+    let operator =
+        Operator::start_with_export(&double, "deputy", allowing("https://store.example"));
+    double
+        .create(&IPERFS, iperf("deputy", &attacker))
+        .expect("creating the benchmark");
+    run_to_success(&double, "deputy").await;
+    let condition = exported(&double, "deputy", "ExportFailed").await;
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not one this operator exports to") || message.contains("plain http"),
+        "{message}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the attacker's endpoint was contacted"
+    );
+    assert!(!secret_read(&double, "s3-creds"), "the Secret was read");
+    assert_no_secret_leaked_anywhere(&double, "deputy");
+    operator.stop().await;
+}
+
+/// Issue 24, finding 2: a Secret nobody marked as export credentials is not used, even
+/// for an allowed endpoint.
+#[tokio::test]
+async fn an_unmarked_secret_is_not_sent() {
+    let _ = log();
+    let (store, connections) = counting_listener();
+    let double = support::double_with_crds().await;
+    create_node(&double, "node-a", json!({}));
+    create_node(&double, "node-b", json!({}));
+    double
+        .create(
+            &Gvr::SECRETS,
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s3-creds", "namespace": NS},
+                "stringData": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY},
+            }),
+        )
+        .expect("creating the Secret");
+    let policy = ExportPolicy {
+        attempts: 1,
+        ..allowing(&store)
+    };
+    let operator = Operator::start_with_export(&double, "unmarked", policy);
+    double
+        .create(&IPERFS, iperf("unmarked", &store))
+        .expect("creating the benchmark");
+    run_to_success(&double, "unmarked").await;
+    let condition = exported(&double, "unmarked", "ExportFailed").await;
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("perfsweep.io/export-credentials=true"),
+        "{message}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "credentials were sent"
+    );
+    assert_no_secret_leaked_anywhere(&double, "unmarked");
+    operator.stop().await;
+}
+
+/// Neither key in the benchmark, its events or the operator's log.
+fn assert_no_secret_leaked_anywhere(double: &ApiDouble, name: &str) {
+    let benchmark = double
+        .get(&IPERFS, Some(NS), name)
+        .expect("the benchmark")
+        .to_string();
+    let events = serde_json::to_string(&double.list(&Gvr::EVENTS_V1, Some(NS))).expect("events");
+    for text in [benchmark, events] {
+        assert!(
+            !text.contains(ACCESS_KEY) && !text.contains(SECRET_KEY),
+            "{text}"
+        );
+    }
 }

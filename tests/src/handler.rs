@@ -268,10 +268,10 @@ async fn dispatch(
         }
         let ns = ns.unwrap_or_default();
         let pod = store.get(&rt, ns, name)?;
-        let text = shared
+        let selected = shared
             .pod_logs
             .read(ns, &pod, &LogQuery::parse(&request.query)?)?;
-        return Ok(text_response(StatusCode::OK, text));
+        return Ok(streamed_text_response(selected.into_chunks()));
     }
     match verb {
         "get" => {
@@ -455,9 +455,10 @@ fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
     response
 }
 
-fn text_response(code: StatusCode, text: String) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
-    *response.status_mut() = code;
+/// A text body made one chunk at a time as the client reads it (a huge pod log).
+fn streamed_text_response(chunks: Box<dyn Iterator<Item = Bytes> + Send>) -> Response<Body> {
+    let frames = futures::stream::iter(chunks.map(|chunk| Ok(hyper::body::Frame::data(chunk))));
+    let mut response = Response::new(http_body_util::StreamBody::new(frames).boxed_unsync());
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/plain"),

@@ -11,8 +11,80 @@ use crate::error::ApiError;
 /// Logs by namespace, pod and container, and the pods whose logs cannot be read.
 #[derive(Debug, Default)]
 pub(crate) struct PodLogs {
-    logs: Mutex<HashMap<(String, String, String), String>>,
+    logs: Mutex<HashMap<(String, String, String), Log>>,
     failures: Mutex<HashMap<(String, String), LogFailure>>,
+}
+
+/// A container's log: text, or a huge one never held in memory — `filler_lines` lines
+/// of [`FILLER_LINE`] followed by `tail` — served a piece at a time, as a kubelet
+/// streams a log file.
+#[derive(Debug, Clone)]
+enum Log {
+    Text(String),
+    Padded { filler_lines: u64, tail: String },
+}
+
+/// One line of a padded log's filler (100 bytes with its newline).
+pub const FILLER_LINE: &str = "filler filler filler filler filler filler filler filler filler filler filler filler filler filler f\n";
+
+/// What a log request selects: text, or a run of filler lines and then text, with the
+/// total cut at `limit` bytes. Turned into a body that is made as it is sent.
+#[derive(Debug)]
+pub(crate) enum Selected {
+    Text(String),
+    Padded {
+        filler_lines: u64,
+        tail: String,
+        limit: Option<u64>,
+    },
+}
+
+impl Selected {
+    /// The whole selection as text (tests of small logs).
+    #[cfg(test)]
+    fn into_text(self) -> String {
+        match self {
+            Self::Text(text) => text,
+            Self::Padded { .. } => unreachable!("a padded log is never read whole in tests"),
+        }
+    }
+
+    /// The chunks of the response body, made one at a time as the client reads them.
+    pub fn into_chunks(self) -> Box<dyn Iterator<Item = bytes::Bytes> + Send> {
+        match self {
+            Self::Text(text) => Box::new(std::iter::once(bytes::Bytes::from(text))),
+            Self::Padded {
+                filler_lines,
+                tail,
+                limit,
+            } => {
+                const LINES_PER_CHUNK: u64 = 640;
+                let chunk = bytes::Bytes::from(FILLER_LINE.repeat(640));
+                let full_chunks = filler_lines / LINES_PER_CHUNK;
+                let rest = usize::try_from(filler_lines % LINES_PER_CHUNK).unwrap_or(0);
+                let filler = (0..full_chunks)
+                    .map(move |_| chunk.clone())
+                    .chain(std::iter::once(bytes::Bytes::from(
+                        FILLER_LINE.repeat(rest),
+                    )));
+                let pieces = filler.chain(std::iter::once(bytes::Bytes::from(tail)));
+                let mut left = limit.unwrap_or(u64::MAX);
+                Box::new(pieces.map_while(move |mut piece| {
+                    if left == 0 {
+                        return None;
+                    }
+                    let len = piece.len() as u64;
+                    if len > left {
+                        // Filler is ASCII; a tail cut here may split a character, as a
+                        // kubelet's byte limit may.
+                        piece.truncate(usize::try_from(left).unwrap_or(0));
+                    }
+                    left = left.saturating_sub(len);
+                    Some(piece)
+                }))
+            }
+        }
+    }
 }
 
 /// How reading a pod's log fails, as a real apiserver answers when it cannot get the
@@ -77,7 +149,19 @@ impl PodLogs {
     pub fn set(&self, ns: &str, pod: &str, container: &str, text: &str) {
         self.lock().insert(
             (ns.to_owned(), pod.to_owned(), container.to_owned()),
-            text.to_owned(),
+            Log::Text(text.to_owned()),
+        );
+    }
+
+    /// A log of `filler_bytes` (rounded down to whole 100-byte lines) of filler, then
+    /// `tail`; never held in memory.
+    pub fn set_padded(&self, ns: &str, pod: &str, container: &str, filler_bytes: u64, tail: &str) {
+        self.lock().insert(
+            (ns.to_owned(), pod.to_owned(), container.to_owned()),
+            Log::Padded {
+                filler_lines: filler_bytes / FILLER_LINE.len() as u64,
+                tail: tail.to_owned(),
+            },
         );
     }
 
@@ -96,7 +180,7 @@ impl PodLogs {
 
     /// The log of a container of `pod` (the stored object), as the kubelet would serve it.
     /// A container that has logged nothing (or was never given a log) has an empty log.
-    pub fn read(&self, ns: &str, pod: &Value, query: &LogQuery) -> Result<String, ApiError> {
+    pub fn read(&self, ns: &str, pod: &Value, query: &LogQuery) -> Result<Selected, ApiError> {
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
         let containers = container_names(pod);
         let container = match &query.container {
@@ -123,15 +207,18 @@ impl PodLogs {
         if let Some(failure) = failure {
             return Err(failure.error(ns, name, &container));
         }
-        let text = self
+        let log = self
             .lock()
             .get(&(ns.to_owned(), name.to_owned(), container))
             .cloned()
-            .unwrap_or_default();
-        Ok(select(&text, query))
+            .unwrap_or(Log::Text(String::new()));
+        Ok(match log {
+            Log::Text(text) => Selected::Text(select(&text, query)),
+            Log::Padded { filler_lines, tail } => select_padded(filler_lines, &tail, query),
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String, String), String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String, String), Log>> {
         self.logs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -170,6 +257,30 @@ fn select(text: &str, query: &LogQuery) -> String {
     text.to_owned()
 }
 
+/// [`select`] for a padded log, without making its filler.
+fn select_padded(filler_lines: u64, tail: &str, query: &LogQuery) -> Selected {
+    let tail_line_count = tail.split_inclusive('\n').count() as u64;
+    let (filler_lines, tail) = match query.tail_lines.map(|n| n as u64) {
+        Some(wanted) if wanted <= tail_line_count => (
+            0,
+            select(
+                tail,
+                &LogQuery {
+                    limit_bytes: None,
+                    ..query.clone()
+                },
+            ),
+        ),
+        Some(wanted) => (filler_lines.min(wanted - tail_line_count), tail.to_owned()),
+        None => (filler_lines, tail.to_owned()),
+    };
+    Selected::Padded {
+        filler_lines,
+        tail,
+        limit: query.limit_bytes.map(|n| n as u64),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +310,27 @@ mod tests {
     }
 
     #[test]
+    fn a_padded_log_is_selected_without_making_it() {
+        let collect = |selected: Selected| -> Vec<u8> {
+            selected.into_chunks().flat_map(|b| b.to_vec()).collect()
+        };
+        let tail = "report\n";
+        // 1 TiB of filler: only what is read is ever made.
+        let huge = 1u64 << 40;
+        let lines = huge / FILLER_LINE.len() as u64;
+        let last = collect(select_padded(lines, tail, &query(Some(3), Some(1000))));
+        assert_eq!(last, [FILLER_LINE, FILLER_LINE, tail].concat().as_bytes());
+        let first = collect(select_padded(lines, tail, &query(None, Some(150))));
+        assert_eq!(first.len(), 150);
+        assert_eq!(
+            collect(select_padded(lines, tail, &query(Some(1), None))),
+            tail.as_bytes()
+        );
+        let small = collect(select_padded(2, tail, &query(None, None)));
+        assert_eq!(small, [FILLER_LINE, FILLER_LINE, tail].concat().as_bytes());
+    }
+
+    #[test]
     fn picks_the_container() {
         let logs = PodLogs::default();
         let pod = serde_json::json!({
@@ -211,10 +343,17 @@ mod tests {
             ..LogQuery::default()
         };
         assert_eq!(
-            logs.read("ns", &pod, &with(Some("agent"))).unwrap(),
+            logs.read("ns", &pod, &with(Some("agent")))
+                .unwrap()
+                .into_text(),
             "hello\n"
         );
-        assert_eq!(logs.read("ns", &pod, &with(Some("init"))).unwrap(), "");
+        assert_eq!(
+            logs.read("ns", &pod, &with(Some("init")))
+                .unwrap()
+                .into_text(),
+            ""
+        );
         let error = logs.read("ns", &pod, &with(Some("nope"))).unwrap_err();
         assert_eq!(error.code, 400);
         let error = logs.read("ns", &pod, &with(None)).unwrap_err();

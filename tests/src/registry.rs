@@ -102,6 +102,14 @@ impl Registry {
             ("", "v1", "serviceaccounts", "ServiceAccount", true, false),
             ("", "v1", "nodes", "Node", false, true),
             ("events.k8s.io", "v1", "events", "Event", true, false),
+            (
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+                false,
+            ),
             ("coordination.k8s.io", "v1", "leases", "Lease", true, false),
             (
                 "scheduling.volcano.sh",

@@ -197,6 +197,22 @@ preferences: {{}}
         self.shared.pod_logs.set(ns, pod, container, text);
     }
 
+    /// Sets a huge log, `filler_bytes` of filler lines and then `tail`, that the double
+    /// never holds in memory: it makes the filler as a client reads it (a pod that logs
+    /// gigabytes).
+    pub fn set_huge_pod_log(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        filler_bytes: u64,
+        tail: &str,
+    ) {
+        self.shared
+            .pod_logs
+            .set_padded(ns, pod, container, filler_bytes, tail);
+    }
+
     /// Every request answered so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.log.snapshot()

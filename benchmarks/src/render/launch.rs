@@ -1,6 +1,9 @@
-//! The launch token of a plan that launches remotely ([`Plan::remote_launch`]: an MPI
-//! launcher starts its ranks' daemons through `perfsweep rsh`, which the workers' agents
-//! accept only with the benchmark's token).
+//! The benchmark's token: its agents accept control requests (status, stop, barriers)
+//! only from holders of it, and a plan that launches remotely ([`Plan::remote_launch`]:
+//! an MPI launcher starts its ranks' daemons through `perfsweep rsh`) runs commands only
+//! for them.
+//!
+//! [`Plan::remote_launch`]: crate::plan::Plan::remote_launch
 //!
 //! Rendering stays pure: it renders the Secret without its token, and every pod reads
 //! the token from that Secret by name. The controller fills the token with fresh random

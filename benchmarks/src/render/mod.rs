@@ -7,6 +7,7 @@
 
 pub mod launch;
 pub mod network;
+pub mod network_policy;
 pub mod placement;
 pub mod pod;
 pub mod pod_group;
@@ -42,6 +43,8 @@ pub struct Rendered {
     /// `None` with `scheduler: default`.
     pub pod_group: Option<crate::volcano::PodGroup>,
     pub service: Service,
+    /// Admits only the benchmark's own pods to its pods.
+    pub network_policy: k8s_openapi::api::networking::v1::NetworkPolicy,
     /// Secrets the pods mount (owned by the benchmark, deleted with its pods).
     pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
     /// Claims the benchmark creates for its volumes (owned, deleted with its pods).
@@ -81,11 +84,9 @@ pub fn render(
             Scheduler::Default => None,
         },
         service: service::render(&context),
-        secrets: if plan.remote_launch() {
-            vec![launch::secret(&context)]
-        } else {
-            Vec::new()
-        },
+        network_policy: network_policy::render(&context),
+        // Every benchmark's agents authenticate each other with its token.
+        secrets: vec![launch::secret(&context)],
         claims: volumes::claims(&context)?,
         pods,
     })
@@ -174,6 +175,16 @@ impl<'a> Context<'a> {
             (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
             (NAME_LABEL.to_owned(), self.kind.kind.to_lowercase()),
             (labels::BENCHMARK.to_owned(), self.benchmark.name.clone()),
+            (labels::BENCHMARK_UID.to_owned(), self.benchmark.uid.clone()),
+        ])
+    }
+
+    /// What selects the benchmark's own pods: its name and its uid, which no other
+    /// object of the namespace carries unless copied on purpose.
+    pub fn selector(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (labels::BENCHMARK.to_owned(), self.benchmark.name.clone()),
+            (labels::BENCHMARK_UID.to_owned(), self.benchmark.uid.clone()),
         ])
     }
 

@@ -206,9 +206,7 @@ fn env(context: &Context, role: &Role, index: u32) -> Result<Vec<EnvVar>, Render
             agent_env::EnvValue::PodField(path) => field(&name, path),
         })
         .collect();
-    if context.plan.remote_launch() {
-        env.push(super::launch::token_env(&context.benchmark.name));
-    }
+    env.push(super::launch::token_env(&context.benchmark.name));
     // The kubelet resolves these; the agent's tool inherits them.
     env.extend(role.secret_env.iter().map(|secret| EnvVar {
         name: secret.name.clone(),

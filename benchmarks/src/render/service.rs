@@ -3,7 +3,6 @@
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 
-use crate::labels;
 use crate::plan::PortProtocol;
 
 use super::Context;
@@ -29,7 +28,7 @@ pub(crate) fn render(context: &Context) -> Service {
             // Peers resolve each other before they are ready: agents wait for their
             // peers' readiness themselves, over the control port.
             publish_not_ready_addresses: Some(true),
-            selector: Some([(labels::BENCHMARK.to_owned(), context.benchmark.name.clone())].into()),
+            selector: Some(context.selector()),
             ports: Some(ports),
             ..ServiceSpec::default()
         }),

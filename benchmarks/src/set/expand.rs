@@ -82,6 +82,12 @@ pub enum SetError {
         repetitions: u32,
         cap: u32,
     },
+    /// More children than the operator's administrator allows per set, whatever the
+    /// set's own `maxChildren` says.
+    #[error(
+        "spec.maxChildren: the set expands to {count} children, above this operator's ceiling of {ceiling} children per set (set by its administrator: perfsweep operator --max-children-per-set, Helm value maxChildrenPerSet)"
+    )]
+    AboveOperatorCeiling { count: u128, ceiling: u32 },
     #[error("metadata.name: {0}")]
     InvalidName(String),
     /// The set sweeps node pairs and the caller has no node list to expand them with.
@@ -104,7 +110,9 @@ impl SetError {
             Self::UnknownApiVersion(_) => "spec.template.apiVersion".into(),
             Self::UnknownKind { .. } => "spec.template.kind".into(),
             Self::EmptyProduct { key } => format!("spec.permutations.product[{key}]"),
-            Self::TooManyChildren { .. } => "spec.maxChildren".into(),
+            Self::TooManyChildren { .. } | Self::AboveOperatorCeiling { .. } => {
+                "spec.maxChildren".into()
+            }
             Self::InvalidName(_) => "metadata.name".into(),
             Self::NodesNeeded { .. } => "spec.permutations.nodePairs".into(),
             Self::InvalidChildren(errors) => errors
@@ -167,6 +175,30 @@ pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetE
 /// [`expand`], with the names of the nodes that match `permutations.nodePairs.selector`
 /// (in any order; the caller lists them, this stays pure). `None` is only an error for a
 /// set that sweeps node pairs.
+/// [`expand_with_nodes`] under an administrator's `ceiling` on children per set: a set
+/// whose own `maxChildren` is higher is held to the ceiling, and refused (before any
+/// child is expanded) when it would expand to more.
+pub fn expand_within(
+    set_name: &str,
+    spec: &BenchmarkSetSpec,
+    nodes: Option<&[String]>,
+    ceiling: u32,
+) -> Result<Expansion, SetError> {
+    if spec.max_children <= ceiling {
+        return expand_with_nodes(set_name, spec, nodes);
+    }
+    let held = BenchmarkSetSpec {
+        max_children: ceiling,
+        ..spec.clone()
+    };
+    expand_with_nodes(set_name, &held, nodes).map_err(|error| match error {
+        SetError::TooManyChildren { count, .. } => {
+            SetError::AboveOperatorCeiling { count, ceiling }
+        }
+        other => other,
+    })
+}
+
 pub fn expand_with_nodes(
     set_name: &str,
     spec: &BenchmarkSetSpec,

@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes};
+pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes, expand_within};
 pub use merge::ListMergeMode;
 pub use status::BenchmarkSetStatus;
 

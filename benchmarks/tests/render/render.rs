@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodSpec, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use perfsweep_benchmarks::agent_env::{self, AddressSource, PeerEndpoints};
 use perfsweep_benchmarks::document::{self, Checked};
 use perfsweep_benchmarks::plan::Plan;
@@ -224,6 +225,10 @@ fn round_trips(rendered: &Rendered) {
     let value = to_value(&rendered.service);
     let back: Service = serde_json::from_value(value.clone()).expect("a Service");
     assert_eq!(back, rendered.service);
+    let value = to_value(&rendered.network_policy);
+    assert_eq!(value["apiVersion"], "networking.k8s.io/v1");
+    let back: NetworkPolicy = serde_json::from_value(value).expect("a NetworkPolicy");
+    assert_eq!(back, rendered.network_policy);
     if let Some(group) = &rendered.pod_group {
         let value = to_value(group);
         assert_eq!(value["apiVersion"], "scheduling.volcano.sh/v1beta1");
@@ -257,6 +262,18 @@ fn check_agent_contract(pod: &Pod, plan: &Plan) {
                     "spec.nodeName" => "node-x".into(),
                     other => panic!("{name} reads unexpected field {other}"),
                 },
+                (None, None)
+                    if var
+                        .value_from
+                        .as_ref()
+                        .and_then(|f| f.secret_key_ref.as_ref())
+                        .is_some_and(|secret| {
+                            secret.name == agent_env::launch_secret_name(NAME)
+                                && secret.key == agent_env::LAUNCH_SECRET_KEY
+                        }) =>
+                {
+                    "the benchmark's token".into()
+                }
                 _ => panic!("{name} has neither a value nor a field reference"),
             };
             (name, value)
@@ -719,6 +736,7 @@ fn every_rendered_pod_and_service_passes_the_kubernetes_schemas() {
         eprintln!("{name}: {} pods", rendered.pods.len());
         objects.push(to_value(&rendered.service));
         objects.extend(rendered.pods.iter().map(to_value));
+        objects.push(to_value(&rendered.network_policy));
     }
     let Some(result) = kubernetes_validate("all", &objects) else {
         return;
@@ -737,6 +755,36 @@ fn every_rendered_pod_and_service_passes_the_kubernetes_schemas() {
             .expect("the tool was there a moment ago");
         assert!(result.is_err(), "kubernetes-validate accepted a broken pod");
     }
+}
+
+/// Issue 24, finding 1: the agents' control port was open to every pod of the cluster.
+/// The policy selects the benchmark's pods by name and uid and admits only them.
+#[test]
+fn only_the_benchmarks_own_pods_reach_its_pods() {
+    let (rendered, _) = render_iperf(json!({}));
+    let policy = to_value(&rendered.network_policy);
+    assert_eq!(policy["metadata"]["name"], NAME);
+    assert_eq!(policy["metadata"]["ownerReferences"][0]["uid"], UID);
+    let own = json!({"matchLabels": {
+        "perfsweep.io/benchmark": NAME,
+        "perfsweep.io/benchmark-uid": UID,
+    }});
+    assert_eq!(policy["spec"]["podSelector"], own);
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([{"from": [{"podSelector": own}]}]),
+        "only the benchmark's pods, on any port (MPI picks its ports at run time)"
+    );
+    // Every pod carries what the policy and the Service select on.
+    for pod in &rendered.pods {
+        assert_eq!(
+            label(pod, "perfsweep.io/benchmark-uid"),
+            Some(UID.to_owned())
+        );
+    }
+    // Each pod reads the benchmark's token from its Secret.
+    assert_eq!(rendered.secrets.len(), 1);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -766,12 +814,13 @@ fn pod_network() {
     assert_eq!(rendered.service.metadata.name.as_deref(), Some(NAME));
     assert_eq!(service.cluster_ip.as_deref(), Some("None"));
     assert_eq!(service.publish_not_ready_addresses, Some(true));
+    // The uid too: a pod that copies the benchmark's name label is not selected.
     assert_eq!(
         service.selector,
-        Some(BTreeMap::from([(
-            "perfsweep.io/benchmark".into(),
-            NAME.into()
-        )]))
+        Some(BTreeMap::from([
+            ("perfsweep.io/benchmark".into(), NAME.into()),
+            ("perfsweep.io/benchmark-uid".into(), UID.into()),
+        ]))
     );
     let ports: Vec<(String, i32, String)> = service
         .ports

@@ -179,13 +179,17 @@ fn the_launcher_takes_no_devices_and_no_capabilities() {
     assert_eq!(launcher["spec"]["securityContext"]["runAsNonRoot"], true);
 }
 
+/// Issue 24: every benchmark's agents authenticate each other, not only those of a
+/// plan that launches remotely.
 #[test]
-fn rdma_benchmarks_need_no_token() {
+fn benchmarks_that_launch_nothing_remotely_get_a_token_too() {
     let (rendered, plan) = rendered("RDMABandwidth", "bw", json!({}));
     assert!(!plan.remote_launch());
-    assert!(rendered.secrets.is_empty());
+    assert_eq!(rendered.secrets.len(), 1);
     for pod in &rendered.pods {
-        assert!(env(&to_value(pod), agent_env::LAUNCH_TOKEN).is_null());
+        let pod = to_value(pod);
+        let reference = &env(&pod, agent_env::LAUNCH_TOKEN)["valueFrom"]["secretKeyRef"];
+        assert_eq!(reference["name"], agent_env::launch_secret_name("bw"));
     }
 }
 

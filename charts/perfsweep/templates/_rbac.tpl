@@ -60,11 +60,13 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-# Secrets and PersistentVolumeClaims a kind's rendering asks for (e.g. credentials,
-# scratch volumes): created with the pods and deleted by name when the
-# benchmark ends. No list or watch: the only Secrets the operator reads are the
-# export credentials a spec names (the rule above) and, by name, a rendered Secret
-# whose create answered 409 (see pods' get).
+# Secrets and PersistentVolumeClaims a kind's rendering asks for (the benchmark's token
+# its agents authenticate each other with, scratch volumes): created with the pods and
+# deleted when the benchmark ends, a Secret after reading it by name (get, above) and
+# only if the benchmark owns it, with its uid as the delete's precondition. No list or
+# watch: the only Secrets the operator reads are the export credentials a spec names
+# (the rule above) and, by name, a rendered Secret whose create answered 409 or that it
+# is about to delete.
 - apiGroups: [""]
   resources: ["secrets", "persistentvolumeclaims"]
   verbs: ["create", "delete"]
@@ -111,6 +113,14 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "delete"]
+# The NetworkPolicy that admits only a benchmark's own pods to its pods (agents' control
+# port, tools' ports): created with the pods; a gang's goes with its PodGroup; get, then
+# delete with the uid found as a precondition, for a benchmark without a gang when it
+# ends (only when owned by the benchmark: someone else's of that name is left alone),
+# and get to adopt or refuse one whose create answered 409 AlreadyExists.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "create", "delete"]
 # Volcano PodGroups gang-schedule a benchmark's pods: cached by one watch (list, watch)
 # that also triggers their benchmarks' reconciles, read by name when a create answers
 # 409, created, and deleted when the benchmark ends (the one delete of a gang: its

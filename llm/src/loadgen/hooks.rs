@@ -27,6 +27,24 @@ pub trait Barrier: Send + Sync {
     ) -> BoxFuture<'a, std::io::Result<()>>;
 }
 
+/// The barrier every worker passes at the end of a distributed run.
+pub const DONE_BARRIER: &str = "done";
+
+/// The barrier every worker passes before iteration `number`.
+pub fn iteration_barrier(number: usize) -> String {
+    format!("iteration-{number}")
+}
+
+/// Whether `name` is a barrier a distributed run passes ([`DONE_BARRIER`] or
+/// [`iteration_barrier`]): the barrier's holder refuses others, so nothing can make it
+/// keep state for names no worker will ever use.
+pub fn is_barrier_name(name: &str) -> bool {
+    name == DONE_BARRIER
+        || name
+            .strip_prefix("iteration-")
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok())
+}
+
 /// Reads one object from object storage.
 pub trait ObjectReader: Send + Sync {
     /// The bytes of the object at `location` (`s3://bucket/path/to/file`, `gs://...`,
@@ -94,5 +112,22 @@ mod tests {
             format!("{hooks:?}"),
             "Hooks { barrier: false, objects: false }"
         );
+    }
+
+    #[test]
+    fn only_the_runs_own_barrier_names_are_barrier_names() {
+        assert!(is_barrier_name(DONE_BARRIER));
+        assert!(is_barrier_name(&iteration_barrier(0)));
+        assert!(is_barrier_name(&iteration_barrier(4096)));
+        for other in [
+            "",
+            "iteration-",
+            "iteration-x",
+            "iteration--1",
+            "x",
+            "done2",
+        ] {
+            assert!(!is_barrier_name(other), "{other}");
+        }
     }
 }

@@ -684,7 +684,7 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         // be sending then.
         args.hooks
             .barrier()?
-            .wait(sync, "done", args.worker)
+            .wait(sync, hooks::DONE_BARRIER, args.worker)
             .await
             .with_context(|| format!("worker {} waiting for the others to finish", args.worker))?;
     }
@@ -793,7 +793,7 @@ async fn run_iteration(
     let seed = shared.seed ^ ((scenario_index as u64) << 32) ^ load_seed;
     let recorder = Arc::new(Mutex::new(stats::Recorder::default()));
     if let Some(sync) = &args.sync {
-        let name = format!("iteration-{number}");
+        let name = hooks::iteration_barrier(number);
         args.hooks
             .barrier()?
             .wait(sync, &name, args.worker)

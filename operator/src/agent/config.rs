@@ -21,6 +21,19 @@ pub struct AgentConfig {
     pub termination_log: Option<PathBuf>,
     /// Where the plan's volumes are when they are not mounted (the local backend).
     pub volumes_dir: Option<PathBuf>,
+    /// The benchmark's token, which every control request proves it holds; `None` when
+    /// the backend set none (the agent then fails, saying so).
+    pub token: Option<Token>,
+}
+
+/// The benchmark's token; never printed.
+#[derive(Clone)]
+pub struct Token(pub Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(redacted)")
+    }
 }
 
 /// A missing or malformed setting, named.
@@ -85,6 +98,9 @@ impl AgentConfig {
             host: lookup(agent_env::HOST),
             termination_log: lookup(agent_env::TERMINATION_LOG).map(PathBuf::from),
             volumes_dir: lookup(agent_env::VOLUMES_DIR).map(PathBuf::from),
+            token: lookup(agent_env::LAUNCH_TOKEN)
+                .filter(|token| !token.is_empty())
+                .map(|token| Token(token.into_bytes())),
         })
     }
 

@@ -12,8 +12,10 @@
 //!
 //! Protocol, on the control endpoint: the client sends `EXEC`; the agent answers a JSON
 //! line with a fresh random nonce; the client sends a JSON line with the argument vector
-//! and `HMAC-SHA256(token, nonce ‖ 0 ‖ argv joined by 0)`, so the token never crosses the
-//! network and a recorded request cannot be replayed. The agent then runs the argument
+//! and `HMAC-SHA256(token, nonce ‖ 0 ‖ argv joined by 0)` (the challenge-response of
+//! every control request, `super::auth`, with the argument vector as the words), so the
+//! token never crosses the network and a recorded request cannot be replayed. The agent
+//! then runs the argument
 //! vector (never through a shell) in its working directory with its role's environment
 //! and streams frames back: `[kind: u8][length: u32 BE][payload]` with kind 1 stdout,
 //! 2 stderr, 3 exit (payload: i32 BE exit code, 128 + signal for a signal), 4 refusal
@@ -31,18 +33,21 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use perfsweep_benchmarks::agent_env;
-use ring::hmac;
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
-use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
-};
+use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+
+pub use super::auth::random_token;
+use super::auth::{self, MAX_LINE, READ_TIMEOUT, sign, verify};
 
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
 const EXIT: u8 = 3;
 const REFUSED: u8 = 4;
+
+/// Largest frame `perfsweep rsh` accepts: the agent sends output in pieces of 16 KiB, so
+/// a longer one is not from an agent, and is not allocated.
+const MAX_FRAME: usize = 1024 * 1024;
 
 /// The environment variable that tells a rank's wrapper (`perfsweep mpi-rank`) which
 /// directory its worker prepared.
@@ -51,7 +56,6 @@ pub const RANK_WORKDIR: &str = "PERFSWEEP_RANK_WORKDIR";
 /// What an agent needs to run commands for the launcher.
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
-    pub token: Vec<u8>,
     pub workdir: PathBuf,
     pub env: BTreeMap<String, String>,
 }
@@ -65,51 +69,6 @@ struct Challenge {
 struct Request {
     argv: Vec<String>,
     mac: String,
-}
-
-/// A new random token, hex-encoded (256 bits).
-pub fn random_token() -> anyhow::Result<String> {
-    let mut bytes = [0u8; 32];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| anyhow::anyhow!("the system's random number generator failed"))?;
-    Ok(hex(&bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn message(nonce: &str, argv: &[String]) -> Vec<u8> {
-    let mut message = nonce.as_bytes().to_vec();
-    for arg in argv {
-        message.push(0);
-        message.extend_from_slice(arg.as_bytes());
-    }
-    message
-}
-
-fn sign(token: &[u8], nonce: &str, argv: &[String]) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, token);
-    hex(hmac::sign(&key, &message(nonce, argv)).as_ref())
-}
-
-fn verify(token: &[u8], nonce: &str, argv: &[String], mac: &str) -> bool {
-    let Some(tag) = unhex(mac) else {
-        return false;
-    };
-    let key = hmac::Key::new(hmac::HMAC_SHA256, token);
-    hmac::verify(&key, &message(nonce, argv), &tag).is_ok()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 async fn frame<W: AsyncWrite + Unpin>(
@@ -127,9 +86,11 @@ async fn frame<W: AsyncWrite + Unpin>(
     write.flush().await
 }
 
-/// The agent's side of `EXEC`, after the `EXEC` line: challenge, verify, run, stream.
+/// The agent's side of `EXEC`, after the `EXEC` line: challenge, verify with the
+/// benchmark's `token`, run, stream.
 pub async fn serve<R, W>(
     config: Option<ExecConfig>,
+    token: &[u8],
     mut read: R,
     mut write: W,
 ) -> std::io::Result<()>
@@ -151,10 +112,7 @@ where
     })
     .map_err(std::io::Error::other)?;
     write.write_all(format!("{challenge}\n").as_bytes()).await?;
-    let mut line = String::new();
-    tokio::time::timeout(Duration::from_secs(10), read.read_line(&mut line))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no request"))??;
+    let line = auth::read_line(&mut read, MAX_LINE, READ_TIMEOUT).await?;
     let request: Request = match serde_json::from_str(&line) {
         Ok(request) => request,
         Err(error) => {
@@ -166,7 +124,7 @@ where
             .await;
         }
     };
-    if !verify(&config.token, &nonce, &request.argv, &request.mac) {
+    if !verify(token, &nonce, &request.argv, &request.mac) {
         tracing::warn!("refused a remote command with a wrong launch token");
         return frame(
             &mut write,
@@ -307,6 +265,9 @@ pub fn split_command(words: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(argv)
 }
 
+/// How long `perfsweep rsh` waits for an agent's challenge.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Runs `argv` at `endpoint`, relaying its output to ours; returns its exit code.
 pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow::Result<i32> {
     use anyhow::Context as _;
@@ -316,14 +277,18 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     write.write_all(b"EXEC\n").await?;
-    let mut line = String::new();
-    read.read_line(&mut line).await?;
+    let line = auth::read_line(&mut read, MAX_LINE, CONNECT_TIMEOUT)
+        .await
+        .with_context(|| format!("reading the challenge of the agent at {endpoint}"))?;
     let challenge: Challenge = if let Ok(challenge) = serde_json::from_str(&line) {
         challenge
     } else {
         // A refusal frame instead of a challenge.
         let mut rest = line.into_bytes();
-        read.read_to_end(&mut rest).await?;
+        (&mut read)
+            .take(u64::try_from(MAX_LINE).unwrap_or(u64::MAX))
+            .read_to_end(&mut rest)
+            .await?;
         let reason = rest
             .get(5..)
             .map(String::from_utf8_lossy)
@@ -345,6 +310,11 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
             format!("the agent at {endpoint} closed the connection before the command ended")
         })?;
         let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if length > MAX_FRAME {
+            anyhow::bail!(
+                "the agent at {endpoint} sent a frame of {length} bytes (at most {MAX_FRAME} expected)"
+            );
+        }
         let mut payload = vec![0u8; length];
         read.read_exact(&mut payload).await?;
         match header[0] {
@@ -464,19 +434,5 @@ mod tests {
         );
         assert!(split_command(&["PATH=/x;".into(), "orted".into()]).is_err());
         assert!(split_command(&["\"open".into()]).is_err());
-    }
-
-    #[test]
-    fn the_mac_binds_nonce_and_command() {
-        let argv = vec!["orted".to_owned(), "-x".to_owned()];
-        let mac = sign(b"secret", "n1", &argv);
-        assert!(verify(b"secret", "n1", &argv, &mac));
-        assert!(!verify(b"other", "n1", &argv, &mac));
-        assert!(
-            !verify(b"secret", "n2", &argv, &mac),
-            "no replay with another nonce"
-        );
-        assert!(!verify(b"secret", "n1", &["sh".to_owned()], &mac));
-        assert!(!verify(b"secret", "n1", &argv, "zz"));
     }
 }

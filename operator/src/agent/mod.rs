@@ -9,6 +9,7 @@
 //! output with the kind's parser, then tells the serving roles to stop.
 
 pub mod address;
+pub mod auth;
 pub mod builtin;
 mod claim_export;
 pub mod config;
@@ -61,7 +62,22 @@ pub async fn run_from_env() -> anyhow::Result<ExitCode> {
 /// Plays the configured role to the end and prints the report.
 pub async fn run(config: AgentConfig) -> ExitCode {
     let started = Timestamp::now();
-    let control = Control::default();
+    let Some(token) = config.token.clone() else {
+        let report = failed_report(
+            &config,
+            started,
+            Failure::plain(
+                Reason::LaunchTokenMissing,
+                format!(
+                    "{} is not set: the agents of a benchmark authenticate each other with its token (on Kubernetes from the benchmark's Secret)",
+                    perfsweep_benchmarks::agent_env::LAUNCH_TOKEN
+                ),
+            ),
+        );
+        publish(&config, &report);
+        return ExitCode::FAILURE;
+    };
+    let control = Control::new(token.0);
     let bind_host = match &config.address {
         perfsweep_benchmarks::agent_env::AddressSource::Literal(address) => address.clone(),
         _ => "0.0.0.0".to_owned(),
@@ -220,9 +236,6 @@ async fn play(
     if config.plan.remote_launch() && role.lifetime == Lifetime::Serve {
         // Setup is done: the launcher may start this worker's ranks now.
         control.enable_exec(exec::ExecConfig {
-            token: std::env::var(perfsweep_benchmarks::agent_env::LAUNCH_TOKEN)
-                .unwrap_or_default()
-                .into_bytes(),
             workdir: config.workdir.clone(),
             env: env.clone(),
         });
@@ -336,7 +349,7 @@ async fn peer_addresses(config: &AgentConfig, deadline: Instant) -> Result<PeerA
     for (role, endpoints) in config.peers.iter().filter(|(r, _)| referenced.contains(*r)) {
         let mut addresses = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
-            let status = poll(endpoint, deadline, |s| s.address.is_some(), role).await?;
+            let status = poll(config, endpoint, deadline, |s| s.address.is_some(), role).await?;
             addresses.push(status.address.unwrap_or_default());
         }
         peers.insert(role.clone(), addresses);
@@ -357,7 +370,7 @@ async fn wait_until_ready(
     })?;
     for endpoint in endpoints {
         tracing::info!(%role, %endpoint, "waiting for peer to be ready");
-        poll(endpoint, deadline, |s| s.ready || s.finished, role).await?;
+        poll(config, endpoint, deadline, |s| s.ready || s.finished, role).await?;
     }
     Ok(())
 }
@@ -365,13 +378,14 @@ async fn wait_until_ready(
 /// Polls a peer until `accept` holds. A peer that is not up yet is not an error: pods of
 /// a gang start within moments of each other, local processes likewise.
 async fn poll(
+    config: &AgentConfig,
     endpoint: &str,
     deadline: Instant,
     accept: impl Fn(&control::Status) -> bool,
     role: &str,
 ) -> Result<control::Status, Failure> {
     loop {
-        match control::query(endpoint).await {
+        match control::query(endpoint, token(config)).await {
             Ok(status) if accept(&status) => return Ok(status),
             Ok(status) if status.finished => {
                 return Err(Failure::plain(
@@ -399,6 +413,11 @@ async fn poll(
     }
 }
 
+/// The benchmark's token (checked at the agent's start).
+fn token(config: &AgentConfig) -> &[u8] {
+    config.token.as_ref().map_or(&[], |t| t.0.as_slice())
+}
+
 /// `own`: the data address; a listener bound to another address (another local process
 /// on the same port) does not count.
 async fn become_ready(readiness: Readiness, own: Option<std::net::IpAddr>, control: Control) {
@@ -421,7 +440,7 @@ async fn stop_serving_peers(config: &AgentConfig) {
         .filter(|r| r.lifetime == Lifetime::Serve)
     {
         for endpoint in config.peers.get(&role.name).into_iter().flatten() {
-            if let Err(error) = control::stop(endpoint).await {
+            if let Err(error) = control::stop(endpoint, token(config)).await {
                 tracing::debug!(%endpoint, %error, "peer already gone");
             }
         }
@@ -568,6 +587,7 @@ mod plain_text_tests {
             host: None,
             termination_log: None,
             volumes_dir: None,
+            token: None,
         };
         let played = Played {
             command: vec!["iperf3".into()],

@@ -51,6 +51,13 @@ pub fn import(args: &ImportArgs, default_run_id: &str) -> anyhow::Result<(PathBu
         .as_str()
         .context("the benchmark has no metadata.name")?
         .to_owned();
+    // The record is written as <name>.json in the output directory: the name must be
+    // one Kubernetes would accept, never a path (`../x`, `/etc/x`).
+    if !is_object_name(&name) {
+        anyhow::bail!(
+            "metadata.name {name:?} is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253 characters)"
+        );
+    }
     let logs = args
         .logs
         .iter()
@@ -86,6 +93,20 @@ pub fn import(args: &ImportArgs, default_run_id: &str) -> anyhow::Result<(PathBu
     output_dir::write_atomic(&path, text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok((path, succeeded))
+}
+
+/// A DNS subdomain (RFC 1123), as Kubernetes names objects: no `/`, no `..` segment.
+fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 fn benchmark_object(path: &Path) -> anyhow::Result<(&'static registry::KindInfo, Value)> {
@@ -273,6 +294,17 @@ mod tests {
             panic!("expected a failure, got {:?}", judged.outcome);
         };
         assert!(message.contains("not from Fio"), "{message}");
+    }
+
+    /// Issue 24: `metadata.name: ../../x` wrote the record outside the output directory.
+    #[test]
+    fn a_name_that_is_a_path_is_refused() {
+        for name in ["../escape", "/etc/passwd", "a/b", "..", "", "UPPER", "a..b"] {
+            assert!(!is_object_name(name), "{name:?}");
+        }
+        for name in ["iperf-1", "a.b", "x"] {
+            assert!(is_object_name(name), "{name:?}");
+        }
     }
 
     #[test]

@@ -14,8 +14,10 @@ pub struct OperatorArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "PERFSWEEP_WATCH_NAMESPACE")]
     pub namespace: Option<String>,
-    /// Address of the health probe endpoint.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "PERFSWEEP_HEALTH_ADDR")]
+    /// Address of the health probe and /metrics endpoint (unauthenticated, with every
+    /// watched namespace's results): loopback unless set; the chart sets 0.0.0.0:8080
+    /// for the kubelet's probes and Prometheus.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "PERFSWEEP_HEALTH_ADDR")]
     pub health_addr: SocketAddr,
     /// Merge reconcile requests for one object within this many milliseconds.
     #[arg(long, default_value_t = 500)]
@@ -45,6 +47,21 @@ pub struct OperatorArgs {
     /// Volcano queue for benchmarks that set none.
     #[arg(long, env = "PERFSWEEP_DEFAULT_QUEUE")]
     pub default_queue: Option<String>,
+    /// An endpoint (`https://host[:port]`) benchmarks may export to with credentials
+    /// the operator reads for them; repeat for several (comma-separated in the
+    /// environment). A service's own endpoint (AWS S3, GCS, Azure, GitHub) needs none.
+    #[arg(
+        long = "export-endpoint",
+        env = "PERFSWEEP_EXPORT_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub export_endpoints: Vec<String>,
+    /// Let the allowed export endpoints be plain http:// (a store inside the cluster).
+    #[arg(long, env = "PERFSWEEP_EXPORT_ALLOW_HTTP")]
+    pub export_allow_http: bool,
+    /// The most children a BenchmarkSet may expand to, whatever its maxChildren says.
+    #[arg(long, env = "PERFSWEEP_MAX_CHILDREN_PER_SET", default_value_t = controller::DEFAULT_MAX_CHILDREN_PER_SET)]
+    pub max_children_per_set: u32,
 }
 
 fn parse_scheduler(text: &str) -> Result<perfsweep_benchmarks::common::Scheduler, String> {
@@ -75,7 +92,19 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             scheduler: args.default_scheduler,
             queue: args.default_queue.clone().filter(|q| !q.is_empty()),
         },
-        export: crate::controller::benchmark::export::ExportPolicy::default(),
+        export: crate::controller::benchmark::export::ExportPolicy {
+            allowed: crate::export::allowed::AllowedDestinations {
+                endpoints: args
+                    .export_endpoints
+                    .iter()
+                    .filter(|e| !e.is_empty())
+                    .cloned()
+                    .collect(),
+                plain_http: args.export_allow_http,
+            },
+            ..crate::controller::benchmark::export::ExportPolicy::default()
+        },
+        max_children_per_set: args.max_children_per_set,
     };
     if args.leader_election {
         let namespace = args

@@ -136,9 +136,16 @@ async fn selected_nodes(set: &BenchmarkSet, ctx: &Context) -> Result<Option<Vec<
 }
 
 /// Expansions of the sets seen, keyed by uid, generation and selected nodes.
-#[derive(Default)]
 pub struct ExpansionCache {
     entries: std::sync::Mutex<HashMap<String, (CacheKey, CachedExpansion)>>,
+    /// The administrator's ceiling on children per set (`Settings::max_children_per_set`).
+    ceiling: u32,
+}
+
+impl Default for ExpansionCache {
+    fn default() -> Self {
+        Self::with_ceiling(super::DEFAULT_MAX_CHILDREN_PER_SET)
+    }
 }
 
 /// What an expansion depends on besides the set's uid: its generation and, for a
@@ -149,6 +156,14 @@ type CacheKey = (Option<i64>, Option<Vec<String>>);
 type CachedExpansion = Arc<Result<Expansion, SetError>>;
 
 impl ExpansionCache {
+    /// A cache whose sets expand to at most `ceiling` children each.
+    pub fn with_ceiling(ceiling: u32) -> Self {
+        Self {
+            entries: std::sync::Mutex::default(),
+            ceiling,
+        }
+    }
+
     /// The set's expansion, computed once per generation and node list (`nodes`: the
     /// nodes a node-pair set selects, see [`set::expand_with_nodes`]).
     pub fn expand(&self, set: &BenchmarkSet, nodes: Option<&[String]>) -> CachedExpansion {
@@ -163,7 +178,12 @@ impl ExpansionCache {
         {
             return Arc::clone(expansion);
         }
-        let expansion = Arc::new(set::expand_with_nodes(&set.name_any(), &set.spec, nodes));
+        let expansion = Arc::new(set::expand_within(
+            &set.name_any(),
+            &set.spec,
+            nodes,
+            self.ceiling,
+        ));
         entries.insert(key, (cache_key, Arc::clone(&expansion)));
         expansion
     }
@@ -196,7 +216,9 @@ async fn prune_other_kinds(
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(kind));
         for child in children.of(kind, namespace, &name) {
-            delete_child(&api, &child.name_any(), namespace).await?;
+            if let Some(child) = super::caches::Named::of(child.as_ref()) {
+                delete_child(&api, &child, namespace).await?;
+            }
             pruned += 1;
         }
     }
@@ -272,7 +294,14 @@ async fn advance(
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     for obsolete in &decision.obsolete {
-        delete_child(&children, obsolete, namespace).await?;
+        // The child as the cache shows it: the delete is conditional on its uid.
+        let child = existing
+            .iter()
+            .find(|child| child.name_any() == *obsolete)
+            .and_then(|child| super::caches::Named::of(*child));
+        if let Some(child) = child {
+            delete_child(&children, &child, namespace).await?;
+        }
     }
     if let Some(note) = decide::pruned_note(decision.obsolete.len()) {
         publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
@@ -355,10 +384,11 @@ async fn patch_status(
 
 async fn delete_child(
     children: &Api<DynamicObject>,
-    name: &str,
+    child: &super::caches::Named,
     namespace: &str,
 ) -> Result<(), Error> {
-    plumbing::delete_if_present(children, name)
+    let name = &child.name;
+    plumbing::delete_if_present(children, name, &child.uid)
         .await
         .map_err(Error::kube(format!(
             "deleting obsolete child {namespace}/{name}"

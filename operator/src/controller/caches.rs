@@ -122,7 +122,7 @@ where
 
 /// Names of the objects in `store` owned by the object of `uid` in `namespace` that are
 /// not being deleted already: what is left to delete.
-pub fn left_to_delete<T>(store: &Store<T>, namespace: &str, uid: &str) -> Vec<String>
+pub fn left_to_delete<T>(store: &Store<T>, namespace: &str, uid: &str) -> Vec<Named>
 where
     T: Resource + Clone,
     T::DynamicType: Eq + std::hash::Hash + Clone,
@@ -130,8 +130,26 @@ where
     owned_by(store, namespace, uid)
         .iter()
         .filter(|object| object.meta().deletion_timestamp.is_none())
-        .map(|object| object.name_any())
+        .filter_map(|object| Named::of(object.as_ref()))
         .collect()
+}
+
+/// An object to delete: its name, and its uid, which the delete is conditional on (so a
+/// name taken over by someone else's object is never deleted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub name: String,
+    pub uid: String,
+}
+
+impl Named {
+    /// `None` for an object without a uid (never stored, so nothing to delete).
+    pub fn of(object: &impl Resource) -> Option<Self> {
+        Some(Self {
+            name: object.meta().name.clone()?,
+            uid: object.meta().uid.clone()?,
+        })
+    }
 }
 
 /// Starts nothing yet: the caches, and the future that fills them (and routes changes of

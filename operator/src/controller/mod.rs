@@ -89,9 +89,17 @@ pub struct Settings {
     pub instance: Option<String>,
     /// Defaults for benchmarks that leave image, scheduler or queue unset.
     pub defaults: perfsweep_benchmarks::common::ClusterDefaults,
-    /// Attempts and backoff of exports to a benchmark's `outputLocation`.
+    /// Attempts and backoff of exports to a benchmark's `outputLocation`, and where it
+    /// may go.
     pub export: benchmark::export::ExportPolicy,
+    /// The most children a set may expand to, whatever its `maxChildren` says: one
+    /// tenant's set must not take the operator's memory.
+    pub max_children_per_set: u32,
 }
+
+/// [`Settings::max_children_per_set`] unless the administrator sets it: the default
+/// `maxChildren`, which the status is sized for.
+pub const DEFAULT_MAX_CHILDREN_PER_SET: u32 = 10_000;
 
 /// Runs the controllers until `shutdown` completes, then lets in-flight reconciles finish.
 /// Running benchmarks are left alone: they carry on and are picked up again on restart.
@@ -108,7 +116,9 @@ pub async fn run(
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
+    let mut ctx = Context::new(client.clone(), settings.instance.clone());
+    ctx.expansions = benchmarkset::ExpansionCache::with_ceiling(settings.max_children_per_set);
+    let ctx = Arc::new(ctx);
     let (health_addr, health_server) = health::serve_with_metrics(
         settings.health_addr,
         readiness.clone(),

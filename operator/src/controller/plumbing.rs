@@ -108,14 +108,28 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     }
 }
 
-/// Deletes `name` (background propagation); one already gone is no error.
-pub async fn delete_if_present<T>(api: &Api<T>, name: &str) -> Result<(), kube::Error>
+/// Deletes `name` (background propagation) if it is still the object with `uid`: the
+/// API server refuses the delete (409) when the name now belongs to another object —
+/// someone else's made after ours went — and that object is left alone. One already gone
+/// is no error.
+pub async fn delete_if_present<T>(api: &Api<T>, name: &str, uid: &str) -> Result<(), kube::Error>
 where
     T: Resource + Clone + DeserializeOwned + Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::info!(%name, %uid, message = %status.message, "not deleted: the name belongs to another object now");
+            Ok(())
+        }
         Err(error) => Err(error),
     }
 }

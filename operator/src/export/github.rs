@@ -161,7 +161,10 @@ impl Uploader {
             .trim_end_matches('/');
         let (owner, repo) = (&self.release.owner, &self.release.repo);
         let url = match &self.release.tag {
-            Some(tag) => format!("{api}/repos/{owner}/{repo}/releases/tags/{tag}"),
+            Some(tag) => format!(
+                "{api}/repos/{owner}/{repo}/releases/tags/{}",
+                percent_encode(tag)
+            ),
             None => format!("{api}/repos/{owner}/{repo}/releases/latest"),
         };
         let (status, body) = self
@@ -184,10 +187,13 @@ impl Uploader {
             .as_str()
             .context("the release has no upload_url")?;
         // `https://uploads.github.com/repos/o/r/releases/1/assets{?name,label}`
-        Ok(template
+        let upload = template
             .split_once('{')
             .map_or(template, |(url, _)| url)
-            .to_owned())
+            .to_owned();
+        // The token goes with the upload: only to GitHub's own upload host.
+        check_upload_host(api, &upload).with_context(|| format!("{}", self.release))?;
+        Ok(upload)
     }
 
     /// Uploads one asset; an asset of the same name already there is an error (GitHub
@@ -195,15 +201,21 @@ impl Uploader {
     pub async fn put(&self, key: &str, body: Bytes) -> anyhow::Result<()> {
         let upload = self.upload_url().await?;
         let name = Release::asset_name(key);
-        let url = format!("{upload}?name={name}");
+        let url = format!("{upload}?name={}", percent_encode(&name));
         let (status, response) = self.request(::http::Method::POST, &url, body).await?;
         if status.is_success() {
             return Ok(());
         }
-        let detail = String::from_utf8_lossy(&response);
-        let detail: String = detail.chars().take(200).collect();
+        // GitHub's own answer says why; a server of another endpoint's is not echoed into
+        // the benchmark's status (whatever it answers stays there).
+        let detail = if self.release.endpoint.is_none() {
+            let detail = String::from_utf8_lossy(&response);
+            format!(": {}", detail.chars().take(200).collect::<String>())
+        } else {
+            String::new()
+        };
         anyhow::bail!(
-            "{}: uploading asset {name} answered HTTP {status}: {detail}",
+            "{}: uploading asset {name} answered HTTP {status}{detail}",
             self.release
         )
     }
@@ -213,9 +225,86 @@ impl Uploader {
     }
 }
 
+/// GitHub's upload host for its public API; a GitHub Enterprise Server (or any other
+/// endpoint) uploads to its own host.
+const UPLOADS: &str = "uploads.github.com";
+
+/// The upload URL a release names must be GitHub's upload host for the public API, or
+/// the endpoint's own host (scheme included) otherwise: a release (or a server posing as
+/// the API) naming another host would receive the token.
+fn check_upload_host(api: &str, upload: &str) -> anyhow::Result<()> {
+    let api: ::http::Uri = api.parse().context("the API endpoint is not a URL")?;
+    let upload_uri: ::http::Uri = upload
+        .parse()
+        .with_context(|| format!("the release's upload_url {upload:?} is not a URL"))?;
+    let expected_host = if api.host() == Some("api.github.com") {
+        UPLOADS
+    } else {
+        api.host().unwrap_or_default()
+    };
+    let same_scheme = upload_uri.scheme_str() == api.scheme_str();
+    let same_port = api.host() == Some("api.github.com") || upload_uri.port_u16() == api.port_u16();
+    if upload_uri.host() != Some(expected_host) || !same_scheme || !same_port {
+        anyhow::bail!(
+            "the release's upload_url is at {}, not {expected_host}: the token is not sent there",
+            upload_uri.authority().map_or("no host", |a| a.as_str())
+        );
+    }
+    Ok(())
+}
+
+/// `text` as one URL path segment or query value: everything but RFC 3986's unreserved
+/// characters percent-encoded (a tag may hold `/`, `?`, `#`).
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_and_asset_names_are_encoded() {
+        assert_eq!(percent_encode("v1.0.0"), "v1.0.0");
+        assert_eq!(percent_encode("a/../b?x#y"), "a%2F..%2Fb%3Fx%23y");
+    }
+
+    /// Issue 24: the token went to whatever `upload_url` the release lookup returned.
+    #[test]
+    fn the_token_goes_only_to_githubs_upload_host() {
+        let ok = |api: &str, upload: &str| check_upload_host(api, upload).is_ok();
+        assert!(ok(
+            API,
+            "https://uploads.github.com/repos/o/r/releases/1/assets"
+        ));
+        assert!(!ok(
+            API,
+            "https://attacker.example/repos/o/r/releases/1/assets"
+        ));
+        assert!(!ok(
+            API,
+            "http://uploads.github.com/repos/o/r/releases/1/assets"
+        ));
+        let ghe = "https://ghe.corp/api/v3";
+        assert!(ok(
+            ghe,
+            "https://ghe.corp/api/uploads/repos/o/r/releases/1/assets"
+        ));
+        assert!(!ok(
+            ghe,
+            "https://uploads.github.com/repos/o/r/releases/1/assets"
+        ));
+        assert!(!ok("http://127.0.0.1:8080", "http://127.0.0.1:9999/assets"));
+        assert!(ok("http://127.0.0.1:8080", "http://127.0.0.1:8080/assets"));
+    }
 
     #[test]
     fn owner_repo_and_tag_parse_and_keys_become_flat_asset_names() {

@@ -28,6 +28,7 @@
 //! evidence. The local copy (the CLI's results directory, the operator's evidence
 //! ConfigMap and status) is never removed, so a failed upload loses nothing.
 
+pub mod allowed;
 pub mod dataset;
 pub mod format;
 pub mod github;

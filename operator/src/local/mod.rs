@@ -282,15 +282,10 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     let io_error = |what: &str, e: std::io::Error| {
         Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"))
     };
-    // One random token per run for plans whose launcher starts commands on the others.
-    let launch_token = if plan.remote_launch() {
-        Some(
-            crate::agent::exec::random_token()
-                .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?,
-        )
-    } else {
-        None
-    };
+    // One random token per run: the agents accept control requests (and a launcher's
+    // commands) only from holders of it, as pods do with their benchmark's Secret.
+    let launch_token = crate::agent::auth::random_token()
+        .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?;
     std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
     let _scratch = RemovedOnDrop(scratch.clone());
 
@@ -392,7 +387,7 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
                         EnvValue::PodField(_) => None,
                     }),
             )
-            .envs(launch_token.iter().map(|t| (agent_env::LAUNCH_TOKEN, t)))
+            .env(agent_env::LAUNCH_TOKEN, &launch_token)
             .envs(
                 secrets
                     .get(role.name.as_str())

@@ -49,6 +49,7 @@ impl Replica {
             instance: Some(identity.to_owned()),
             defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+            max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

@@ -21,3 +21,4 @@ mod llm_progress;
 mod metrics;
 mod mpi_rdma_lifecycle;
 mod rbac_completeness;
+mod shared_cluster;

@@ -58,6 +58,7 @@ async fn metrics_are_served_and_pass_promtool() {
         instance: Some("metrics-test".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
@@ -160,6 +161,7 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         instance: Some("benign".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

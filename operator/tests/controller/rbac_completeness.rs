@@ -61,20 +61,6 @@ const NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "",
-        "secrets",
-        "create",
-        "the benchmark engine creates the Secrets a kind's rendering lists (create_missing \
-         in controller/benchmark.rs); no kind renders one yet, IPerf never will",
-    ),
-    (
-        "",
-        "secrets",
-        "delete",
-        "the engine deletes a benchmark's rendered Secrets by name when it ends (release); \
-         none are rendered yet",
-    ),
-    (
-        "",
         "persistentvolumeclaims",
         "create",
         "the engine creates the claims a kind's rendering lists; none are rendered yet",
@@ -274,6 +260,7 @@ fn describe(request: &RecordedRequest) -> String {
 /// The operator, with leader election (short timings), until the sender fires.
 fn start_operator(
     double: &ApiDouble,
+    export_endpoint: &str,
 ) -> (
     oneshot::Sender<()>,
     tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -285,7 +272,14 @@ fn start_operator(
         debounce: Duration::from_millis(50),
         instance: Some("rbac".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy {
+            allowed: perfsweep::export::allowed::AllowedDestinations {
+                endpoints: vec![export_endpoint.to_owned()],
+                plain_http: true,
+            },
+            ..perfsweep::controller::benchmark::export::ExportPolicy::default()
+        },
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),
@@ -358,7 +352,8 @@ fn agent_log() -> String {
 /// the log, cleanup, graceful shutdown. Returns the operator's requests.
 async fn exercise_the_operator() -> Vec<RecordedRequest> {
     let double = support::double_with_crds().await;
-    let (stop, task) = start_operator(&double);
+    let endpoint = format!("http://127.0.0.1:{}", unused_port());
+    let (stop, task) = start_operator(&double, &endpoint);
 
     // Two children at once; then a spec edit drops one of them (it is deleted). The set
     // exports its children's results (credentials from a Secret) to an endpoint nothing
@@ -368,7 +363,11 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
             &Gvr::SECRETS,
             json!({
                 "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "export-creds", "namespace": NS},
+                "metadata": {
+                    "name": "export-creds",
+                    "namespace": NS,
+                    "labels": {"perfsweep.io/export-credentials": "true"},
+                },
                 "stringData": {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "key"},
             }),
         )
@@ -376,7 +375,7 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
     let mut set = iperf_set("rbac", json!({"streams": [1, 2]}), 1, 2, "Continue");
     set["spec"]["outputLocation"] = json!({
         "storageUri": "s3://results/rbac",
-        "parameters": {"endpoint": format!("http://127.0.0.1:{}", unused_port())},
+        "parameters": {"endpoint": endpoint},
         "secretName": "export-creds",
     });
     double.create(&SETS, set).expect("creating the set");
@@ -558,7 +557,7 @@ async fn faults(
         .expect("the operator stops")
         .expect("the operator did not panic")
         .expect("the operator stopped without error");
-    let (stop, task) = start_operator(double);
+    let (stop, task) = start_operator(double, "https://store.example");
     wait_for_pod(double, "midway-client-0").await;
     // A waiting pod deleted by someone else is made again, after reading the benchmark
     // (get): its status, claimed before, says nothing new to write.

@@ -144,6 +144,7 @@ impl Operator {
             instance: Some(instance.to_owned()),
             defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export,
+            max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
         };
         let shutdown = async move {
             let _ = stopped.await;

@@ -7,6 +7,8 @@ use super::{
     PostParams, Prepared, Reason, Rendered, Resource, ResourceExt, Secret, Serialize, Service,
     Target, caches, labels, plumbing, render,
 };
+use caches::Named;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 
 /// Apply, step one: the rendered objects that are missing. Returns what was created, or
 /// the failure that keeps them from being created.
@@ -65,6 +67,16 @@ pub(super) async fn create_missing(
     };
     match create(&target.api::<Service>(ctx), service, target).await? {
         Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
+        Created::Existed(_) => {}
+        Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+    }
+    let policy = &prepared.rendered.network_policy;
+    let policy = &NetworkPolicy {
+        metadata: owned(&policy.metadata),
+        ..policy.clone()
+    };
+    match create(&target.api::<NetworkPolicy>(ctx), policy, target).await? {
+        Created::Yes(_) => created.push(format!("NetworkPolicy {}", policy.name_any())),
         Created::Existed(_) => {}
         Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
     }
@@ -352,12 +364,15 @@ pub(super) async fn keep_evidence(
 }
 
 /// Deletes what the benchmark created that is still there. A gang's members (pods,
-/// Service, Secrets, claims) are owned by its PodGroup: deleting the PodGroup is one
-/// request, and the garbage collector deletes them. What the benchmark owns itself (the
-/// objects of a benchmark without a gang) is deleted one by one as the caches show it,
-/// and its Secrets by name (Secrets are not watched: that would need read access to
-/// every Secret in the namespace, which the operator does not ask for). Idempotent: what
-/// is already gone is skipped.
+/// Service, NetworkPolicy, Secrets, claims) are owned by its PodGroup: deleting the
+/// PodGroup is one request, and the garbage collector deletes them. What the benchmark
+/// owns itself (the objects of a benchmark without a gang) is deleted one by one as the
+/// caches show it, and its Secrets and NetworkPolicy by name once read back and found
+/// owned by it (they are not watched: Secrets would need read access to every Secret in
+/// the namespace, which the operator does not ask for). Every delete is conditional on
+/// the uid of the object found ours, so someone else's object of the same name — one
+/// whose create made this benchmark fail with NameConflict — is never deleted.
+/// Idempotent: what is already gone is skipped.
 pub(super) async fn release(
     engine: &Engine,
     target: &Target,
@@ -375,8 +390,13 @@ pub(super) async fn release(
     let services = caches::left_to_delete(&owned.services, namespace, uid);
     delete_named(engine, &target.api::<Service>(ctx), &services, target).await?;
     if let Some(rendered) = rendered.filter(|r| r.pod_group.is_none()) {
-        let secrets: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
+        let names: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
+        let secrets = ours_by_name(engine, &target.api::<Secret>(ctx), &names, target).await?;
         delete_named(engine, &target.api::<Secret>(ctx), &secrets, target).await?;
+        let names = [rendered.network_policy.name_any()];
+        let policies =
+            ours_by_name(engine, &target.api::<NetworkPolicy>(ctx), &names, target).await?;
+        delete_named(engine, &target.api::<NetworkPolicy>(ctx), &policies, target).await?;
     }
     let claims = caches::left_to_delete(&owned.claims, namespace, uid);
     delete_named(
@@ -388,10 +408,49 @@ pub(super) async fn release(
     .await
 }
 
-pub(super) async fn delete_named<T>(
+/// The objects of `names` that exist and are owned by the benchmark, read back by name
+/// (not those deleted a moment ago).
+async fn ours_by_name<T>(
     engine: &Engine,
     api: &Api<T>,
     names: &[String],
+    target: &Target,
+) -> Result<Vec<Named>, Error>
+where
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let mut ours = Vec::new();
+    for name in names {
+        if engine
+            .recent
+            .deleted(&target.uid, &format!("{}/{name}", T::kind(&())))
+        {
+            continue;
+        }
+        let found = api.get_opt(name).await.map_err(Error::kube(format!(
+            "reading {} {}/{name} of {} before deleting it",
+            T::kind(&()),
+            target.namespace,
+            target.describe()
+        )))?;
+        match found {
+            Some(object) if target.owns(&object) => ours.extend(Named::of(&object)),
+            Some(_) => tracing::info!(
+                benchmark = %target.describe(),
+                kind = %T::kind(&()),
+                %name,
+                "not deleting an object of the benchmark's name that it does not own"
+            ),
+            None => {}
+        }
+    }
+    Ok(ours)
+}
+
+pub(super) async fn delete_named<T>(
+    engine: &Engine,
+    api: &Api<T>,
+    objects: &[Named],
     target: &Target,
 ) -> Result<(), Error>
 where
@@ -402,16 +461,16 @@ where
     engine.recent.forget(&target.uid, |change| match change {
         caches::Change::Deleted(what) => what
             .strip_prefix(&format!("{kind}/"))
-            .is_some_and(|name| !names.iter().any(|n| n == name)),
+            .is_some_and(|name| !objects.iter().any(|o| o.name == name)),
         _ => false,
     });
-    for name in names {
+    for Named { name, uid } in objects {
         let what = format!("{kind}/{name}");
         if engine.recent.deleted(&target.uid, &what) {
             // Deleted a moment ago; the cache has not caught up.
             continue;
         }
-        plumbing::delete_if_present(api, name)
+        plumbing::delete_if_present(api, name, uid)
             .await
             .map_err(Error::kube(format!(
                 "deleting {} {}/{name} of {}",

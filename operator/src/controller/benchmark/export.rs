@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::export::allowed::EXPORT_CREDENTIALS_LABEL;
 use bytes::Bytes;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -50,6 +51,9 @@ pub struct ExportPolicy {
     pub max_delay: Duration,
     /// object_store's retries of each request within one attempt.
     pub requests: Retry,
+    /// Where the administrator lets benchmarks export to (see
+    /// `crate::export::allowed`).
+    pub allowed: crate::export::allowed::AllowedDestinations,
 }
 
 impl Default for ExportPolicy {
@@ -66,6 +70,7 @@ impl Default for ExportPolicy {
                 initial_delay: Duration::from_millis(200),
                 max_delay: Duration::from_secs(2),
             },
+            allowed: crate::export::allowed::AllowedDestinations::default(),
         }
     }
 }
@@ -214,6 +219,12 @@ async fn upload(
 ) -> Result<String, Problem> {
     let destination = export::parse(&location.storage_uri, &location.sink_parameters())
         .map_err(|e| Problem::final_(format!("spec.outputLocation: {e:#}")))?;
+    // Before any Secret is read: credentials go only where the administrator allows.
+    engine
+        .export
+        .allowed
+        .check(&destination)
+        .map_err(Problem::final_)?;
     let store = match destination {
         Destination::Bucket(bucket) => {
             let secret = bucket.secret_name.clone().ok_or_else(|| {
@@ -345,6 +356,20 @@ async fn secret_data(
             )));
         }
     };
+    let marked = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(EXPORT_CREDENTIALS_LABEL))
+        .is_some_and(|value| value == "true");
+    if !marked {
+        // The operator reads Secrets with its own rights: only one its owner marked for
+        // exports is sent anywhere.
+        return Err(Problem::retry(format!(
+            "Secret {}/{name} (spec.outputLocation) is not labelled {EXPORT_CREDENTIALS_LABEL}=true: the operator uses only Secrets marked as export credentials (kubectl label secret {name} {EXPORT_CREDENTIALS_LABEL}=true)",
+            target.namespace
+        )));
+    }
     let mut data: BTreeMap<String, String> = secret.string_data.unwrap_or_default();
     for (key, bytes) in secret.data.unwrap_or_default() {
         if let Ok(text) = String::from_utf8(bytes.0) {

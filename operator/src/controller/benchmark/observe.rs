@@ -127,9 +127,19 @@ pub(super) async fn reported_failure(
     outcome::reported_failure(target.info, &prepared.result_role, pod, &log)
 }
 
-/// The agent container's log; a log the API server will not give (the pod or its node
-/// is gone) is a failure, other errors (the kubelet unreachable, the API server
-/// unavailable) are retried until the benchmark's deadline (`on_operator_error`).
+/// Lines read from the end of a result pod's log: the agent's report is its last line
+/// of output, followed by at most a few lines of the agent's own logging.
+pub(super) const REPORT_TAIL_LINES: i64 = 100;
+/// Most bytes read of a result pod's log: a report (with the raw output it carries as
+/// evidence) is far smaller, and a pod that logs gigabytes must not take the operator's
+/// memory with it.
+pub(super) const REPORT_LIMIT_BYTES: i64 = 32 * 1024 * 1024;
+
+/// The end of the agent container's log, where its report is (at most
+/// [`REPORT_TAIL_LINES`] lines and [`REPORT_LIMIT_BYTES`] bytes, however much the pod
+/// logged); a log the API server will not give (the pod or its node is gone) is a
+/// failure, other errors (the kubelet unreachable, the API server unavailable) are
+/// retried until the benchmark's deadline (`on_operator_error`).
 pub(super) async fn read_log(
     engine: &Engine,
     target: &Target,
@@ -137,9 +147,23 @@ pub(super) async fn read_log(
 ) -> Result<Result<String, Failure>, Error> {
     let params = LogParams {
         container: Some(AGENT_CONTAINER.to_owned()),
+        tail_lines: Some(REPORT_TAIL_LINES),
+        limit_bytes: Some(REPORT_LIMIT_BYTES),
         ..LogParams::default()
     };
     match target.api::<Pod>(&engine.ctx).logs(pod, &params).await {
+        Ok(log)
+            if log.len() as u64 >= REPORT_LIMIT_BYTES.unsigned_abs()
+                && perfsweep_benchmarks::report::find(&log).is_err() =>
+        {
+            Ok(Err(Failure::new(
+                Reason::ResultUnreadable,
+                format!(
+                    "pod {pod}: no complete report in the last {REPORT_TAIL_LINES} lines of its log within {} MiB (the most the operator reads)",
+                    REPORT_LIMIT_BYTES / (1024 * 1024)
+                ),
+            )))
+        }
         Ok(log) => Ok(Ok(log)),
         Err(kube::Error::Api(status))
             if (400..500).contains(&status.code) && status.code != 429 =>

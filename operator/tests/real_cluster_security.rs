@@ -1,0 +1,525 @@
+//! Issue 24 against a real cluster: what one tenant of a shared cluster must not be able
+//! to do, checked where only a real API server, kubelet and network can show it.
+//! Opt-in, like `real_cluster.rs`: `PERFSWEEP_E2E=1` with `KUBECONFIG` pointing at a
+//! disposable cluster; every test is `#[ignore]`d and fails (never skips) when a variable
+//! it needs is missing.
+//!
+//! - The chart's ValidatingAdmissionPolicy refuses `hostNetwork: true` in a namespace
+//!   without the administrator's label, naming the field, and admits it in a labelled
+//!   one. Needs the chart installed (`helm install`; the policy is
+//!   `<release>-privileged-fields`, `PERFSWEEP_E2E_POLICY`, default
+//!   `perfsweep-privileged-fields`).
+//! - A pod in another namespace sending STOP, STATUS and BARRIER to a running
+//!   benchmark's agent is refused, and the benchmark's result is unaffected
+//!   (`PERFSWEEP_E2E_IMAGE`: an iperf image built from images/iperf; its bash sends the
+//!   requests).
+//! - A benchmark pointing its export at an endpoint the administrator did not allow,
+//!   with a Secret of the namespace, never sends the Secret there (`PERFSWEEP_E2E_IMAGE`).
+//! - Someone else's Secret survives a benchmark's NameConflict on it.
+//!
+//! `PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test
+//! real_cluster_security -- --ignored --test-threads=1`
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use perfsweep_benchmarks::{crds, registry};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "default";
+
+async fn cluster() -> Client {
+    assert_eq!(
+        std::env::var("PERFSWEEP_E2E").as_deref(),
+        Ok("1"),
+        "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
+    );
+    Client::try_default()
+        .await
+        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
+}
+
+fn e2e_image() -> String {
+    std::env::var("PERFSWEEP_E2E_IMAGE").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull")
+    })
+}
+
+async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::all() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply("perfsweep-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_mins(1),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} was not established within 60s"))
+        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+    }
+}
+
+/// The operator in this process (as the chart's service account with
+/// `PERFSWEEP_E2E_SERVICE_ACCOUNT=<namespace>:<name>`), until the sender fires.
+async fn start_operator() -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let mut config = kube::Config::infer()
+        .await
+        .unwrap_or_else(|e| panic!("no kubeconfig: {e}"));
+    if let Ok(account) = std::env::var("PERFSWEEP_E2E_SERVICE_ACCOUNT") {
+        config.auth_info.impersonate = Some(format!("system:serviceaccount:{account}"));
+    }
+    let client = Client::try_from(config).unwrap_or_else(|e| panic!("a client: {e}"));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let settings = perfsweep::controller::Settings {
+        namespace: Some(NAMESPACE.into()),
+        health_addr: "127.0.0.1:0".parse().expect("address"),
+        debounce: Duration::from_millis(200),
+        instance: Some("e2e-security".into()),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        // The administrator allows no export endpoint: the default.
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+    };
+    let task = tokio::spawn(perfsweep::controller::run(client, settings, async {
+        let _ = stop_rx.await;
+    }));
+    (stop_tx, task)
+}
+
+fn benchmarks(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
+    let resource = perfsweep::controller::benchmarkset::api_resource(
+        registry::lookup(kind).unwrap_or_else(|| panic!("kind {kind}")),
+    );
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+async fn create_benchmark(api: &Api<DynamicObject>, kind: &str, name: &str, spec: Value) {
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    wait_gone(api, name).await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a benchmark object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} {name}: {e}"));
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..120 {
+        if api.get_opt(name).await.ok().flatten().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("{name} was not deleted within a minute");
+}
+
+/// Polls the benchmark's status until `done` accepts it, for at most `within`.
+async fn wait_for_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    within: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let current = api.get(name).await.expect("the benchmark is readable");
+        let status = current.data["status"].clone();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} within {within:?}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn finished(status: &Value) -> bool {
+    matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"))
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+async fn ensure_namespace(client: &Client, name: &str, labels: Value) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    }))
+    .expect("a namespace");
+    api.patch(
+        name,
+        &PatchParams::apply("perfsweep-e2e").force(),
+        &Patch::Apply(&namespace),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
+}
+
+/// The chart's policy refuses `hostNetwork: true` where the administrator has not
+/// labelled the namespace, with a message naming the field; a labelled namespace may.
+#[tokio::test]
+#[ignore = "needs a disposable cluster with the chart installed: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn the_admission_policy_refuses_host_network_in_an_unlabelled_namespace() {
+    let client = cluster().await;
+    let policy = std::env::var("PERFSWEEP_E2E_POLICY")
+        .unwrap_or_else(|_| "perfsweep-privileged-fields".into());
+    let policies: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: "ValidatingAdmissionPolicy".into(),
+            plural: "validatingadmissionpolicies".into(),
+        },
+    );
+    policies.get(&policy).await.unwrap_or_else(|e| {
+        panic!("ValidatingAdmissionPolicy {policy} is not installed ({e}): helm install the chart (or set PERFSWEEP_E2E_POLICY)")
+    });
+    install_crds(&client).await;
+    let (plain, privileged) = ("perfsweep-e2e-plain", "perfsweep-e2e-privileged");
+    ensure_namespace(&client, plain, json!({})).await;
+    ensure_namespace(
+        &client,
+        privileged,
+        json!({"perfsweep.io/privileged-benchmarks": "true"}),
+    )
+    .await;
+    let spec = json!({"duration": 5, "hostNetwork": true, "scheduler": "default"});
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": "host"},
+        "spec": spec,
+    }))
+    .expect("an IPerf");
+    // A new binding takes a moment to be enforced.
+    let mut refusal = None;
+    for _ in 0..60 {
+        match benchmarks(&client, "IPerf", plain)
+            .create(&dry_run, &object)
+            .await
+        {
+            Err(kube::Error::Api(status)) => {
+                refusal = Some(status);
+                break;
+            }
+            Err(other) => panic!("unexpected error: {other}"),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    let status =
+        refusal.expect("hostNetwork: true was admitted in an unlabelled namespace for 30 s");
+    assert!(
+        status.message.contains("spec.hostNetwork"),
+        "the refusal names the field: {status:?}"
+    );
+    benchmarks(&client, "IPerf", privileged)
+        .create(&dry_run, &object)
+        .await
+        .expect("a labelled namespace may use hostNetwork");
+    // A set varying hostNetwork in its permutations is refused too.
+    let sets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        plain,
+        &kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&()),
+    );
+    let set: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet", "metadata": {"name": "host"},
+        "spec": {
+            "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {"duration": 5}},
+            "permutations": {"product": {"hostNetwork": [false, true]}},
+        },
+    }))
+    .expect("a set");
+    match sets.create(&dry_run, &set).await {
+        Err(kube::Error::Api(status)) => {
+            assert!(status.message.contains("spec.permutations"), "{status:?}");
+        }
+        other => panic!("a set varying hostNetwork was not refused: {other:?}"),
+    }
+}
+
+/// A bash script for the attacker's pod: each request to the agent at `target`, and
+/// what came back, one line each.
+fn attacker_script(target: &str) -> String {
+    format!(
+        r#"for request in 'STOP' 'STATUS' 'BARRIER done 1' 'BARRIER iteration-0 0'; do
+  if exec 3<>/dev/tcp/{target}/7470; then
+    printf '%s\n{{"mac":"00","nonce":"00"}}\n' "$request" >&3
+    answer=$(timeout 5 cat <&3 | tr '\n' ' ')
+    echo "REQUEST $request ANSWER $answer"
+    exec 3>&-
+  else
+    echo "REQUEST $request UNREACHABLE"
+  fi
+done
+echo ATTACK-DONE"#
+    )
+}
+
+/// Issue 24, finding 1: any pod could stop a benchmark's server or release its barrier.
+/// A pod in another namespace sends STOP, STATUS and BARRIER to the running server's
+/// agent: every request is refused (or never connects, where the cluster enforces the
+/// benchmark's NetworkPolicy) and the benchmark succeeds with its full result.
+#[tokio::test]
+#[ignore = "needs a disposable cluster and an iperf image: PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn a_pod_in_another_namespace_cannot_steer_a_running_benchmark() {
+    let client = cluster().await;
+    let image = e2e_image();
+    install_crds(&client).await;
+    let attackers = "perfsweep-e2e-attacker";
+    ensure_namespace(&client, attackers, json!({})).await;
+    let (stop, operator) = start_operator().await;
+    let api = benchmarks(&client, "IPerf", NAMESPACE);
+    // Long enough for the attacker's requests to land mid-measurement.
+    let duration = 20;
+    create_benchmark(
+        &api,
+        "IPerf",
+        "e2e-steer",
+        json!({"image": image, "duration": duration, "scheduler": "default", "timeout": "5m"}),
+    )
+    .await;
+    wait_for_status(&api, "e2e-steer", Duration::from_mins(3), |s| {
+        s["phase"] == "Running" || finished(s)
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let server = pods
+        .get("e2e-steer-server-0")
+        .await
+        .expect("the server pod");
+    let target = server
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("the server pod has an IP");
+
+    let attacker_pods: Api<Pod> = Api::namespaced(client.clone(), attackers);
+    let _ = attacker_pods
+        .delete("attacker", &DeleteParams::default())
+        .await;
+    wait_gone(&attacker_pods, "attacker").await;
+    let attacker: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "attacker"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "attacker", "image": image,
+                "command": ["bash", "-c", attacker_script(&target)],
+                "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true,
+                                    "capabilities": {"drop": ["ALL"]},
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+            }],
+        },
+    }))
+    .expect("the attacker pod");
+    attacker_pods
+        .create(&PostParams::default(), &attacker)
+        .await
+        .expect("creating the attacker pod");
+    let log = {
+        let deadline = tokio::time::Instant::now() + Duration::from_mins(2);
+        loop {
+            let log = attacker_pods
+                .logs("attacker", &LogParams::default())
+                .await
+                .unwrap_or_default();
+            if log.contains("ATTACK-DONE") {
+                break log;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the attacker did not finish: {log}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    println!("{log}");
+    for granted in ["stopping", "released", "address", "ready"] {
+        assert!(
+            !log.contains(granted),
+            "a request was granted ({granted}): {log}"
+        );
+    }
+    let status = wait_for_status(&api, "e2e-steer", Duration::from_mins(3), finished).await;
+    let _ = stop.send(());
+    let _ = operator.await;
+    let _ = attacker_pods
+        .delete("attacker", &DeleteParams::default())
+        .await;
+    let _ = api.delete("e2e-steer", &DeleteParams::default()).await;
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    assert!(
+        status["result"]["receivedBitsPerSecond"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0,
+        "{status}"
+    );
+}
+
+/// Issue 24, finding 2: an `endpoint` the administrator did not allow, with a labelled
+/// Secret of the namespace: the benchmark runs, its export fails naming the setting, and
+/// nothing ever connects to the endpoint.
+#[tokio::test]
+#[ignore = "needs a disposable cluster and an iperf image: PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn a_foreign_export_endpoint_never_receives_the_secret() {
+    let client = cluster().await;
+    let image = e2e_image();
+    install_crds(&client).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let endpoint = format!("http://{}", listener.local_addr().expect("an address"));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "e2e-export-creds", "labels": {"perfsweep.io/export-credentials": "true"}},
+        "stringData": {"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key"},
+    }))
+    .expect("a Secret");
+    let _ = secrets
+        .delete("e2e-export-creds", &DeleteParams::default())
+        .await;
+    wait_gone(&secrets, "e2e-export-creds").await;
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the Secret");
+    let (stop, operator) = start_operator().await;
+    let api = benchmarks(&client, "IPerf", NAMESPACE);
+    create_benchmark(
+        &api,
+        "IPerf",
+        "e2e-deputy",
+        json!({
+            "image": image, "duration": 3, "scheduler": "default", "timeout": "5m",
+            "outputLocation": {
+                "storageUri": "s3://results/e2e",
+                "parameters": {"endpoint": endpoint, "region": "us-east-1"},
+                "secretName": "e2e-export-creds",
+            },
+        }),
+    )
+    .await;
+    let status = wait_for_status(&api, "e2e-deputy", Duration::from_mins(5), |s| {
+        finished(s) && condition(s, "Exported")["reason"] == "ExportFailed"
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = operator.await;
+    let _ = api.delete("e2e-deputy", &DeleteParams::default()).await;
+    let _ = secrets
+        .delete("e2e-export-creds", &DeleteParams::default())
+        .await;
+    let message = condition(&status, "Exported")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("export.allowedEndpoints") || message.contains("plain http"),
+        "{status}"
+    );
+    assert!(!status.to_string().contains("e2e-secret-key"), "{status}");
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the foreign endpoint was contacted"
+    );
+}
+
+/// Issue 24, finding 3: someone else's `<benchmark>-launch` Secret made the benchmark
+/// fail with NameConflict, and was then deleted by name. It survives.
+#[tokio::test]
+#[ignore = "needs a disposable cluster: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn someone_elses_secret_survives_a_name_conflict() {
+    let client = cluster().await;
+    install_crds(&client).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let theirs: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "e2e-taken-launch"},
+        "stringData": {"token": "someone else's"},
+    }))
+    .expect("a Secret");
+    let _ = secrets
+        .delete("e2e-taken-launch", &DeleteParams::default())
+        .await;
+    wait_gone(&secrets, "e2e-taken-launch").await;
+    let created = secrets
+        .create(&PostParams::default(), &theirs)
+        .await
+        .expect("creating someone else's Secret");
+    let (stop, operator) = start_operator().await;
+    let api = benchmarks(&client, "IPerf", NAMESPACE);
+    create_benchmark(
+        &api,
+        "IPerf",
+        "e2e-taken",
+        json!({"duration": 3, "scheduler": "default", "timeout": "2m"}),
+    )
+    .await;
+    let status = wait_for_status(&api, "e2e-taken", Duration::from_mins(1), finished).await;
+    // The release that deleted it before runs right after the failure.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let _ = stop.send(());
+    let _ = operator.await;
+    let _ = api.delete("e2e-taken", &DeleteParams::default()).await;
+    let survivor = secrets.get_opt("e2e-taken-launch").await.expect("readable");
+    let _ = secrets
+        .delete("e2e-taken-launch", &DeleteParams::default())
+        .await;
+    assert_eq!(
+        condition(&status, "Failed")["reason"],
+        "NameConflict",
+        "{status}"
+    );
+    let survivor = survivor.expect("someone else's Secret survives the NameConflict");
+    assert_eq!(survivor.uid(), created.uid(), "the very same Secret");
+}
+
+#[test]
+fn the_attacker_script_sends_every_command() {
+    let script = attacker_script("10.0.0.1");
+    for command in ["STOP", "STATUS", "BARRIER done 1", "/dev/tcp/10.0.0.1/7470"] {
+        assert!(script.contains(command), "{script}");
+    }
+}

@@ -24,19 +24,22 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 
 /// How long the load generator is stopped.
 const STALL: Duration = Duration::from_millis(300);
-/// The measured part of every run, seconds (`--max-time-s`).
-const WINDOW_S: f64 = 4.0;
-/// Where in the measured part the stops begin. The last one ends 3.3 s in (3.57 s in the
-/// closed loop, which first waits up to one 270 ms request for an arrival): the test
-/// may read the progress line that late and the stop is still inside.
+/// Where in the measured part the stops begin. The measured part is a number of
+/// requests (`--max-requests`), about 4 s of them, not a time: a stopped load generator
+/// sends nothing, so the part cannot end during a stop, and a stop that begins inside
+/// it stays inside. The test sees the progress line late on a loaded machine (0.76 s
+/// late was seen), so the last stop begins 1.5 s before the nominal end.
 const NEAR_START: Duration = Duration::from_millis(200);
-const MIDDLE: Duration = Duration::from_millis(1600);
-const NEAR_END: Duration = Duration::from_millis(3000);
+const MIDDLE: Duration = Duration::from_millis(1300);
+const NEAR_END: Duration = Duration::from_millis(2500);
 /// How long any wait for the load generator may take before the test gives up.
 const PATIENCE: Duration = Duration::from_mins(2);
 
-/// The open loop's constant rate, requests per second.
+/// The open loop's constant rate, requests per second, and its measured requests (4 s).
 const RATE: u32 = 100;
+const OPEN_REQUESTS: &str = "400";
+/// The closed loop's measured requests: 4 streams of 270 ms requests, about 4 s.
+const CLOSED_REQUESTS: &str = "56";
 /// Closed loop: the simulator's time to first token and inter-token latency, and the
 /// tokens per answer (`D(32,8)`): a request lasts 200 + 7 × 10 = 270 ms.
 const CLOSED_TTFT_MS: f64 = 200.0;
@@ -62,10 +65,9 @@ enum Stall {
 /// for [`STALL`] where `stall` says.
 async fn loadgen(sim: &Simulator, extra: &[&str], stall: Option<Stall>) -> LLMInferenceResult {
     let url = format!("http://{}", sim.address);
-    let window = WINDOW_S.to_string();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_perfsweep"))
         .args(["loadgen", "--url", &url, "--model", "perfsweep-sim"])
-        .args(["--scenario", "D(32,8)", "--max-time-s", &window])
+        .args(["--scenario", "D(32,8)"])
         .args(["--warmup-s", "0.5"])
         // The progress lines say when the measured part begins; no periodic ones.
         .args(["--progress", "true", "--progress-interval-s", "3600"])
@@ -144,7 +146,14 @@ async fn loadgen(sim: &Simulator, extra: &[&str], stall: Option<Stall>) -> LLMIn
 async fn open_loop_stalled(at: Duration) {
     let sim = simulator(20.0, 5.0).await;
     let rate = RATE.to_string();
-    let args = ["--request-rate", &rate, "--arrivals", "constant"];
+    let args = [
+        "--request-rate",
+        &rate,
+        "--arrivals",
+        "constant",
+        "--max-requests",
+        OPEN_REQUESTS,
+    ];
     let stalled = loadgen(&sim, &args, Some(Stall::At(at))).await;
     let iteration = &stalled.iterations[0];
     let delay = iteration.client_delay.as_ref().expect("evidence recorded");
@@ -208,10 +217,11 @@ async fn a_stall_near_the_end_of_the_window_flags_the_open_loop() {
 /// rightly; the arrival places the stop where it does move one.)
 async fn closed_loop_stalled(at: Duration) {
     let sim = simulator(CLOSED_TTFT_MS, CLOSED_ITL_MS).await;
-    let stalled = loadgen(&sim, &["--concurrency", "4"], Some(Stall::AtArrival(at))).await;
+    let args = ["--concurrency", "4", "--max-requests", CLOSED_REQUESTS];
+    let stalled = loadgen(&sim, &args, Some(Stall::AtArrival(at))).await;
     let iteration = &stalled.iterations[0];
-    // Fewer than 100 requests (at most 4 streams × 4 s / 270 ms): p99 is the largest
-    // TTFT, so the one delayed request alone can move it.
+    // Fewer than 100 requests: p99 is the largest TTFT, so the one delayed request
+    // alone can move it.
     assert!(iteration.requests < 100, "{} requests", iteration.requests);
     let delay = iteration.client_delay.as_ref().expect("evidence recorded");
     assert!(

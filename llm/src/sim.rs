@@ -247,6 +247,8 @@ impl SimStats {
 struct State {
     args: SimArgs,
     next_id: AtomicU64,
+    /// Requests accepted so far, for [`Simulator::arrivals`].
+    arrived: tokio::sync::watch::Sender<u64>,
     active: AtomicU64,
     max_active: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
@@ -351,6 +353,7 @@ impl Simulator {
             args,
             prefix_cache,
             next_id: AtomicU64::new(0),
+            arrived: tokio::sync::watch::Sender::new(0),
             active: AtomicU64::new(0),
             max_active: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
@@ -379,6 +382,13 @@ impl Simulator {
             state,
             serving,
         })
+    }
+
+    /// The number of requests accepted so far, updated as each one arrives (before its
+    /// first token): whoever embeds the simulator can act at that moment, e.g. a test
+    /// that stops the load generator while a request waits for its first token.
+    pub fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.state.arrived.subscribe()
     }
 
     /// What the simulator did so far (as `GET /sim/stats`).
@@ -898,6 +908,7 @@ async fn generate(
         );
     }
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    state.arrived.send_modify(|arrived| *arrived += 1);
     let mut rng = Rng::derive(state.args.seed, id);
     let active = state.active.fetch_add(1, Ordering::Relaxed) + 1;
     state.max_active.fetch_max(active, Ordering::Relaxed);
@@ -1334,6 +1345,7 @@ async fn embeddings(
     };
     let input_tokens: u32 = inputs.iter().map(|(_, n)| n).sum();
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    state.arrived.send_modify(|arrived| *arrived += 1);
     let mut rng = Rng::derive(state.args.seed, id);
     let active = state.active.fetch_add(1, Ordering::Relaxed) + 1;
     state.max_active.fetch_max(active, Ordering::Relaxed);

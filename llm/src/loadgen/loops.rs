@@ -44,6 +44,33 @@ pub struct Outcome {
 /// The iteration's recorder, shared by its workers (and read by the progress line).
 pub type SharedRecorder = Arc<Mutex<Recorder>>;
 
+/// The moment the iteration's measured part began, set once by whichever loop (or lane)
+/// sends the first measured request, and announced: the progress line says that the
+/// warmup is over, so whoever watches the run (a user, a test disturbing the client on
+/// purpose) knows from then on that what happens is measured.
+#[derive(Debug, Default)]
+pub struct MeasuredStart {
+    at: OnceLock<Instant>,
+    announced: tokio::sync::Notify,
+}
+
+impl MeasuredStart {
+    /// The measured part began `at`; only the first call counts.
+    pub fn mark(&self, at: Instant) {
+        if self.at.set(at).is_ok() {
+            // A permit is kept when nobody waits yet, so a later wait returns at once.
+            self.announced.notify_one();
+        }
+    }
+
+    /// Returns once the measured part began (at once when it already has).
+    pub async fn wait(&self) {
+        if self.at.get().is_none() {
+            self.announced.notified().await;
+        }
+    }
+}
+
 pub(super) fn take_recorder(recorder: &SharedRecorder) -> Recorder {
     match recorder.lock() {
         Ok(mut recorder) => std::mem::take(&mut *recorder),
@@ -58,6 +85,7 @@ struct Tickets {
     next: AtomicU64,
     measured: AtomicU64,
     measured_from: OnceLock<Instant>,
+    measured_start: Arc<MeasuredStart>,
 }
 
 impl Tickets {
@@ -78,6 +106,7 @@ impl Tickets {
                 return None;
             }
             self.measured_from.get_or_init(|| now);
+            self.measured_start.mark(now);
         }
         Some((ticket, measured))
     }
@@ -98,6 +127,7 @@ pub async fn closed(
     budget: Budget,
     seed: u64,
     recorder: &SharedRecorder,
+    measured_start: &Arc<MeasuredStart>,
 ) -> anyhow::Result<Outcome> {
     let tickets = Arc::new(Tickets {
         budget,
@@ -105,6 +135,7 @@ pub async fn closed(
         next: AtomicU64::new(0),
         measured: AtomicU64::new(0),
         measured_from: OnceLock::new(),
+        measured_start: measured_start.clone(),
     });
     let streams = Streams {
         shared: shared.clone(),
@@ -230,6 +261,7 @@ pub async fn open(
     budget: Budget,
     seed: u64,
     recorder: &SharedRecorder,
+    measured_start: &Arc<MeasuredStart>,
 ) -> anyhow::Result<Outcome> {
     // Without a cap, at most one file table of streams: past it connections fail
     // (EMFILE) anyway, and a loop that falls behind its schedule would otherwise start
@@ -265,6 +297,7 @@ pub async fn open(
             seed,
             recorder,
             whole,
+            measured_start,
         )
         .await
     } else {
@@ -283,6 +316,7 @@ pub async fn open(
                 ..budget
             };
             let (shared, workload, recorder) = (shared.clone(), workload.clone(), recorder.clone());
+            let measured_start = measured_start.clone();
             let lane = lane(index);
             move || async move {
                 let sent = open_lane(
@@ -293,6 +327,7 @@ pub async fn open(
                     seed,
                     &recorder,
                     lane,
+                    &measured_start,
                 )
                 .await;
                 Ok(sent)
@@ -341,6 +376,7 @@ async fn open_lane(
     seed: u64,
     recorder: &SharedRecorder,
     lane: Lane,
+    measured_start: &MeasuredStart,
 ) -> (u64, u64) {
     // Lanes draw different arrival times; lane 0 (and an undivided loop) keeps the seed.
     let schedule_seed = seed ^ lane.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -381,6 +417,9 @@ async fn open_lane(
         } else if sent % 64 == 63 {
             // Behind schedule: catching up must not starve the workers on this thread.
             tokio::task::yield_now().await;
+        }
+        if is_measured {
+            measured_start.mark(due);
         }
         let mut client_from = due;
         let index = match idle_rx.try_recv() {

@@ -45,6 +45,7 @@ use crate::tokenizer::{PromptWords, Tokenizer};
 pub use hooks::Hooks;
 use http::{Connection, Endpoint, Target, TlsOptions};
 use outcome::Outcome;
+pub use progress::MEASURING;
 use sse::StreamState;
 use stats::{Recorder, Sample, Slo};
 use workload::shared_prefix::{SharedPrefix, SharedPrefixShape};
@@ -804,7 +805,12 @@ async fn run_iteration(
     let start = Instant::now();
     let monitor = client_load::ClientMonitor::start();
     let label = workload.label();
-    let ticker = progress.start(format!("{label} {}", load.describe(args)), &recorder);
+    let measured_start = Arc::new(loops::MeasuredStart::default());
+    let ticker = progress.start(
+        format!("{label} {}", load.describe(args)),
+        &recorder,
+        &measured_start,
+    );
     let load = match load {
         Load::Closed(_) => Load::Closed(streams as u32),
         Load::Open(rate) => Load::Open(distribute::rate_share(rate, workers)),
@@ -817,10 +823,29 @@ async fn run_iteration(
             cooldown_requests: 0,
         },
         Load::Closed(concurrency) if let Workload::Sessions(chat) = workload => {
-            sessions::closed(shared, workload, chat, concurrency, budget, seed, &recorder).await
+            sessions::closed(
+                shared,
+                workload,
+                chat,
+                concurrency,
+                budget,
+                seed,
+                &recorder,
+                &measured_start,
+            )
+            .await
         }
         Load::Closed(concurrency) => {
-            loops::closed(shared, workload, concurrency, budget, seed, &recorder).await?
+            loops::closed(
+                shared,
+                workload,
+                concurrency,
+                budget,
+                seed,
+                &recorder,
+                &measured_start,
+            )
+            .await?
         }
         Load::Open(rate) => {
             let arrivals = match args.arrivals {
@@ -837,7 +862,16 @@ async fn run_iteration(
                 }),
                 replay: replay.map(workload::trace::Trace::offsets),
             };
-            loops::open(shared, workload, open, budget, seed, &recorder).await?
+            loops::open(
+                shared,
+                workload,
+                open,
+                budget,
+                seed,
+                &recorder,
+                &measured_start,
+            )
+            .await?
         }
     };
     drop(ticker);

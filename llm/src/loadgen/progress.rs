@@ -1,7 +1,9 @@
 //! The live progress of a run on standard error: a `perfsweep-progress:` line when an
-//! iteration starts and every few seconds while it runs (the controller shows the latest
-//! in `status.progress`, the local backend echoes them), and a summary line when it ends.
+//! iteration starts, when its warmup is over ([`MEASURING`]) and every few seconds while
+//! it runs (the controller shows the latest in `status.progress`, the local backend
+//! echoes them), and a summary line when it ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::progress;
@@ -9,7 +11,11 @@ use crate::report::result::Iteration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::loops::SharedRecorder;
+use super::loops::{MeasuredStart, SharedRecorder};
+
+/// Ends the progress line printed when an iteration's measured part begins (its warmup
+/// is over): from then on, what happens to the run is in its figures.
+pub const MEASURING: &str = "warmup over, measuring";
 
 /// A schedule lag p99 above this means the offered load was not the one asked for.
 const LATE_MILLIS: f64 = 10.0;
@@ -63,8 +69,14 @@ impl Progress {
         }
     }
 
-    /// An iteration starts: says so, then every interval how far it got.
-    pub fn start(&mut self, label: String, recorder: &SharedRecorder) -> Ticker {
+    /// An iteration starts: says so, then when its measured part begins, and every
+    /// interval how far it got.
+    pub fn start(
+        &mut self,
+        label: String,
+        recorder: &SharedRecorder,
+        measured_start: &Arc<MeasuredStart>,
+    ) -> Ticker {
         self.started += 1;
         if self.searching {
             // A saturation probe: it moves from the possible to the listed.
@@ -77,12 +89,21 @@ impl Progress {
         let head = format!("{}: {label}", self.position());
         eprintln!("{}", progress::line(&head));
         let recorder = recorder.clone();
+        let measured_start = measured_start.clone();
         let interval = self.interval;
         Ticker(Some(tokio::spawn(async move {
             let began = Instant::now();
             let mut next = began + interval;
+            let mut measuring = false;
             loop {
-                tokio::time::sleep_until(next).await;
+                tokio::select! {
+                    () = measured_start.wait(), if !measuring => {
+                        measuring = true;
+                        eprintln!("{}", progress::line(&format!("{head}: {MEASURING}")));
+                        continue;
+                    }
+                    () = tokio::time::sleep_until(next) => {}
+                }
                 next += interval;
                 let done = recorder.lock().map_or(0, |r| r.count());
                 let seconds = began.elapsed().as_secs_f64();

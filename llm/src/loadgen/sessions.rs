@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::loops::{Budget, Outcome, SharedRecorder, drain, take_recorder};
+use super::loops::{Budget, MeasuredStart, Outcome, SharedRecorder, drain, take_recorder};
 use super::workload::Workload;
 use super::workload::sessions::{Conversation, Sessions};
 use super::{Shared, Worker};
@@ -30,13 +30,14 @@ struct Conversations {
     next: AtomicU64,
     measured: AtomicU64,
     measured_from: OnceLock<Instant>,
+    measured_start: Arc<MeasuredStart>,
     /// Requests sent, warmup and measured.
     warmup_sent: AtomicU64,
     measured_sent: AtomicU64,
 }
 
 impl Conversations {
-    fn new(budget: Budget, turns: u32) -> Self {
+    fn new(budget: Budget, turns: u32, measured_start: Arc<MeasuredStart>) -> Self {
         let turns = u64::from(turns.max(1));
         Self {
             started: Instant::now(),
@@ -46,6 +47,7 @@ impl Conversations {
             next: AtomicU64::new(0),
             measured: AtomicU64::new(0),
             measured_from: OnceLock::new(),
+            measured_start,
             warmup_sent: AtomicU64::new(0),
             measured_sent: AtomicU64::new(0),
         }
@@ -69,6 +71,7 @@ impl Conversations {
                 return None;
             }
             self.measured_from.get_or_init(|| now);
+            self.measured_start.mark(now);
         }
         Some((number, measured))
     }
@@ -89,9 +92,14 @@ pub async fn closed(
     budget: Budget,
     seed: u64,
     recorder: &SharedRecorder,
+    measured_start: &Arc<MeasuredStart>,
 ) -> Outcome {
     let shape = sessions.shape;
-    let conversations = Arc::new(Conversations::new(budget, shape.turns));
+    let conversations = Arc::new(Conversations::new(
+        budget,
+        shape.turns,
+        measured_start.clone(),
+    ));
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
         let (shared, recorder) = (shared.clone(), recorder.clone());
@@ -162,7 +170,7 @@ mod tests {
     fn the_budget_is_spent_in_whole_conversations() {
         // 5 warmup requests of 3-turn conversations: 2 warmup conversations; 10
         // measured requests: 4 measured conversations.
-        let conversations = Conversations::new(budget(5, Some(10)), 3);
+        let conversations = Conversations::new(budget(5, Some(10)), 3, Arc::default());
         let taken: Vec<(u64, bool)> = std::iter::from_fn(|| conversations.take()).collect();
         assert_eq!(
             taken,

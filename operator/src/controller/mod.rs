@@ -132,6 +132,7 @@ pub async fn run(
     let benchmarks = benchmark::run(ctx.clone(), settings.clone(), stopped.clone());
     let metrics = ctx.metrics.clone();
     let set_controller = benchmarkset::controller(&ctx, &settings);
+    let sets_store = set_controller.store();
     metrics.watch_sets(set_controller.store());
     let sets = set_controller
         .with_config(controller::Config::default().debounce(settings.debounce))
@@ -146,6 +147,7 @@ pub async fn run(
                 }
             }
         });
+    let sets = stopping_before_ready(sets_store, sets, stopped());
     readiness.set_ready(true);
     tokio::spawn(async move {
         shutdown.await;
@@ -156,6 +158,37 @@ pub async fn run(
     readiness.set_ready(false);
     let _ = health_task.await;
     Ok(())
+}
+
+/// Runs a controller (`run`, shut down gracefully on `shutdown`) to its end, or stops it
+/// at once when `shutdown` comes before its cache (`store`) has held its first list.
+/// kube-runtime's graceful shutdown lets in-flight reconciles finish, but a runner that
+/// still waits for its cache keeps waiting after the shutdown for a list that no longer
+/// comes (the watch is not read any more), so the operator never stopped: seen when a
+/// replica lost or gave up its lease right after it became the leader, on a loaded
+/// machine where the first lists take a while. Before that first list no reconcile has
+/// started, so stopping then cuts nothing short.
+pub(crate) async fn stopping_before_ready<K>(
+    store: kube::runtime::reflector::Store<K>,
+    run: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = ()>,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    use futures::FutureExt as _;
+    let early = async {
+        shutdown.await;
+        if store.wait_until_ready().now_or_never().is_some() {
+            // Ready (or its writer gone): the graceful shutdown ends the run itself.
+            std::future::pending::<()>().await;
+        }
+        tracing::debug!("shut down before the controller's cache was ready: stopping it");
+    };
+    tokio::select! {
+        () = run => {}
+        () = early => {}
+    }
 }
 
 /// An `Api` over the watched namespace or all namespaces.

@@ -436,7 +436,10 @@ async fn the_agents_reported_failure_is_preferred_to_the_exit_code() {
 async fn pods_unschedulable_past_the_timeout_fail_the_benchmark() {
     let double = double_with_crds().await;
     let _operator = Operator::start(&double, "test");
-    create_iperf(&double, "stuck", json!({"timeout": "2s"})).await;
+    // A long timeout first, shortened once the operator has reported the pods
+    // unschedulable: with a fixed 2 s one, a loaded machine reached the deadline before
+    // the operator had seen the pods' conditions, and the benchmark ended TimedOut.
+    create_iperf(&double, "stuck", json!({"timeout": "10m"})).await;
     wait_for_pods(&double, "stuck", 2).await;
     let unschedulable = json!({
         "phase": "Pending",
@@ -457,6 +460,14 @@ async fn pods_unschedulable_past_the_timeout_fail_the_benchmark() {
         "not before the timeout: {status}"
     );
 
+    double
+        .patch(
+            &IPERFS,
+            Some(NS),
+            "stuck",
+            json!({"spec": {"timeout": "1s"}}),
+        )
+        .expect("shortening the timeout of stuck");
     let status = wait_for_phase(&double, "stuck", "Failed").await;
     assert_eq!(reason_of(&status, "Failed"), "Unschedulable", "{status}");
     let message = condition(&status, "Failed")["message"]

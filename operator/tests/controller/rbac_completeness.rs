@@ -605,8 +605,11 @@ async fn faults(
     assert!(status.to_string().contains("NameConflict"), "{status}");
 
     // The result pod's kubelet is unreachable: the log cannot be read until the deadline.
+    // The deadline is moved into the past only once the operator has tried to read the
+    // log: a fixed short timeout (3 s, before) could pass on a loaded machine while the
+    // benchmark still waited for its pods, and it ended TimedOut instead.
     double
-        .create(&IPERFS, iperf("nolog", json!({"timeout": "3s"})))
+        .create(&IPERFS, iperf("nolog", json!({"timeout": "10m"})))
         .expect("creating IPerf nolog");
     wait_for_pod(double, "nolog-client-0").await;
     kubelet(double, "nolog-server-0", None);
@@ -617,6 +620,31 @@ async fn faults(
         Some(perfsweep_testkit::LogFailure::KubeletUnreachable),
     );
     kubelet(double, "nolog-client-0", Some(0));
+    wait_until(
+        WAIT,
+        "the operator reading the log of nolog-client-0",
+        || {
+            let tried = double.requests().iter().any(|r| {
+                r.resource == "pods"
+                    && r.subresource.as_deref() == Some("log")
+                    && r.name.as_deref() == Some("nolog-client-0")
+            });
+            if tried {
+                Ok(())
+            } else {
+                Err("no log request yet".to_owned())
+            }
+        },
+    )
+    .await;
+    double
+        .patch(
+            &IPERFS,
+            Some(NS),
+            "nolog",
+            json!({"spec": {"timeout": "1s"}}),
+        )
+        .expect("shortening the timeout of nolog");
     let status = wait_for_phase(double, "nolog", "Failed").await;
     assert!(status.to_string().contains("ResultUnreadable"), "{status}");
     assert_ne!(phase_of(double, "taken"), Value::Null);

@@ -142,14 +142,38 @@ async fn a_replayed_trace_shares_prefixes_by_hash_id_and_keeps_its_schedule() {
     let unique = loadgen::execute(&replay(trace(&dir, false)))
         .await
         .expect("replay");
-    let (fast, slow) = (
-        iteration.ttft_millis.p50,
-        unique.iterations[0].ttft_millis.p50,
-    );
-    // 32 uncached prompt tokens (16 ms of prefill) against 96 (48 ms).
+    // The cache shortens what the simulator has to do: 32 uncached prompt tokens (16 ms
+    // of prefill) against 96 (48 ms), in the TTFT it drew for each request. (What the
+    // load generator measured is shown, not asserted: 600 requests at 500 req/s in one
+    // debug process with the simulator queue up on a loaded machine — a median of
+    // 1.5 s from the send with the cache against 85 ms without was seen — and the
+    // queueing, not the prefill, then decides.)
+    let records = sim.stats().records;
+    let median_drawn = |ids: std::ops::Range<u64>| {
+        let mut drawn: Vec<f64> = records
+            .iter()
+            .filter(|r| ids.contains(&r.id))
+            .map(|r| r.drawn_ttft_ms)
+            .collect();
+        drawn.sort_by(f64::total_cmp);
+        drawn[drawn.len() / 2]
+    };
+    // Ids count arrivals: the first replay's 600, then the second's.
+    let (cached, uncached) = (median_drawn(0..600), median_drawn(600..1200));
     assert!(
-        fast + 20.0 < slow,
-        "median TTFT {fast} ms with shared hash ids, {slow} ms without"
+        (uncached - cached - 32.0).abs() < 0.01,
+        "the simulator drew a median TTFT of {cached} ms with shared hash ids, {uncached} ms without"
+    );
+    let from_send = |iteration: &perfsweep_llm::report::result::Iteration| {
+        iteration
+            .ttft_from_send_millis
+            .as_ref()
+            .map_or(f64::NAN, |d| d.p50)
+    };
+    eprintln!(
+        "median TTFT from the send: {:.1} ms with shared hash ids, {:.1} ms without",
+        from_send(iteration),
+        from_send(&unique.iterations[0])
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,8 +1,6 @@
 //! The LLM engine: load generator against the simulator (streaming variants, errors,
 //! time budgets, offered load, doubt, prefix caches, reasoning, model mixes, workloads),
-//! tokenizers and `perfsweep loadgen`'s exit code. (`llm_past_open_file_limit` stays a
-//! binary of its own: it compares the TTFT a loadgen process measured with the
-//! simulator's to within 5 ms, which tests running beside it in one process disturb.)
+//! tokenizers, `perfsweep loadgen`'s exit code and more streams than the open-file limit.
 //!
 //! One test binary per area (each links the whole operator once, not once per file);
 //! every file below is one module, as it was one binary before.
@@ -13,6 +11,7 @@ mod local_support;
 mod llm_doubt;
 mod llm_model_mix;
 mod llm_offered_load;
+mod llm_past_open_file_limit;
 mod llm_prefix_cache;
 mod llm_reasoning;
 mod llm_sim_loadgen;

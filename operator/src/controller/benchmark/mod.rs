@@ -310,9 +310,11 @@ fn start<K: Benchmark>(
     if let Some(info) = registry::lookup(&kind) {
         metrics.watch_benchmarks(info, controller.store());
     }
-    controller
+    let store = controller.store();
+    let shutdown = shutdown.shared();
+    let run = controller
         .with_config(controller::Config::default().debounce(settings.debounce))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_guarded::<K>, error_policy_guarded::<K>, engine)
         .for_each(move |result| {
             metrics.reconciled(&kind, crate::metrics::classify(&result));
@@ -322,8 +324,8 @@ fn start<K: Benchmark>(
                     Err(error) => tracing::warn!(%error, "reconcile failed"),
                 }
             }
-        })
-        .boxed()
+        });
+    super::stopping_before_ready(store, run, shutdown).boxed()
 }
 
 /// The controller of kind `K`: its benchmarks, reconciled again on every change to the

@@ -292,6 +292,7 @@ async fn simulate(n: usize) {
         instance: Some("bench".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
     let task = tokio::spawn(

@@ -90,6 +90,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 instance: Some("bench".into()),
                 defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
                 export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+                crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
             let controller = benchmarkset::controller(&ctx, &settings)

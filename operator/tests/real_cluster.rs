@@ -81,6 +81,7 @@ async fn start_operator() -> (
         instance: Some("e2e".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let task = tokio::spawn(perfsweep::controller::run(
         operator_client().await,
@@ -334,6 +335,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         instance: Some("e2e".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let operator = tokio::spawn(perfsweep::controller::run(
         operator_client().await,

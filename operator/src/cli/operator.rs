@@ -76,6 +76,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             queue: args.default_queue.clone().filter(|q| !q.is_empty()),
         },
         export: crate::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: crate::controller::served::DEFAULT_RECHECK,
     };
     if args.leader_election {
         let namespace = args

@@ -49,6 +49,7 @@ impl Replica {
             instance: Some(identity.to_owned()),
             defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+            crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

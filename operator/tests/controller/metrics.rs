@@ -12,14 +12,14 @@ use perfsweep::controller::Settings;
 use serde_json::json;
 use support::{NS, WAIT, create_set, double_with_crds, wait_until};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
 }
 
-fn scrape(port: u16) -> Result<String, String> {
+pub(crate) fn scrape(port: u16) -> Result<String, String> {
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     stream
@@ -58,6 +58,7 @@ async fn metrics_are_served_and_pass_promtool() {
         instance: Some("metrics-test".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
@@ -160,6 +161,7 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         instance: Some("benign".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

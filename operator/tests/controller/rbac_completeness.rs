@@ -286,6 +286,7 @@ fn start_operator(
         instance: Some("rbac".into()),
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),

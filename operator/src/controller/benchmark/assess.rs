@@ -86,6 +86,23 @@ pub fn assess(observed: &Observed<'_>) -> (Verdict, Progress) {
 fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
     let succeeded = |name: &str| pod(name).is_some_and(|p| phase_of(p) == "Succeeded");
+    // The operator deletes its pods only once a benchmark has ended: one being deleted
+    // before is someone else's doing (a user, an eviction, a drain). What it measured was
+    // cut short, even if it finished within its grace period (issue 23: such a pod's
+    // result was recorded as a success). A pod that never started is made again instead.
+    if let Some(name) = observed.expected.iter().find(|name| {
+        pod(name).is_some_and(|p| {
+            p.metadata.deletion_timestamp.is_some() && (observed.ran || phase_of(p) != "Pending")
+        })
+    }) {
+        return Verdict::Failed {
+            failure: Failure::new(
+                Reason::PodDeleted,
+                format!("pod {name} was deleted while the benchmark ran"),
+            ),
+            pod: Some(name.clone()),
+        };
+    }
     if succeeded(observed.result_pod) && observed.result_siblings.iter().all(|n| succeeded(n)) {
         return Verdict::ReadResult;
     }
@@ -706,6 +723,46 @@ mod tests {
             panic!("expected a failure")
         };
         assert_eq!(failure.reason, "PodDeleted");
+    }
+
+    fn deleted(mut pod: Pod) -> Pod {
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5)));
+        pod
+    }
+
+    /// Issue 23: a client pod deleted mid-run finished within its grace period and the
+    /// benchmark was recorded Succeeded. A pod being deleted ends the benchmark as
+    /// PodDeleted, whatever it does in its grace period.
+    #[test]
+    fn a_pod_being_deleted_fails_the_benchmark_even_if_it_finishes() {
+        for (client, ran) in [
+            (json!({"phase": "Succeeded"}), true),
+            (json!({"phase": "Succeeded"}), false),
+            (running(), true),
+            (json!({"phase": "Failed"}), true),
+        ] {
+            let mut case = Case::new(vec![
+                pod("b-server-0", running()),
+                deleted(pod("b-client-0", client.clone())),
+            ]);
+            case.ran = ran;
+            let Verdict::Failed { failure, pod } = case.assess().0 else {
+                panic!("{client}: expected a failure")
+            };
+            assert_eq!(failure.reason, "PodDeleted", "{client}");
+            assert_eq!(
+                failure.message,
+                "pod b-client-0 was deleted while the benchmark ran"
+            );
+            assert_eq!(pod.as_deref(), Some("b-client-0"));
+        }
+        // A pod deleted before it started is made again: the benchmark waits.
+        let case = Case::new(vec![
+            pod("b-server-0", running()),
+            deleted(pod("b-client-0", json!({"phase": "Pending"}))),
+        ]);
+        assert!(matches!(case.assess().0, Verdict::Waiting { .. }));
     }
 
     #[test]

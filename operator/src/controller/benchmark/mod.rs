@@ -297,32 +297,39 @@ async fn pod_groups_served(client: &Client) -> bool {
     }
 }
 
+/// Kind `K`'s controller, started once the API server serves the kind: a controller
+/// of a kind whose CRD is missing would only fail its watch, over and over.
 fn start<K: Benchmark>(
     engine: Arc<Engine>,
     settings: &Settings,
     triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
-    shutdown: Shutdown,
+    mut shutdown: Shutdown,
 ) -> BoxFuture<'static, ()> {
-    let controller = controller::<K>(&engine, triggers);
-    let metrics = engine.ctx.metrics.clone();
-    let kind = K::kind(&()).into_owned();
-    if let Some(info) = registry::lookup(&kind) {
-        metrics.watch_benchmarks(info, controller.store());
+    let config = controller::Config::default().debounce(settings.debounce);
+    async move {
+        let kind = K::kind(&()).into_owned();
+        let served = engine.ctx.served.clone();
+        tokio::select! {
+            () = served.served(&kind) => {}
+            () = &mut shutdown => return,
+        }
+        let controller = controller::<K>(&engine, triggers);
+        let metrics = engine.ctx.metrics.clone();
+        if let Some(info) = registry::lookup(&kind) {
+            metrics.watch_benchmarks(info, controller.store());
+        }
+        controller
+            .with_config(config)
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile::<K>, error_policy::<K>, engine)
+            .for_each(move |result| {
+                metrics.reconciled(&kind, crate::metrics::classify(&result));
+                super::log_reconciled(&result);
+                async {}
+            })
+            .await;
     }
-    controller
-        .with_config(controller::Config::default().debounce(settings.debounce))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K>, error_policy::<K>, engine)
-        .for_each(move |result| {
-            metrics.reconciled(&kind, crate::metrics::classify(&result));
-            async move {
-                match result {
-                    Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-                    Err(error) => tracing::warn!(%error, "reconcile failed"),
-                }
-            }
-        })
-        .boxed()
+    .boxed()
 }
 
 /// The controller of kind `K`: its benchmarks, reconciled again on every change to the
@@ -682,7 +689,11 @@ async fn read_outcome<K: Benchmark>(
             Err(failure) => Ok((Some(failure), None)),
         },
         Verdict::Failed { failure, pod } => {
-            if pod.as_deref() == Some(prepared.result_pod.as_str()) {
+            // A deleted pod's own report (interrupted, or a result it finished in its
+            // grace period) does not change that it was deleted mid-run.
+            if pod.as_deref() == Some(prepared.result_pod.as_str())
+                && failure.reason != Reason::PodDeleted
+            {
                 let reported = reported_failure(engine, target, prepared).await;
                 Ok((Some(reported.unwrap_or(failure)), None))
             } else {

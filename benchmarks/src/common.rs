@@ -100,7 +100,9 @@ pub struct CommonSpec {
     pub mtu: Option<u32>,
 
     /// Resources for the benchmark containers, including device resources such as
-    /// SR-IOV virtual functions, RDMA shared devices or GPUs.
+    /// SR-IOV virtual functions, RDMA shared devices or GPUs. Without a request or limit
+    /// for cpu or memory a container requests 100m CPU and 64Mi memory, so Volcano
+    /// admits the gang by what it needs (set either to override, 0 included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 

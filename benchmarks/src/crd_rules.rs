@@ -53,7 +53,8 @@ const UNSIGNED_FORMATS: &[(&str, &str, Option<f64>)] = &[
     ("uint", "int64", None),
 ];
 
-/// Rewrites every unsigned integer format in a CRD's schemas (see [`UNSIGNED_FORMATS`]).
+/// Rewrites every unsigned integer format in a CRD's schemas (see [`UNSIGNED_FORMATS`])
+/// and every reference to a recursive type (see [`unreferenced`]).
 pub fn kubernetes_formats(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {
         let Some(schema) = version
@@ -67,6 +68,7 @@ pub fn kubernetes_formats(crd: &mut CustomResourceDefinition) {
             continue;
         };
         rewrite_formats(&mut value);
+        unreferenced(&mut value);
         if let Ok(rewritten) = serde_json::from_value(value) {
             *schema = rewritten;
         }
@@ -102,6 +104,30 @@ fn rewrite_formats(node: &mut Value) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(rewrite_formats),
+        _ => {}
+    }
+}
+
+/// Replaces each `$ref` with an object whose fields the API server keeps unchecked.
+///
+/// schemars inlines every type but a recursive one, which it can only refer to (an LLM
+/// iteration's `perModel` holds iterations), and the API server refuses `$ref` (and any
+/// schema without a `type`): `helm install` failed on it (issue 23). A structural schema
+/// cannot describe recursion, so the inner level is preserved as written; the operator
+/// writes it from the same Rust type, so it is still what the outer level describes.
+fn unreferenced(node: &mut Value) {
+    match node {
+        Value::Object(map) if map.contains_key("$ref") => {
+            *map = serde_json::Map::from_iter([
+                ("type".to_owned(), json!("object")),
+                (
+                    "x-kubernetes-preserve-unknown-fields".to_owned(),
+                    json!(true),
+                ),
+            ]);
+        }
+        Value::Object(map) => map.values_mut().for_each(unreferenced),
+        Value::Array(items) => items.iter_mut().for_each(unreferenced),
         _ => {}
     }
 }
@@ -264,5 +290,18 @@ mod tests {
             json!({"type": "integer", "format": "int64", "minimum": 0.0, "maximum": 4294967295.0})
         );
         assert_eq!(schema["properties"]["format"]["format"], "date-time");
+    }
+
+    #[test]
+    fn a_reference_becomes_a_preserved_object() {
+        let mut schema = json!({"properties": {"perModel": {
+            "type": "object",
+            "additionalProperties": {"$ref": "#/components/schemas/Iteration"},
+        }}});
+        unreferenced(&mut schema);
+        assert_eq!(
+            schema["properties"]["perModel"]["additionalProperties"],
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        );
     }
 }

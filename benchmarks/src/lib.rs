@@ -34,6 +34,7 @@ pub mod schema;
 pub mod set;
 pub mod stats;
 pub mod status;
+pub mod structural;
 pub mod tool_version;
 pub mod validation;
 pub mod volcano;

@@ -76,6 +76,9 @@ reasons! {
     PeerFailed => "PeerFailed",
     /// The tool did not finish before the benchmark's timeout (the agent's deadline).
     Timeout => "Timeout",
+    /// The agent was told to stop (SIGTERM: its pod deleted, its node shut down) and
+    /// stopped the tool before it finished.
+    Interrupted => "Interrupted",
     NetworkUnavailable => "NetworkUnavailable",
     MtuFailed => "MtuFailed",
     SetupFailed => "SetupFailed",

@@ -293,6 +293,7 @@ async fn simulate(n: usize) {
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
     let task = tokio::spawn(

@@ -270,6 +270,22 @@ impl Metrics {
         }));
     }
 
+    /// 1 for each benchmark kind whose CRD the API server does not serve, 0 for the
+    /// others: its benchmarks and sets wait until it is installed.
+    pub fn watch_served(&self, served: std::sync::Arc<crate::controller::served::ServedKinds>) {
+        self.register(Box::new(move |f| {
+            for kind in perfsweep_benchmarks::registry::kinds() {
+                f.add(
+                    "perfsweep_crd_missing",
+                    "gauge",
+                    "1 while the API server does not serve the kind (its CRD is not installed): its benchmarks wait.",
+                    vec![("kind", kind.kind.to_owned())],
+                    if served.is_missing(kind.kind) { 1.0 } else { 0.0 },
+                );
+            }
+        }));
+    }
+
     fn register(&self, collector: Collector) {
         if let Ok(mut collectors) = self.collectors.lock() {
             collectors.push(collector);

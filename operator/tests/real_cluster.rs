@@ -82,6 +82,7 @@ async fn start_operator() -> (
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let task = tokio::spawn(perfsweep::controller::run(
         operator_client().await,
@@ -336,6 +337,7 @@ async fn an_iperf_benchmark_runs_on_the_cluster() {
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let operator = tokio::spawn(perfsweep::controller::run(
         operator_client().await,

@@ -12,6 +12,7 @@ pub mod placement;
 pub mod pod;
 pub mod pod_group;
 pub mod ports;
+pub mod quantity;
 pub mod resources;
 pub mod security;
 pub mod service;
@@ -80,7 +81,7 @@ pub fn render(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Rendered {
         pod_group: match context.scheduler {
-            Scheduler::Volcano => Some(pod_group::render(&context)?),
+            Scheduler::Volcano => Some(pod_group::render(&context, &pods)?),
             Scheduler::Default => None,
         },
         service: service::render(&context),

@@ -158,7 +158,7 @@ fn container(context: &Context, role: &Role, index: u32) -> Result<Container, Re
         ),
         env: Some(env(context, role, index)?),
         ports: Some(ports),
-        resources,
+        resources: Some(resources),
         security_context: Some(security::container_context(&added)),
         volume_mounts: Some(mounts),
         termination_message_path: Some(TERMINATION_LOG.to_owned()),

@@ -4,12 +4,16 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use crate::volcano::{PodGroup, PodGroupSpec};
 
-use super::{Context, RenderError, invalid};
+use super::quantity::Milli;
+use super::{Context, RenderError, invalid, resources};
 
-/// The PodGroup named after the benchmark.
-pub(crate) fn render(context: &Context) -> Result<PodGroup, RenderError> {
+/// The PodGroup named after the benchmark, for its `pods`.
+pub(crate) fn render(context: &Context, pods: &[Pod]) -> Result<PodGroup, RenderError> {
     let count = |n: u32| {
         i32::try_from(n).map_err(|_| invalid("plan.roles", format!("{n} pods are too many")))
     };
@@ -32,13 +36,47 @@ pub(crate) fn render(context: &Context) -> Result<PodGroup, RenderError> {
         metadata: context.metadata(context.benchmark.name.clone()),
         spec: PodGroupSpec {
             min_member: Some(count(context.plan.process_count())?),
-            min_resources: None,
+            min_resources: Some(min_resources(pods)?),
             min_task_member: (!min_task_member.is_empty()).then_some(min_task_member),
             priority_class_name: context.common.priority_class_name.clone(),
             queue: context.common.queue.clone(),
         },
         status: None,
     })
+}
+
+/// What the whole gang requests: the sum over its pods' containers. Volcano enqueues
+/// the PodGroup only when the cluster has that much free, so it never binds part of a
+/// gang that cannot run whole.
+fn min_resources(pods: &[Pod]) -> Result<BTreeMap<String, Quantity>, RenderError> {
+    let mut total: BTreeMap<String, Milli> = BTreeMap::new();
+    for container in pods
+        .iter()
+        .filter_map(|pod| pod.spec.as_ref())
+        .flat_map(|spec| &spec.containers)
+    {
+        let Some(resources) = &container.resources else {
+            continue;
+        };
+        for (name, quantity) in resources::effective_requests(resources) {
+            let amount = Milli::parse(&quantity.0)
+                .map_err(|e| invalid(format!("spec.resources[{name}]"), e))?;
+            let sum = total.entry(name).or_default();
+            sum.0 = sum.0.checked_add(amount.0).ok_or_else(|| {
+                invalid(
+                    "spec.resources",
+                    "the gang's requests are too large to add up",
+                )
+            })?;
+        }
+    }
+    Ok(total
+        .into_iter()
+        .map(|(name, sum)| {
+            let binary = name != "cpu";
+            (name, sum.to_quantity(binary))
+        })
+        .collect())
 }
 
 /// Dot-separated DNS-1123 labels, at most 253 characters.

@@ -1377,3 +1377,81 @@ fn kube_perftest_examples_render() {
         panic!("kube-perftest children fail the Kubernetes schemas: {message}");
     }
 }
+
+/// The requests of the agent container of each pod, by pod name.
+fn requests_of(rendered: &Rendered) -> Vec<(String, Value)> {
+    rendered
+        .pods
+        .iter()
+        .map(|pod| {
+            let pod = to_value(pod);
+            (
+                pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                pod["spec"]["containers"][0]["resources"]["requests"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 23: pods without requests are BestEffort, and the real Volcano placed an IPerf
+/// server alone while its client stayed Pending. Every pod requests a little, and the
+/// PodGroup's `minResources` is the gang's sum, which Volcano's own schema accepts.
+#[test]
+fn pods_request_a_little_and_the_pod_group_the_gangs_sum() {
+    let (rendered, _) = render_iperf(json!({}));
+    for (pod, requests) in requests_of(&rendered) {
+        assert_eq!(requests, json!({"cpu": "100m", "memory": "64Mi"}), "{pod}");
+    }
+    let group = to_value(rendered.pod_group.as_ref().expect("a PodGroup"));
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": "200m", "memory": "128Mi"})
+    );
+    assert_eq!(volcano_schema().check_object_root(&group), Vec::new());
+    let mut broken = group.clone();
+    broken["spec"]["minResources"]["cpu"] = json!("a lot");
+    assert!(
+        !volcano_schema().check_object_root(&broken).is_empty(),
+        "Volcano's schema checks minResources"
+    );
+
+    // A spec's own requests and limits win; a limit alone is what the pod requests.
+    let (rendered, _) = render_iperf(json!({"resources": {
+        "requests": {"memory": "1Gi"},
+        "limits": {"cpu": "2"},
+    }}));
+    for (pod, requests) in requests_of(&rendered) {
+        assert_eq!(requests, json!({"memory": "1Gi"}), "{pod}");
+    }
+    let group = to_value(rendered.pod_group.as_ref().expect("a PodGroup"));
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": "4", "memory": "2Gi"})
+    );
+    assert_eq!(volcano_schema().check_object_root(&group), Vec::new());
+
+    // Explicit zeros turn the defaults off.
+    let (rendered, _) =
+        render_iperf(json!({"resources": {"requests": {"cpu": "0", "memory": "0"}}}));
+    let group = to_value(rendered.pod_group.as_ref().expect("a PodGroup"));
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": "0", "memory": "0"})
+    );
+}
+
+#[test]
+fn a_quantity_that_is_none_is_a_clear_error() {
+    let plan = iperf_plan(&json!({}));
+    let spec = json!({"resources": {"requests": {"cpu": "lots"}}});
+    let error = render(&benchmark(), &spec, &plan).expect_err("not a quantity");
+    assert!(
+        error
+            .to_string()
+            .contains("\"lots\" is not a Kubernetes quantity"),
+        "{error}"
+    );
+}

@@ -104,3 +104,50 @@ fn undocumented_fields(schema: &Value, path: &str, out: &mut Vec<String>) {
         undocumented_fields(&schema["additionalProperties"], &format!("{path}[*]"), out);
     }
 }
+
+/// Issue 23: the API server refused the LLMInference CRD (`$ref is not supported`) and no
+/// test noticed, as the checks read the CRDs as YAML. Every CRD the operator derives, and
+/// every file Helm installs, must pass the API server's structural-schema rules.
+#[test]
+fn every_crd_is_structural() {
+    for crd in crds::all() {
+        let value = serde_json::to_value(&crd).expect("CRD serializes");
+        let violations = perfsweep_benchmarks::structural::check_crd(&value);
+        assert!(
+            violations.is_empty(),
+            "{} would be refused by the API server:\n{}",
+            crds::file_name(&crd),
+            violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    for dir in ["crds", "charts/perfsweep/crds"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("the CRD directory exists") {
+            let path = entry.expect("a readable directory entry").path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a readable CRD file");
+            for document in perfsweep_benchmarks::yaml::documents(&text).expect("CRD YAML") {
+                let violations = perfsweep_benchmarks::structural::check_crd(&document);
+                assert!(
+                    violations.is_empty(),
+                    "{} would be refused by the API server:\n{}",
+                    path.display(),
+                    violations
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 18, "nine CRDs in crds/ and nine in the chart");
+}

@@ -16,6 +16,7 @@ pub mod config;
 pub mod control;
 pub mod exec;
 pub mod interface;
+pub mod interrupt;
 pub mod listening;
 pub mod mpi;
 pub mod process;
@@ -59,9 +60,12 @@ pub async fn run_from_env() -> anyhow::Result<ExitCode> {
     Ok(run(config).await)
 }
 
-/// Plays the configured role to the end and prints the report.
+/// Plays the configured role to the end and prints the report. A stop signal (see
+/// [`interrupt`]) ends the tool and the agent at once, with an `Interrupted` report.
 pub async fn run(config: AgentConfig) -> ExitCode {
     let started = Timestamp::now();
+    let stop = interrupt::stop_signal();
+    tokio::pin!(stop);
     let Some(token) = config.token.clone() else {
         let report = failed_report(
             &config,
@@ -111,9 +115,21 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 seconds => Duration::from_secs(seconds),
             };
             let deadline = Instant::now() + timeout;
-            let mut report = match play(&config, &control, deadline).await {
-                Ok(played) => finish(&config, played),
-                Err(failure) => failed_report(&config, started, failure),
+            // Dropping `play` kills the tool (its child is killed on drop).
+            let played = tokio::select! {
+                played = play(&config, &control, deadline) => Ok(played),
+                signal = &mut stop => Err(signal),
+            };
+            let mut report = match played {
+                Ok(Ok(played)) => finish(&config, played),
+                Ok(Err(failure)) => failed_report(&config, started, failure),
+                Err(signal) => {
+                    let report = failed_report(&config, started, interrupted(signal));
+                    // Nothing else: the pod is going away and its peers with it.
+                    publish(&config, &report);
+                    server.abort();
+                    return ExitCode::from(signal.exit_code());
+                }
             };
             if config.produces_result() {
                 // Asked after the measurement, so the probe never delays or disturbs it.
@@ -139,6 +155,16 @@ pub async fn run(config: AgentConfig) -> ExitCode {
         Outcome::Succeeded { .. } => ExitCode::SUCCESS,
         Outcome::Failed { .. } => ExitCode::FAILURE,
     }
+}
+
+fn interrupted(signal: interrupt::Stop) -> Failure {
+    Failure::plain(
+        Reason::Interrupted,
+        format!(
+            "the agent received {} (its pod deleted, or its node shutting down) and stopped the tool before it finished",
+            signal.name()
+        ),
+    )
 }
 
 async fn play(

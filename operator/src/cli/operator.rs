@@ -105,6 +105,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             ..crate::controller::benchmark::export::ExportPolicy::default()
         },
         max_children_per_set: args.max_children_per_set,
+        crd_recheck: crate::controller::served::DEFAULT_RECHECK,
     };
     if args.leader_election {
         let namespace = args

@@ -12,7 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use perfsweep_benchmarks::document::Checked;
 use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::record::RecordOutcome;
+use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::set::BenchmarkSet;
 use perfsweep_benchmarks::status::Phase;
@@ -358,6 +358,9 @@ async fn download(
                 } => (summary.clone(), Some(result)),
                 RecordOutcome::Failed { reason, .. } => (format!("FAILED ({reason})"), None),
             };
+            if let Some(line) = failure_line(&record) {
+                eprintln!("{line}");
+            }
             let verdict = Verdict::of(kind, &record.spec, outcome);
             tally.add(outcome.is_some(), &verdict);
             if let Verdict::Rejected(why) = &verdict {
@@ -427,6 +430,19 @@ async fn kept(client: &Client, namespace: &str, benchmark: &str) -> Kept {
     }
 }
 
+/// What a failed benchmark's record says about its failure, for the terminal: the table
+/// has room for the reason only (issue 23: `FAILED (PodFailed)` was all a user saw of
+/// `ToolMissing: IMB-MPI1 not found`).
+fn failure_line(record: &ResultRecord) -> Option<String> {
+    match &record.outcome {
+        RecordOutcome::Failed { reason, message } => Some(format!(
+            "{} FAILED {reason}: {message}",
+            record.benchmark.name
+        )),
+        RecordOutcome::Succeeded { .. } => None,
+    }
+}
+
 fn describe(permutation: &Map<String, Value>) -> String {
     if permutation.is_empty() {
         return "-".into();
@@ -477,5 +493,31 @@ async fn cleanup(client: &Client, namespace: &str, applied: &[Applied], created_
             Ok(_) => eprintln!("deleted namespace {namespace}"),
             Err(error) => eprintln!("warning: could not delete namespace {namespace}: {error}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_printed_with_its_reason_and_message() {
+        let kind = perfsweep_benchmarks::registry::lookup("MPIPingPong").expect("registered");
+        let object = json!({
+            "metadata": {"name": "pp", "namespace": "ns"},
+            "spec": {},
+            "status": {"phase": "Failed", "conditions": [{
+                "type": "Failed", "status": "True", "reason": "ToolMissing",
+                "message": "IMB-MPI1 is not installed",
+            }]},
+        });
+        let record = cluster_record(kind, &object, None, &Kept::default(), "run");
+        assert_eq!(
+            failure_line(&record).as_deref(),
+            Some("pp FAILED ToolMissing: IMB-MPI1 is not installed")
+        );
+        let succeeded = json!({"metadata": {"name": "ok"}, "status": {"phase": "Succeeded"}});
+        let record = cluster_record(kind, &succeeded, None, &Kept::default(), "run");
+        assert_eq!(failure_line(&record), None);
     }
 }

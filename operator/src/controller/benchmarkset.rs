@@ -26,7 +26,9 @@ use perfsweep_benchmarks::set::status::SetPhase;
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
 use perfsweep_benchmarks::status::{condition, condition_status, set_condition};
 
-use super::{Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api};
+use super::{
+    Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api, served,
+};
 
 mod children;
 mod decide;
@@ -44,9 +46,12 @@ pub fn controller(ctx: &Context, settings: &Settings) -> SetController {
     let namespace = settings.namespace.as_deref();
     let sets: Api<BenchmarkSet> = scoped_api(client, namespace);
     let (controller, children) = children::watch(
-        SetController::new(sets, default_watcher()),
+        SetController::new(sets, default_watcher())
+            // A kind's CRD installed (or removed): the sets waiting for it go on.
+            .reconcile_all_on(ctx.served.changes()),
         client,
         namespace,
+        &ctx.served,
     );
     if ctx.set_children.set(children).is_err() {
         tracing::error!("a second set controller for the same context: its caches are unused");
@@ -85,6 +90,9 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
     let nodes = selected_nodes(&set, &ctx).await?;
     let action = match ctx.expansions.expand(&set, nodes.as_deref()).as_ref() {
         Err(error) => reject(&set, &namespace, error, &ctx).await?,
+        Ok(expansion) if ctx.served.is_missing(expansion.kind.kind) => {
+            wait_for_crd(&set, &namespace, expansion.kind, &ctx).await?
+        }
         Ok(expansion) => {
             if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
                 prune_other_kinds(&set, &namespace, expansion, children, &ctx).await?;
@@ -278,6 +286,33 @@ async fn reject(
     Ok(Action::await_change())
 }
 
+/// A valid set of a kind the API server does not serve: say so in status and an event,
+/// create nothing, and go on when the kind's CRD is installed (discovery's change
+/// reconciles every set).
+async fn wait_for_crd(
+    set: &BenchmarkSet,
+    namespace: &str,
+    kind: &KindInfo,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let old = set.status.clone().unwrap_or_default();
+    let status = decide::crd_missing_status(set, kind, Timestamp::now());
+    if status_differs(&old, &status) {
+        let message = served::missing_message(kind);
+        publish(
+            ctx,
+            set,
+            EventType::Warning,
+            served::CRD_MISSING,
+            "Create",
+            &message,
+        )
+        .await;
+        patch_status(ctx, set, namespace, &status).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
 /// A valid set: decide (pure, [`decide::decide`]) → delete the obsolete children and
 /// create those that may run now → update status.
 async fn advance(
@@ -308,7 +343,20 @@ async fn advance(
     }
     create_children(&children, set, namespace, expansion, &decision.to_create).await?;
     if let Some(note) = decide::created_note(expansion, &decision.to_create) {
-        publish(ctx, set, EventType::Normal, "Created", "Create", &note).await;
+        let first = decision
+            .to_create
+            .first()
+            .map(|&index| child_reference(expansion, index, namespace));
+        plumbing::publish_related(
+            &ctx.recorder,
+            set,
+            first,
+            EventType::Normal,
+            "Created",
+            "Create",
+            &note,
+        )
+        .await;
     }
     let old = set.status.clone().unwrap_or_default();
     let status = &decision.status;
@@ -362,6 +410,22 @@ async fn create_children(
         }
     }
     Ok(())
+}
+
+/// The child of `index`, as an event's related object: each `Created` event then names
+/// its own child instead of joining the first one's series.
+fn child_reference(
+    expansion: &Expansion,
+    index: usize,
+    namespace: &str,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(perfsweep_benchmarks::API_VERSION.into()),
+        kind: Some(expansion.kind.kind.into()),
+        name: Some(expansion.children[index].name.clone()),
+        namespace: Some(namespace.into()),
+        ..Default::default()
+    }
 }
 
 fn status_differs(old: &BenchmarkSetStatus, new: &BenchmarkSetStatus) -> bool {

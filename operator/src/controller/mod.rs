@@ -6,12 +6,14 @@ pub mod benchmarkset;
 pub mod caches;
 pub mod leader;
 pub(crate) mod plumbing;
+pub mod served;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Api, Client};
@@ -57,6 +59,8 @@ pub struct Context {
     /// The sets' children of every kind, as the set controller's watches see them; set
     /// when the set controller is built ([`benchmarkset::controller`]).
     pub set_children: std::sync::OnceLock<benchmarkset::Children>,
+    /// Which benchmark kinds the API server serves ([`served::follow`] keeps it current).
+    pub served: Arc<served::ServedKinds>,
 }
 
 impl Context {
@@ -72,6 +76,7 @@ impl Context {
             expansions: benchmarkset::ExpansionCache::default(),
             metrics: Arc::default(),
             set_children: std::sync::OnceLock::new(),
+            served: Arc::default(),
         }
     }
 }
@@ -95,6 +100,9 @@ pub struct Settings {
     /// The most children a set may expand to, whatever its `maxChildren` says: one
     /// tenant's set must not take the operator's memory.
     pub max_children_per_set: u32,
+    /// How often the API server is asked again which benchmark kinds it serves (a CRD
+    /// installed later is picked up within this), [`served::DEFAULT_RECHECK`] by default.
+    pub crd_recheck: Duration,
 }
 
 /// [`Settings::max_children_per_set`] unless the administrator sets it: the default
@@ -129,6 +137,13 @@ pub async fn run(
     tracing::info!(%health_addr, "serving health probes and /metrics");
     let health_task = tokio::spawn(health_server);
 
+    let discovery = served::follow(
+        client.clone(),
+        ctx.served.clone(),
+        settings.crd_recheck,
+        stopped(),
+    );
+    ctx.metrics.watch_served(ctx.served.clone());
     let benchmarks = benchmark::run(ctx.clone(), settings.clone(), stopped.clone());
     let metrics = ctx.metrics.clone();
     let set_controller = benchmarkset::controller(&ctx, &settings);
@@ -141,10 +156,7 @@ pub async fn run(
         .for_each(move |result| {
             metrics.reconciled("BenchmarkSet", crate::metrics::classify(&result));
             async move {
-                match result {
-                    Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-                    Err(error) => tracing::warn!(%error, "reconcile failed"),
-                }
+                log_reconciled(&result);
             }
         });
     let sets = stopping_before_ready(sets_store, sets, stopped());
@@ -154,7 +166,7 @@ pub async fn run(
         tracing::info!("shutting down: finishing in-flight reconciles");
         let _ = stop_tx.send(true);
     });
-    futures::join!(sets, benchmarks);
+    futures::join!(sets, benchmarks, discovery);
     readiness.set_ready(false);
     let _ = health_task.await;
     Ok(())
@@ -188,6 +200,21 @@ pub(crate) async fn stopping_before_ready<K>(
     tokio::select! {
         () = run => {}
         () = early => {}
+    }
+}
+
+/// Logs one item of a controller's output: a failed reconcile or watch as a warning;
+/// what is no failure (an object deleted before its reconcile ran, as after every normal
+/// delete; an expired watch) only at debug level.
+pub(crate) fn log_reconciled<T: std::fmt::Display, E: std::fmt::Display>(
+    result: &Result<(T, Action), controller::Error<E, watcher::Error>>,
+) {
+    match (result, crate::metrics::classify(result)) {
+        (Ok((object, _)), _) => tracing::debug!(%object, "reconciled"),
+        (Err(error), crate::metrics::Reconciled::Benign) => {
+            tracing::debug!(%error, "nothing to reconcile");
+        }
+        (Err(error), _) => tracing::warn!(%error, "reconcile failed"),
     }
 }
 

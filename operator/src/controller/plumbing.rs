@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -95,12 +96,27 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     action: &str,
     note: &str,
 ) {
+    publish_related(recorder, object, None, type_, reason, action, note).await;
+}
+
+/// As [`publish`], naming a second object the event is about (`related`). The recorder
+/// merges events of the same object, reason and action into one series, keeping the
+/// first note: events about different related objects (a set's children) stay apart.
+pub async fn publish_related<K: Resource<DynamicType = ()>>(
+    recorder: &Recorder,
+    object: &K,
+    related: Option<ObjectReference>,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note.chars().take(MAX_NOTE_CHARS).collect()),
         action: action.into(),
-        secondary: None,
+        secondary: related,
     };
     if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
         let name = object.meta().name.clone().unwrap_or_default();

@@ -1126,3 +1126,73 @@ async fn a_malformed_iperf_is_reported_and_does_not_stop_the_others() {
         status_of(&double, "malformed")
     );
 }
+
+/// Issue 23: a client pod deleted mid-run (its agent ignored SIGTERM) finished within
+/// its grace period, and the benchmark was recorded Succeeded. A pod being deleted ends
+/// the benchmark as PodDeleted at once, whatever it reports afterwards.
+#[tokio::test]
+async fn a_pod_deleted_mid_run_fails_the_benchmark_even_if_it_then_succeeds() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    create_iperf(&double, "cut", json!({"duration": 10})).await;
+    wait_for_pods(&double, "cut", 2).await;
+    run_pod(&double, "cut-server-0");
+    run_pod(&double, "cut-client-0");
+    wait_for_phase(&double, "cut", "Running").await;
+
+    // The kubelet keeps a deleted pod (here: a finalizer) until its containers stop.
+    double
+        .patch(
+            &Gvr::PODS,
+            Some(NS),
+            "cut-client-0",
+            json!({"metadata": {"finalizers": ["test.perfsweep.io/grace-period"]}}),
+        )
+        .expect("a finalizer on the client pod");
+    let deleted = double
+        .delete(&Gvr::PODS, Some(NS), "cut-client-0")
+        .expect("deleting the client pod");
+    assert!(
+        deleted["metadata"]["deletionTimestamp"].is_string(),
+        "{deleted}"
+    );
+    // Within its grace period, the client finishes with a valid result.
+    let fixture = fixture("tcp-4streams.json");
+    let outcome = Outcome::Succeeded {
+        result: Some(fixture.result.clone()),
+        summary: Some(fixture.summary.clone()),
+    };
+    double.set_pod_log(NS, "cut-client-0", AGENT, &agent_log(outcome, &fixture.raw));
+    finish_pod(&double, "cut-client-0", 0, "");
+
+    let status = wait_until(WAIT, "the benchmark to end", || {
+        let status = status_of(&double, "cut");
+        match status["phase"].as_str() {
+            Some("Succeeded" | "Failed") => Ok(status),
+            _ => Err(format!("{status}")),
+        }
+    })
+    .await;
+    assert_eq!(status["phase"], "Failed", "{status}");
+    assert_eq!(reason_of(&status, "Failed"), "PodDeleted", "{status}");
+    assert_eq!(
+        condition(&status, "Failed")["message"],
+        "pod cut-client-0 was deleted while the benchmark ran",
+        "{status}"
+    );
+    assert!(
+        status["result"].is_null(),
+        "no result is recorded: {status}"
+    );
+    // It was placed, and stays so.
+    assert_eq!(
+        condition(&status, "Scheduled")["status"],
+        "True",
+        "{status}"
+    );
+    assert_eq!(
+        condition(&status, "GangScheduled")["status"],
+        "True",
+        "{status}"
+    );
+}

@@ -762,3 +762,45 @@ async fn a_node_pair_set_selecting_fewer_than_two_nodes_is_invalid() {
     )
     .await;
 }
+
+/// Issue 23: the set's `Created` events for different children merged into one series
+/// ("x2"), and the second child's note was lost. Each child's creation is its own event.
+#[tokio::test]
+async fn each_created_child_has_its_own_event() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let set = create_set(
+        &double,
+        iperf_set("events", json!({"streams": [1, 2]}), 1, 1, "Continue"),
+    )
+    .await;
+    let expected = expected_names(&set);
+    wait_for_children_string(&double, "events", "P-").await;
+    set_phase(&double, &expected[0], "Succeeded");
+    wait_for_children_string(&double, "events", "SP").await;
+    let notes = wait_until(WAIT, "a Created event per child", || {
+        let notes: Vec<String> = events_about(&double, "events")
+            .iter()
+            .filter(|e| e["reason"] == "Created")
+            .map(|e| e["note"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if notes.len() == 2 {
+            Ok(notes)
+        } else {
+            Err(format!("{notes:?}"))
+        }
+    })
+    .await;
+    for child in &expected {
+        assert!(
+            notes.iter().any(|n| n == &format!("Created {child}")),
+            "{child} not in {notes:?}"
+        );
+    }
+    let related: Vec<Value> = events_about(&double, "events")
+        .iter()
+        .filter(|e| e["reason"] == "Created")
+        .map(|e| e["related"]["name"].clone())
+        .collect();
+    assert_eq!(related.len(), 2, "{related:?}");
+}

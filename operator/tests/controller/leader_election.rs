@@ -50,6 +50,7 @@ impl Replica {
             defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
             max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+            crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
         };
         let task = tokio::spawn(run_with_leader_election(
             double.client(),

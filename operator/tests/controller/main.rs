@@ -19,6 +19,7 @@ mod leader_election;
 mod llm_distributed_lifecycle;
 mod llm_progress;
 mod metrics;
+mod missing_crd;
 mod mpi_rdma_lifecycle;
 mod rbac_completeness;
 mod shared_cluster;

@@ -12,14 +12,14 @@ use perfsweep::controller::Settings;
 use serde_json::json;
 use support::{NS, WAIT, create_set, double_with_crds, wait_until};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
 }
 
-fn scrape(port: u16) -> Result<String, String> {
+pub(crate) fn scrape(port: u16) -> Result<String, String> {
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     stream
@@ -59,6 +59,7 @@ async fn metrics_are_served_and_pass_promtool() {
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
@@ -162,6 +163,7 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

@@ -280,6 +280,7 @@ fn start_operator(
             ..perfsweep::controller::benchmark::export::ExportPolicy::default()
         },
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),

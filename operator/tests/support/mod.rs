@@ -50,6 +50,32 @@ pub async fn double_with_crds() -> ApiDouble {
     double
 }
 
+/// As [`double_with_crds`], but without the CRD of `kind` (e.g. `LLMInference`): the
+/// double then answers 404 for its resources and leaves it out of discovery, as an API
+/// server does where a CRD is not installed. Returns the missing CRD, to install later
+/// with [`ApiDouble::register_crd`].
+pub async fn double_without_crd(kind: &str) -> (ApiDouble, Value) {
+    let double = ApiDouble::start().await;
+    if let Some(rbac) = chart_rbac() {
+        double.enforce_rbac(rbac);
+    }
+    let mut left_out = None;
+    for crd in perfsweep_benchmarks::crds::all() {
+        let value = serde_json::to_value(&crd).expect("a CRD serializes to JSON");
+        if crd.spec.names.kind == kind {
+            left_out = Some(value);
+            continue;
+        }
+        double
+            .register_crd(&value)
+            .unwrap_or_else(|e| panic!("registering CRD {:?}: {e}", crd.metadata.name));
+    }
+    (
+        double,
+        left_out.unwrap_or_else(|| panic!("no CRD of kind {kind}")),
+    )
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -136,6 +162,35 @@ impl Operator {
         instance: &str,
         export: perfsweep::controller::benchmark::export::ExportPolicy,
     ) -> Self {
+        Self::start_with(
+            double,
+            instance,
+            export,
+            perfsweep::controller::served::DEFAULT_RECHECK,
+        )
+    }
+
+    /// As [`Operator::start`], asking the API server which kinds it serves every
+    /// `crd_recheck` (so a test sees a CRD installed later picked up quickly).
+    pub fn start_with_crd_recheck(
+        double: &ApiDouble,
+        instance: &str,
+        crd_recheck: Duration,
+    ) -> Self {
+        Self::start_with(
+            double,
+            instance,
+            perfsweep::controller::benchmark::export::ExportPolicy::default(),
+            crd_recheck,
+        )
+    }
+
+    fn start_with(
+        double: &ApiDouble,
+        instance: &str,
+        export: perfsweep::controller::benchmark::export::ExportPolicy,
+        crd_recheck: Duration,
+    ) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
         let settings = Settings {
             namespace: None,
@@ -145,6 +200,7 @@ impl Operator {
             defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export,
             max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+            crd_recheck,
         };
         let shutdown = async move {
             let _ = stopped.await;

@@ -107,7 +107,7 @@ const METRICS: &[MetricDef] = &[
 ];
 
 /// How to get `IMB-MPI1`, which Debian does not package.
-pub const IMB_INSTALL_HINT: &str = "IMB-MPI1 (Intel MPI Benchmarks) is not packaged by Debian; build it from the source release: apt-get install libopenmpi-dev g++ make curl && curl -fsSLO https://github.com/intel/mpi-benchmarks/archive/refs/tags/IMB-v2021.3.tar.gz && tar -xzf IMB-v2021.3.tar.gz && make -C mpi-benchmarks-IMB-v2021.3 CC=mpicc CXX=mpicxx IMB-MPI1 && install -m 0755 mpi-benchmarks-IMB-v2021.3/IMB-MPI1 /usr/local/bin/ (the perfsweep mpi-benchmarks image has it built)";
+pub const IMB_INSTALL_HINT: &str = "IMB-MPI1 (Intel MPI Benchmarks) is not packaged by Debian; build it from the source release: apt-get install libopenmpi-dev g++ make curl && curl -fsSLO https://github.com/intel/mpi-benchmarks/archive/refs/tags/IMB-v2021.3.tar.gz && tar -xzf IMB-v2021.3.tar.gz && make -C mpi-benchmarks-IMB-v2021.3 CC=mpicc CXX=mpicxx IMB-MPI1 && install -m 0755 mpi-benchmarks-IMB-v2021.3/IMB-MPI1 /usr/local/bin/ (the perfsweep mpi-benchmarks image builds it when IMB's source can be downloaded while the image is built; images/build says when it could not, and such an image lacks IMB-MPI1)";
 
 /// Two workers with one rank each, on different nodes (the workers' anti-affinity), and
 /// a launcher that takes no part in the traffic: `IMB-MPI1 PingPong -msglog 0:<maxlog>`

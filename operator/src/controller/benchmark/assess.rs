@@ -86,6 +86,23 @@ pub fn assess(observed: &Observed<'_>) -> (Verdict, Progress) {
 fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
     let succeeded = |name: &str| pod(name).is_some_and(|p| phase_of(p) == "Succeeded");
+    // The operator deletes its pods only once a benchmark has ended: one being deleted
+    // before is someone else's doing (a user, an eviction, a drain). What it measured was
+    // cut short, even if it finished within its grace period (issue 23: such a pod's
+    // result was recorded as a success). A pod that never started is made again instead.
+    if let Some(name) = observed.expected.iter().find(|name| {
+        pod(name).is_some_and(|p| {
+            p.metadata.deletion_timestamp.is_some() && (observed.ran || phase_of(p) != "Pending")
+        })
+    }) {
+        return Verdict::Failed {
+            failure: Failure::new(
+                Reason::PodDeleted,
+                format!("pod {name} was deleted while the benchmark ran"),
+            ),
+            pod: Some(name.clone()),
+        };
+    }
     if succeeded(observed.result_pod) && observed.result_siblings.iter().all(|n| succeeded(n)) {
         return Verdict::ReadResult;
     }
@@ -114,6 +131,9 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
             ),
             pod: Some(name.clone()),
         };
+    }
+    if let Some(failure) = never_placeable(observed) {
+        return Verdict::Failed { failure, pod: None };
     }
     let timeout = observed.timeout;
     let deadline = later(observed.created, timeout);
@@ -172,6 +192,56 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     } else {
         Verdict::Waiting { recheck_in }
     }
+}
+
+/// A pod the scheduler can place on no node because every node already runs a pod of
+/// this benchmark it must not share a node with (the default anti-affinity between the
+/// measured roles): waiting cannot help, so the benchmark fails now and says what to
+/// change (issue 23: on a one-node cluster the client waited out the 30-minute timeout).
+fn never_placeable(observed: &Observed<'_>) -> Option<Failure> {
+    observed.expected.iter().find_map(|name| {
+        let pod = observed.pods.iter().find(|p| p.name_any() == *name)?;
+        let (_, why) = pod_unschedulable(pod, observed.now)?;
+        let nodes = blocked_by_anti_affinity(&why)?;
+        Some(Failure::new(
+            Reason::Unschedulable,
+            format!(
+                "pod {name} cannot be placed: the benchmark keeps its roles on different nodes (anti-affinity), and all {nodes} schedulable node(s) already run one of them ({why}). With fewer nodes than that, name the nodes of each role with `placement` (one node may serve several roles), e.g. placement: {{server: {{nodes: [NODE]}}, client: {{nodes: [NODE]}}}}"
+            ),
+        ))
+    })
+}
+
+/// The number of nodes, when a scheduler's message says that every node fails the pod's
+/// anti-affinity: kube-scheduler's `0/N nodes are available: N node(s) didn't match pod
+/// anti-affinity rules` (or `didn't satisfy existing pods anti-affinity rules`), and
+/// Volcano's `0/N nodes are unavailable: …` in the same words.
+fn blocked_by_anti_affinity(message: &str) -> Option<u64> {
+    let start = message.find("0/")? + 2;
+    let rest = &message[start..];
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let total: u64 = rest[..digits].parse().ok()?;
+    // kube-scheduler appends what preemption found, in the same form: not counted.
+    let rest = rest[digits..]
+        .split(" preemption:")
+        .next()
+        .unwrap_or_default();
+    if total == 0
+        || !(rest.starts_with(" nodes are available") || rest.starts_with(" nodes are unavailable"))
+    {
+        return None;
+    }
+    let blocked: u64 = rest
+        .split([':', ','])
+        .map(str::trim)
+        .filter(|reason| {
+            reason.contains("didn't match pod anti-affinity rules")
+                || reason.contains("didn't satisfy existing pods anti-affinity rules")
+        })
+        .filter_map(|reason| reason.split_whitespace().next()?.parse::<u64>().ok())
+        // Each node is counted under one reason.
+        .sum();
+    (blocked >= total).then_some(total)
 }
 
 fn progress(observed: &Observed<'_>) -> Progress {
@@ -689,6 +759,95 @@ mod tests {
             panic!("expected a failure")
         };
         assert_eq!(failure.reason, "PodDeleted");
+    }
+
+    fn unschedulable(message: &str) -> Value {
+        json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message, "lastTransitionTime": "2027-01-15T08:00:05Z",
+        }]})
+    }
+
+    /// Issue 23: on one node the default anti-affinity kept the client Unschedulable for
+    /// the whole timeout. When every node fails the anti-affinity, the benchmark fails at
+    /// once and names `placement`.
+    #[test]
+    fn a_pod_no_node_can_take_for_the_anti_affinity_fails_at_once_naming_placement() {
+        for message in [
+            "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            "0/2 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 1 node(s) didn't satisfy existing pods anti-affinity rules.",
+            "0/1 nodes are unavailable: 1 node(s) didn't match pod anti-affinity rules.",
+        ] {
+            let case = Case::new(vec![
+                pod("b-server-0", running()),
+                pod("b-client-0", unschedulable(message)),
+            ]);
+            let Verdict::Failed { failure, .. } = case.assess().0 else {
+                panic!("{message}: expected a failure at once")
+            };
+            assert_eq!(failure.reason, "Unschedulable", "{message}");
+            assert!(
+                failure.message.contains("`placement`"),
+                "{}",
+                failure.message
+            );
+            assert!(failure.message.contains(message), "{}", failure.message);
+        }
+        // Nodes that fail for another reason too (full, tainted) may free up: wait.
+        for message in [
+            "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 2 Insufficient cpu.",
+            "0/2 nodes are available: 2 Insufficient memory.",
+            "nonsense",
+        ] {
+            let case = Case::new(vec![
+                pod("b-server-0", running()),
+                pod("b-client-0", unschedulable(message)),
+            ]);
+            assert!(
+                matches!(case.assess().0, Verdict::Waiting { .. }),
+                "{message}"
+            );
+        }
+    }
+
+    fn deleted(mut pod: Pod) -> Pod {
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5)));
+        pod
+    }
+
+    /// Issue 23: a client pod deleted mid-run finished within its grace period and the
+    /// benchmark was recorded Succeeded. A pod being deleted ends the benchmark as
+    /// PodDeleted, whatever it does in its grace period.
+    #[test]
+    fn a_pod_being_deleted_fails_the_benchmark_even_if_it_finishes() {
+        for (client, ran) in [
+            (json!({"phase": "Succeeded"}), true),
+            (json!({"phase": "Succeeded"}), false),
+            (running(), true),
+            (json!({"phase": "Failed"}), true),
+        ] {
+            let mut case = Case::new(vec![
+                pod("b-server-0", running()),
+                deleted(pod("b-client-0", client.clone())),
+            ]);
+            case.ran = ran;
+            let Verdict::Failed { failure, pod } = case.assess().0 else {
+                panic!("{client}: expected a failure")
+            };
+            assert_eq!(failure.reason, "PodDeleted", "{client}");
+            assert_eq!(
+                failure.message,
+                "pod b-client-0 was deleted while the benchmark ran"
+            );
+            assert_eq!(pod.as_deref(), Some("b-client-0"));
+        }
+        // A pod deleted before it started is made again: the benchmark waits.
+        let case = Case::new(vec![
+            pod("b-server-0", running()),
+            deleted(pod("b-client-0", json!({"phase": "Pending"}))),
+        ]);
+        assert!(matches!(case.assess().0, Verdict::Waiting { .. }));
     }
 
     #[test]

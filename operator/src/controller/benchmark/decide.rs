@@ -53,7 +53,10 @@ pub(super) fn next<R: Clone>(
         now,
     });
     let conditions =
-        assess::progress_conditions(&progress, gang, pod_group, target.generation, now);
+        assess::progress_conditions(&progress, gang, pod_group, target.generation, now)
+            .into_iter()
+            .filter(|c| !stays_true(old, &c.type_))
+            .collect();
     let status = with_progress(old, target.generation, conditions);
     let pod_group_missing = gang && volcano && pod_group.is_none();
     let create = needs_objects(&verdict, old, &progress, gang, volcano, pod_group_missing)
@@ -65,6 +68,20 @@ pub(super) fn next<R: Clone>(
         status,
         create,
     }
+}
+
+/// Conditions that, once true for a benchmark that ran, stay true: its pods were placed
+/// (together), and a pod deleted since does not undo that (issue 23: after a pod
+/// deletion `Scheduled` turned False `Waiting` and `GangScheduled` Unknown, as if the
+/// benchmark had never been placed). `Ready` does follow the pods.
+fn stays_true<R>(old: &BenchmarkStatus<R>, type_: &str) -> bool {
+    const ONCE_TRUE: &[&str] = &["Scheduled", "GangScheduled"];
+    old.started_at.is_some()
+        && ONCE_TRUE.contains(&type_)
+        && old
+            .conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == condition_status::TRUE)
 }
 
 /// Whether objects are to be created: only while the benchmark waits for pods that
@@ -542,6 +559,57 @@ mod tests {
                 row.what
             );
         }
+
+        // Issue 23: after a pod of a running benchmark was deleted, Scheduled turned
+        // False and GangScheduled Unknown, as if it had never been placed.
+        let mut old = status(Some(Phase::Running), true);
+        for (type_, reason) in [
+            ("Scheduled", "AllPodsScheduled"),
+            ("Ready", "AllPodsRunning"),
+            ("GangScheduled", "PodGroupScheduled"),
+        ] {
+            set_condition(
+                &mut old.conditions,
+                perfsweep_benchmarks::status::condition(
+                    type_,
+                    condition_status::TRUE,
+                    reason,
+                    "placed",
+                    Some(1),
+                    now(),
+                ),
+            );
+        }
+        let observation = Observation {
+            pods: vec![pod("b-server-0", "Running")],
+            pod_group: Some(group.clone()),
+        };
+        let next = next(&target, &old, &prepared, &observation, true, now());
+        assert!(
+            matches!(&next.verdict, Verdict::Failed { failure, .. } if failure.reason == "PodDeleted"),
+            "{:?}",
+            next.verdict
+        );
+        let status_of = |type_: &str| {
+            next.status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == type_)
+                .map(|c| (c.status.clone(), c.reason.clone()))
+        };
+        assert_eq!(
+            status_of("Scheduled"),
+            Some(("True".into(), "AllPodsScheduled".into()))
+        );
+        assert_eq!(
+            status_of("GangScheduled"),
+            Some(("True".into(), "PodGroupScheduled".into()))
+        );
+        assert_eq!(
+            status_of("Ready"),
+            Some(("False".into(), "PodsNotRunning".into())),
+            "Ready follows the pods"
+        );
     }
 
     #[test]

@@ -298,34 +298,41 @@ async fn pod_groups_served(client: &Client) -> bool {
     }
 }
 
+/// Kind `K`'s controller, started once the API server serves the kind: a controller
+/// of a kind whose CRD is missing would only fail its watch, over and over.
 fn start<K: Benchmark>(
     engine: Arc<Engine>,
     settings: &Settings,
     triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
     shutdown: Shutdown,
 ) -> BoxFuture<'static, ()> {
-    let controller = controller::<K>(&engine, triggers);
-    let metrics = engine.ctx.metrics.clone();
-    let kind = K::kind(&()).into_owned();
-    if let Some(info) = registry::lookup(&kind) {
-        metrics.watch_benchmarks(info, controller.store());
+    let config = controller::Config::default().debounce(settings.debounce);
+    async move {
+        let kind = K::kind(&()).into_owned();
+        let served = engine.ctx.served.clone();
+        let shutdown = shutdown.shared();
+        tokio::select! {
+            () = served.served(&kind) => {}
+            () = shutdown.clone() => return,
+        }
+        let controller = controller::<K>(&engine, triggers);
+        let metrics = engine.ctx.metrics.clone();
+        if let Some(info) = registry::lookup(&kind) {
+            metrics.watch_benchmarks(info, controller.store());
+        }
+        let store = controller.store();
+        let run = controller
+            .with_config(config)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(reconcile_guarded::<K>, error_policy_guarded::<K>, engine)
+            .for_each(move |result| {
+                metrics.reconciled(&kind, crate::metrics::classify(&result));
+                super::log_reconciled(&result);
+                async {}
+            });
+        super::stopping_before_ready(store, run, shutdown).await;
     }
-    let store = controller.store();
-    let shutdown = shutdown.shared();
-    let run = controller
-        .with_config(controller::Config::default().debounce(settings.debounce))
-        .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_guarded::<K>, error_policy_guarded::<K>, engine)
-        .for_each(move |result| {
-            metrics.reconciled(&kind, crate::metrics::classify(&result));
-            async move {
-                match result {
-                    Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-                    Err(error) => tracing::warn!(%error, "reconcile failed"),
-                }
-            }
-        });
-    super::stopping_before_ready(store, run, shutdown).boxed()
+    .boxed()
 }
 
 /// The controller of kind `K`: its benchmarks, reconciled again on every change to the
@@ -711,7 +718,11 @@ async fn read_outcome<K: Benchmark>(
             Err(failure) => Ok((Some(failure), None)),
         },
         Verdict::Failed { failure, pod } => {
-            if pod.as_deref() == Some(prepared.result_pod.as_str()) {
+            // A deleted pod's own report (interrupted, or a result it finished in its
+            // grace period) does not change that it was deleted mid-run.
+            if pod.as_deref() == Some(prepared.result_pod.as_str())
+                && failure.reason != Reason::PodDeleted
+            {
                 let reported = reported_failure(engine, target, prepared).await;
                 Ok((Some(reported.unwrap_or(failure)), None))
             } else {

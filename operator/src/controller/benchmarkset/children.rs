@@ -12,19 +12,28 @@ use kube::{Client, ResourceExt};
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::{self, KindInfo};
 
+use futures::StreamExt;
+
 use super::{SetController, api_resource};
 use crate::controller::default_watcher;
+use crate::controller::served::ServedKinds;
 
 /// One store of children per benchmark kind.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Children {
     by_kind: Vec<(&'static KindInfo, Store<DynamicObject>)>,
+    served: Arc<ServedKinds>,
 }
 
 impl Children {
-    /// Resolves once every kind's store holds its first complete list.
+    /// Resolves once discovery has answered and the store of every kind served holds its
+    /// first complete list (a kind not served has none to wait for).
     pub async fn ready(&self) {
-        for (_, store) in &self.by_kind {
+        self.served.discovered().await;
+        for (kind, store) in &self.by_kind {
+            if self.served.is_missing(kind.kind) {
+                continue;
+            }
             // The writer only goes away with the controller, and with it this reconcile.
             let _ = store.wait_until_ready().await;
         }
@@ -43,13 +52,18 @@ impl Children {
 }
 
 /// `controller` with a watch of every kind's children that fills the returned stores
-/// (driven by the controller itself) and triggers their sets' reconciles.
+/// (driven by the controller itself) and triggers their sets' reconciles. A kind's watch
+/// starts once the API server serves it (`served`): before, its list would fail.
 pub fn watch(
     mut controller: SetController,
     client: &Client,
     namespace: Option<&str>,
+    served: &Arc<ServedKinds>,
 ) -> (SetController, Children) {
-    let mut children = Children::default();
+    let mut children = Children {
+        by_kind: Vec::new(),
+        served: served.clone(),
+    };
     for kind in registry::kinds() {
         let resource = api_resource(kind);
         let api: Api<DynamicObject> = match namespace {
@@ -61,8 +75,14 @@ pub fn watch(
         // Only perfsweep's children, not benchmarks users create by hand.
         let changes =
             reflector::reflector(writer, watcher(api, default_watcher().labels(labels::SET)))
+                // A failing list or watch (the CRD deleted, 403) is retried with backoff,
+                // not in a tight loop.
+                .default_backoff()
                 .touched_objects();
-        controller = controller.owns_stream_with(changes, resource);
+        let served = served.clone();
+        let until_served = futures::stream::once(async move { served.served(kind.kind).await })
+            .filter_map(|()| futures::future::ready(None));
+        controller = controller.owns_stream_with(until_served.chain(changes), resource);
     }
     (controller, children)
 }

@@ -18,6 +18,7 @@ use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condi
 use serde_json::Value;
 
 use super::observed::{child_acceptance, child_state};
+use crate::controller::served;
 
 /// What a reconcile of a valid set does.
 #[derive(Debug, PartialEq)]
@@ -131,6 +132,31 @@ pub fn decide(
         to_create,
         status,
     }
+}
+
+/// The status of a valid set whose kind the API server does not serve (see
+/// [`served`]): what it was, Pending if it had no phase yet, with a false
+/// [`served::CRD_CONDITION`] saying which CRD is missing.
+pub fn crd_missing_status(
+    set: &BenchmarkSet,
+    kind: &perfsweep_benchmarks::registry::KindInfo,
+    now: Timestamp,
+) -> BenchmarkSetStatus {
+    let mut status = set.status.clone().unwrap_or_default();
+    status.phase = status.phase.or(Some(SetPhase::Pending));
+    status.observed_generation = set.meta().generation;
+    set_condition(
+        &mut status.conditions,
+        condition(
+            served::CRD_CONDITION,
+            condition_status::FALSE,
+            served::CRD_MISSING,
+            served::missing_message(kind),
+            set.meta().generation,
+            now,
+        ),
+    );
+    status
 }
 
 /// The note of the `Pruned` event, when children were deleted after a spec change.
@@ -251,6 +277,20 @@ pub fn progress_status(
             now,
         ),
     );
+    if conditions.iter().any(|c| c.type_ == served::CRD_CONDITION) {
+        // The set waited for its kind's CRD, which is served now.
+        set_condition(
+            &mut conditions,
+            condition(
+                served::CRD_CONDITION,
+                condition_status::TRUE,
+                "Served",
+                format!("the API server serves {}", served::crd_name(expansion.kind)),
+                generation,
+                now,
+            ),
+        );
+    }
     let done = summary.succeeded + summary.failed;
     set_condition(
         &mut conditions,

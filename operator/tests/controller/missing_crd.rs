@@ -1,0 +1,160 @@
+//! A benchmark kind whose CRD the API server does not serve (issue 23: Helm never
+//! upgrades `crds/`, and with the LLMInference CRD missing the set controller's watch
+//! failed its first list forever, so no child of any kind was created). The double
+//! leaves that CRD out (404 on its resources, absent from discovery); every other kind
+//! must work, the sets that need the missing one must say so, and they must go on once
+//! the CRD is installed, without a restart.
+
+use crate::metrics::{free_port, scrape};
+use crate::support;
+
+use std::time::Duration;
+
+use perfsweep::controller::Settings;
+use perfsweep_benchmarks::labels;
+use serde_json::{Value, json};
+use support::*;
+
+fn llm_set(name: &str) -> Value {
+    json!({
+        "apiVersion": "perfsweep.io/v1alpha1",
+        "kind": "BenchmarkSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "template": {
+                "apiVersion": "perfsweep.io/v1alpha1",
+                "kind": "LLMInference",
+                "spec": {"endpoint": {"url": "http://vllm:8000", "modelName": "llama"}},
+            },
+            "permutations": {"product": {"numConcurrency": [[1], [8]]}},
+            "maxParallel": 2,
+        },
+    })
+}
+
+fn llm_children(double: &perfsweep_testkit::ApiDouble, set: &str) -> usize {
+    double
+        .list(&LLMS, Some(NS))
+        .iter()
+        .filter(|child| child["metadata"]["labels"][labels::SET] == set)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
+    let (double, llm_crd) = double_without_crd("LLMInference").await;
+    let port = free_port();
+    let settings = Settings {
+        namespace: None,
+        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
+        debounce: Duration::from_millis(50),
+        instance: Some("missing-crd".into()),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: Duration::from_millis(200),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(perfsweep::controller::run(
+        double.service_account_client(),
+        settings,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    // Every other kind works: the IPerf sweep's children are all created.
+    let set = create_set(
+        &double,
+        iperf_set("sweep", json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
+    )
+    .await;
+    let expected = expected_names(&set);
+    wait_until(WAIT, "the IPerf set's three children", || {
+        let names = child_names(&double, "sweep");
+        if names == sorted(&expected) {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+
+    // The set that needs the missing kind says which CRD is missing, in a condition and
+    // a Warning event, and creates nothing.
+    create_set(&double, llm_set("chat")).await;
+    let status = wait_for_status(&double, "chat", "CRDInstalled=False", |status| {
+        condition(status, "CRDInstalled")["status"] == "False"
+    })
+    .await;
+    let missing = condition(&status, "CRDInstalled");
+    assert_eq!(missing["reason"], "CRDMissing", "{status}");
+    let message = missing["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("llminferences.perfsweep.io") && message.contains("docs/upgrading.md"),
+        "{message}"
+    );
+    assert_eq!(status["phase"], "Pending", "{status}");
+    assert_eq!(llm_children(&double, "chat"), 0);
+    let events = events_about(&double, "chat");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "CRDMissing" && e["type"] == "Warning"),
+        "{events:?}"
+    );
+    // And /metrics names the kind.
+    wait_until(WAIT, "perfsweep_crd_missing on /metrics", || {
+        let text = scrape(port)?;
+        if text.contains("perfsweep_crd_missing{kind=\"LLMInference\"} 1\n")
+            && text.contains("perfsweep_crd_missing{kind=\"IPerf\"} 0\n")
+        {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+
+    // The CRD is installed: the set goes on, without a restart.
+    double
+        .register_crd(&llm_crd)
+        .expect("installing the LLMInference CRD");
+    wait_until(WAIT, "the LLM set's two children", || {
+        match llm_children(&double, "chat") {
+            2 => Ok(()),
+            n => Err(format!(
+                "{n} children; status {}; requests for llminferences: {:?}",
+                set_status(&double, "chat"),
+                double
+                    .requests()
+                    .iter()
+                    .filter(|r| r.path.contains("llminferences")
+                        || r.path.ends_with("perfsweep.io/v1alpha1"))
+                    .map(|r| format!("{} {} {}", r.verb, r.path, r.status_code))
+                    .collect::<Vec<_>>()
+            )),
+        }
+    })
+    .await;
+    let status = wait_for_status(&double, "chat", "CRDInstalled=True", |status| {
+        condition(status, "CRDInstalled")["status"] == "True"
+    })
+    .await;
+    assert_eq!(condition(&status, "CRDInstalled")["reason"], "Served");
+    wait_until(WAIT, "perfsweep_crd_missing 0 for LLMInference", || {
+        let text = scrape(port)?;
+        if text.contains("perfsweep_crd_missing{kind=\"LLMInference\"} 0\n") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, operator)
+        .await
+        .expect("the operator stops")
+        .expect("the operator task")
+        .expect("the operator ran without error");
+}

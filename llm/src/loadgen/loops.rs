@@ -368,6 +368,7 @@ struct Lane {
 
 /// An open loop's lane on this thread's runtime; the warmup and measured requests it
 /// sent.
+#[allow(clippy::too_many_arguments)] // the iteration's parts every loop takes, and its lane
 async fn open_lane(
     shared: &Arc<Shared>,
     workload: &super::workload::Workload,

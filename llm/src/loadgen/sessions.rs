@@ -84,6 +84,7 @@ impl Conversations {
 }
 
 /// `concurrency` streams holding conversations of `sessions`, until the budget is spent.
+#[allow(clippy::too_many_arguments)] // the iteration's parts every loop takes, and the sessions
 pub async fn closed(
     shared: &Arc<Shared>,
     workload: &Workload,

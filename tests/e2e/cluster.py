@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("PERFSWEEP_CLUSTER_BIN", "/opt/perfsweep-cluster/bin"))
 STATE = Path(os.environ.get("PERFSWEEP_E2E_STATE", "/tmp/perfsweep-e2e"))
-NODES = int(os.environ.get("PERFSWEEP_E2E_NODES", "2"))
+NODES = int(os.environ.get("PERFSWEEP_E2E_NODE_COUNT", "2"))
 VERSION = "0.1.0"
 BRIDGE = "psw0"
 API_IP = "10.77.0.1"
@@ -613,8 +613,10 @@ def volcano_crds_dir():
 
 
 def apply_volcano_crds():
+    # Right after /readyz the API server may not serve its OpenAPI yet, which kubectl's
+    # client-side validation needs: retried for a while.
     for file in sorted(volcano_crds_dir().glob("*.yaml")):
-        kubectl("apply", "--server-side", "-f", str(file))
+        wait_for(f"{file.name} applied", lambda f=file: kubectl("apply", "--server-side", "-f", str(f), check=False, quiet=True).returncode == 0, timeout=60)
     for plural, kind, short in JOBFLOW_CRDS:
         crd = {
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -702,19 +704,24 @@ def chart_for_this_cluster():
     chart = ROOT / "charts" / "perfsweep"
     refused = {}
     for file in sorted((chart / "crds").glob("*.yaml")):
-        out = kubectl("apply", "--server-side", "--dry-run=server", "-f", str(file), check=False, quiet=True)
+        out = kubectl("apply", "--server-side", "--dry-run=server", "--validate=false", "-f", str(file), check=False, quiet=True)
         if out.returncode != 0:
             refused[file.name] = out.stderr.strip()
     if not refused:
         return chart
     copy = STATE / "chart"
+    shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(chart, copy)
     for name, error in refused.items():
         log(f"STAND-IN: the API server refuses the chart's {name}: {error[:400]}")
-        crd = json.loads(kubectl("create", "--dry-run=client", "-o", "json", "-f", str(chart / "crds" / name)).stdout)
+        crd = json.loads(kubectl("create", "--dry-run=client", "--validate=false", "-o", "json", "-f", str(chart / "crds" / name)).stdout)
         (copy / "crds" / name).write_text(json.dumps(without_refs(crd), indent=1))
         log(f"STAND-IN: installing {name} with its $ref subtrees as open objects")
     return copy
+
+
+def install_chart():
+    helm, config = helm_config()
     values = {
         "operator": {
             "replicas": 1,

@@ -511,8 +511,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     start(f"containerd-{index}", ["containerd", f"--config={root / 'containerd.toml'}"])
 
 
-def ctr(index, *args, check=True):
-    return run(["ctr", f"--address={containerd_socket(index)}", "--namespace=k8s.io", *args], check=check)
+def ctr(index, *args, check=True, quiet=False):
+    return run(["ctr", f"--address={containerd_socket(index)}", "--namespace=k8s.io", *args], check=check, quiet=quiet)
 
 
 def start_kubelet(index):
@@ -801,7 +801,7 @@ def up(images):
         make_cgroups(index)
         start_containerd(index)
     for index in range(1, NODES + 1):
-        wait_for(f"containerd {index}", lambda i=index: ctr(i, "version", check=False).returncode == 0, timeout=60)
+        wait_for(f"containerd {index}", lambda i=index: ctr(i, "version", check=False, quiet=True).returncode == 0, timeout=60)
     load_images(images)
     for index in range(1, NODES + 1):
         start_kubelet(index)
@@ -855,13 +855,14 @@ def stop_pods(index):
     """Every container of the node killed and removed, with containerd still up."""
     out = ctr(index, "tasks", "list", "-q", check=False)
     for task in out.stdout.split():
-        ctr(index, "tasks", "kill", "-s", "SIGKILL", task, check=False)
+        ctr(index, "tasks", "kill", "-s", "SIGKILL", task, check=False, quiet=True)
     time.sleep(0.5)
     for task in out.stdout.split():
-        ctr(index, "tasks", "delete", "-f", task, check=False)
+        # A killed task may be gone already.
+        ctr(index, "tasks", "delete", "-f", task, check=False, quiet=True)
     containers = ctr(index, "containers", "list", "-q", check=False).stdout.split()
     if containers:
-        ctr(index, "containers", "delete", *containers, check=False)
+        ctr(index, "containers", "delete", *containers, check=False, quiet=True)
 
 
 def shims():

@@ -545,7 +545,10 @@ def start_kubelet(index):
         "podLogsDir": str(root / "pod-logs"),
         "volumePluginDir": str(root / "volume-plugins"),
         "serializeImagePulls": False,
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+        # A shared build machine's disk is often nearly full: evict only at the very end
+        # (a node under disk pressure is tainted and nothing schedules).
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "256Mi", "imagefs.available": "256Mi",
+                         "nodefs.inodesFree": "1%", "imagefs.inodesFree": "1%"},
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "nodeStatusUpdateFrequency": "5s",

@@ -307,15 +307,24 @@ struct Outcome {
 }
 
 fn report(kind: &str, name: &str, outcome: &Outcome) {
+    // A failure's figure is the `Failed` condition: its reason and message.
+    let failed = outcome.status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Failed" && c["status"] == "True")
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        });
     let figure = outcome.status["summary"]
         .as_str()
         .map(str::to_owned)
-        .or_else(|| {
-            outcome.status["failure"]
-                .as_object()
-                .map(|_| outcome.status["failure"].to_string())
-        })
-        .unwrap_or_else(|| outcome.status["message"].to_string());
+        .or(failed)
+        .unwrap_or_else(|| outcome.status.to_string());
     println!(
         "E2E {kind} {name}: phase={} figure={figure} duration={:.0}s",
         outcome.phase, outcome.seconds

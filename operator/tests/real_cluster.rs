@@ -752,8 +752,10 @@ async fn every_kind_pytorch_on_cpu() {
 }
 
 /// MPIPingPong: with IMB in the image it succeeds; a CI-built image has no `IMB-MPI1`
-/// (its source cannot be downloaded here), and then the launch path is what is proven:
-/// mpirun reached the workers through the agents, which reported the missing program.
+/// (its source cannot be downloaded here), and then what is proven is the gang placed
+/// and the agents started, whose workers report the missing program before mpirun
+/// starts. mpirun's launch through the agents (`perfsweep rsh`) is proven by OpenFOAM,
+/// which runs on the same MPI plan.
 #[tokio::test]
 #[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
 async fn every_kind_mpi_pingpong_launches() {
@@ -773,7 +775,9 @@ async fn every_kind_mpi_pingpong_launches() {
             status.contains("IMB-MPI1"),
             "MPIPingPong failed for another reason than a missing IMB-MPI1: {status}"
         );
-        println!("E2E MPIPingPong: launch path proven; IMB-MPI1 not in the image");
+        println!(
+            "E2E MPIPingPong: pods placed and agents started; IMB-MPI1 not in the image, so mpirun was not reached"
+        );
     }
 }
 

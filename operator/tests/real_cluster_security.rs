@@ -95,6 +95,7 @@ async fn start_operator() -> (
         // The administrator allows no export endpoint: the default.
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
     };
     let task = tokio::spawn(perfsweep::controller::run(client, settings, async {
         let _ = stop_rx.await;

@@ -119,6 +119,13 @@ impl MpiJob {
                     args.extend(
                         ["--mca", "btl_vader_backing_directory", "/tmp"].map(str::to_owned),
                     );
+                    // No cross-memory attach: a pod's default seccomp profile allows
+                    // process_vm_readv only with CAP_SYS_PTRACE, and without it every
+                    // transfer fails ("Read -1, expected 80000, errno = 1") and the run
+                    // stalls (seen on a real cluster, issue 23). Copy-in/copy-out instead.
+                    args.extend(
+                        ["--mca", "btl_vader_single_copy_mechanism", "none"].map(str::to_owned),
+                    );
                 }
             }
             Transport::Rdma => {

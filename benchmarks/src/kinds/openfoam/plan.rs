@@ -71,14 +71,25 @@ pub fn plan(spec: &OpenFOAMSpec) -> Plan {
 /// finish in seconds (the sizes of the suite are what a benchmark runs).
 pub fn plan_with_mesh(spec: &OpenFOAMSpec, mesh: Mesh) -> Plan {
     let workers = spec.num_nodes.max(1);
+    // One rank (the default numProcs) runs the solver serially: `icoFoam -parallel` on one
+    // process stops with "FOAM FATAL ERROR: attempt to run parallel on 1 processor"
+    // (found on a real cluster, issue 23), and there is nothing to decompose.
+    let (rank_command, worker_setup) = if spec.num_procs <= 1 {
+        (vec!["icoFoam".into()], vec![foam("blockMesh", &[])])
+    } else {
+        (
+            vec!["icoFoam".into(), "-parallel".into()],
+            vec![foam("blockMesh", &[]), foam("decomposePar", &["-force"])],
+        )
+    };
     MpiJob {
         kind: "OpenFOAM",
         transport: spec.transport,
         workers,
         slots: (spec.num_procs / workers).max(1),
-        rank_command: vec!["icoFoam".into(), "-parallel".into()],
+        rank_command,
         rank_install_hint: "install the Debian package openfoam (apt-get install openfoam)".into(),
-        worker_setup: vec![foam("blockMesh", &[]), foam("decomposePar", &["-force"])],
+        worker_setup,
         worker_files: case_files(spec, mesh),
         worker_env: environment(spec),
         time_ranks: true,
@@ -279,10 +290,32 @@ mod tests {
         );
         assert!(argv.contains("--mca plm_rsh_agent perfsweep rsh"), "{argv}");
         assert!(argv.contains("--mca btl tcp,vader,self"), "{argv}");
+        // Issue 23: cross-memory attach fails under a pod's default seccomp profile.
+        assert!(
+            argv.contains("--mca btl_vader_single_copy_mechanism none"),
+            "{argv}"
+        );
         assert!(
             argv.ends_with("perfsweep mpi-rank -- icoFoam -parallel"),
             "{argv}"
         );
+    }
+
+    /// Issue 23: the default (one rank) ran `icoFoam -parallel`, which OpenFOAM refuses on
+    /// one process; it runs serially, undecomposed.
+    #[test]
+    fn one_rank_runs_the_solver_serially() {
+        let plan = plan(&spec(serde_json::json!({})));
+        let worker = plan.role("worker").expect("worker");
+        let programs: Vec<&str> = worker.setup.iter().map(|c| c.program.as_str()).collect();
+        assert_eq!(programs, ["perfsweep", "blockMesh"]);
+        let launcher = plan.role("launcher").expect("launcher");
+        let peers = PeerAddresses::from([("worker".into(), vec!["10.0.0.2".into()])]);
+        let argv = resolve_args(&launcher.command.args, &peers)
+            .expect("resolvable")
+            .join(" ");
+        assert!(argv.contains("-np 1"), "{argv}");
+        assert!(argv.ends_with("perfsweep mpi-rank -- icoFoam"), "{argv}");
     }
 
     #[test]

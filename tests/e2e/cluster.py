@@ -1,0 +1,1071 @@
+#!/usr/bin/env python3
+"""A real Kubernetes cluster on this machine for perfsweep's e2e suite (issue 23).
+
+    python3 tests/e2e/cluster.py up      # start the cluster, load the images, install the chart
+    python3 tests/e2e/cluster.py test    # the e2e suite against the running cluster
+    python3 tests/e2e/cluster.py down    # stop everything, remove every trace, count leftovers
+    python3 tests/e2e/cluster.py run     # up, test, down (down always runs)
+
+The binaries come from the directory PERFSWEEP_CLUSTER_BIN names (default
+/opt/perfsweep-cluster/bin): kube-apiserver, kube-controller-manager, kube-scheduler,
+kubelet, coredns, vc-scheduler, vc-controller-manager and a static `pause`. They are
+built by hand outside the repository (issue 23); this script only runs them. Debian
+gives etcd, containerd, runc and the CNI plugins; podman holds the images that
+`images/build` made; Helm is the helm-python-sdk (as charts/tests/check.py uses it).
+
+Everything lives under one state directory (PERFSWEEP_E2E_STATE, default
+/tmp/perfsweep-e2e), and the few paths the kubelet and containerd fix are recorded
+before `up` touches them, so that `down` can put the machine back as it was.
+
+Network: one Linux bridge (psw0, 10.77.0.0/16) made here. Node i has the address
+10.77.0.i on it (the kubelet refuses loopback); its pods get 10.77.i.0/24 addresses
+on the same bridge, so pods, nodes, the API server (10.77.0.1:6443) and CoreDNS
+(10.77.0.1:53) reach each other without routes, NAT or iptables. Nothing is sent
+anywhere else: CoreDNS has no upstream.
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("PERFSWEEP_CLUSTER_BIN", "/opt/perfsweep-cluster/bin"))
+STATE = Path(os.environ.get("PERFSWEEP_E2E_STATE", "/tmp/perfsweep-e2e"))
+NODES = int(os.environ.get("PERFSWEEP_E2E_NODE_COUNT", "2"))
+VERSION = "0.1.0"
+BRIDGE = "psw0"
+API_IP = "10.77.0.1"
+API_PORT = 6443
+ETCD_PORT = 23790
+ETCD_PEER_PORT = 23800
+SERVICE_RANGE = "10.96.0.0/16"
+NAMESPACE = "perfsweep-system"
+CGROUP_ROOT = "/sys/fs/cgroup"
+# Images images/build makes (tagged as the kinds name them) and the sandbox image.
+IMAGES = ["operator", "iperf", "fio", "mpi-benchmarks", "openfoam", "pytorch", "perfsweep"]
+PAUSE_IMAGE = "localhost/perfsweep-e2e/pause:1"
+REQUIRED_BINARIES = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "coredns",
+    "pause",
+]
+# Without these the cluster has no Volcano (said at `up`); the suite's benchmarks then
+# use the default scheduler, and its Volcano test fails saying so.
+VOLCANO_BINARIES = ["vc-scheduler", "vc-controller-manager"]
+
+
+def have_volcano():
+    return all((BIN / name).is_file() for name in VOLCANO_BINARIES)
+# Paths the kubelet and containerd use whatever they are told; `down` removes those
+# that did not exist before `up`.
+FIXED_PATHS = [
+    "/var/lib/kubelet",
+    "/var/log/containers",
+    "/var/log/pods",
+    "/var/lib/cni",
+    "/run/containerd",
+    "/etc/cni",
+    "/opt/cni",
+    "/etc/kubernetes",
+    "/usr/libexec/kubernetes",
+]
+# The kubelet sets these (protectKernelDefaults: false); `down` restores them.
+SYSCTLS = ["vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"]
+
+
+def log(message):
+    print(f"[cluster {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run(argv, check=True, quiet=False, **kwargs):
+    """Runs a command; its output is returned (and shown when it fails)."""
+    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if check and result.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    if not quiet and result.returncode != 0:
+        log(f"(ignored) {' '.join(map(str, argv))}: {result.stderr.strip()[:300]}")
+    return result
+
+
+def node_ip(index):
+    return f"10.77.0.{index}"
+
+
+def node_name(index):
+    return f"psw-node{index}"
+
+
+def kubeconfig():
+    return STATE / "admin.kubeconfig"
+
+
+def kubectl(*args, check=True, quiet=False, stdin=None):
+    return run(["kubectl", f"--kubeconfig={kubeconfig()}", *args], check=check, quiet=quiet, input=stdin)
+
+
+# ---------------------------------------------------------------- ledger
+
+
+def ledger_path():
+    return STATE / "ledger.json"
+
+
+def load_ledger():
+    try:
+        return json.loads(ledger_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_ledger(ledger):
+    ledger_path().write_text(json.dumps(ledger, indent=1))
+
+
+def netns_names():
+    try:
+        return sorted(os.listdir("/var/run/netns"))
+    except OSError:
+        return []
+
+
+def iptables_rules():
+    """The machine's iptables rules without counters, to compare before and after."""
+    rules = []
+    for tool in ("iptables-save", "ip6tables-save"):
+        if shutil.which(tool):
+            out = run([tool], check=False, quiet=True).stdout
+            rules += [line for line in out.splitlines() if line and not line.startswith(("#", ":"))]
+    return rules
+
+
+def read_sysctls():
+    values = {}
+    for name in SYSCTLS:
+        try:
+            values[name] = Path("/proc/sys", name).read_text().strip()
+        except OSError:
+            pass
+    return values
+
+
+def restore_sysctls(values):
+    for name, value in values.items():
+        try:
+            if Path("/proc/sys", name).read_text().strip() != value:
+                Path("/proc/sys", name).write_text(value)
+        except OSError as error:
+            log(f"cannot restore {name}: {error}")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def start(name, argv, env=None):
+    """Starts a long-running process in its own session, logging to logs/NAME.log."""
+    logs = STATE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    out = open(logs / f"{name}.log", "ab")
+    process = subprocess.Popen(
+        [str(a) for a in argv],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    (STATE / "pids").mkdir(exist_ok=True)
+    (STATE / "pids" / name).write_text(str(process.pid))
+    return process.pid
+
+
+def pid_of(name):
+    try:
+        return int((STATE / "pids" / name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    # A zombie has exited.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop(name, grace=10.0):
+    """SIGTERM, then SIGKILL after `grace` seconds, to the process recorded as NAME."""
+    pid = pid_of(name)
+    if pid is None or not alive(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.time() + grace
+    while time.time() < deadline and alive(pid):
+        time.sleep(0.2)
+    if alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    # Reap it when it is our child (the `run` command starts and stops in one process).
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def wait_for(what, check, timeout=120.0, interval=1.0):
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - any failure means "not yet"
+            pass
+        if time.time() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}; logs in {STATE / 'logs'}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- PKI
+
+
+def openssl(*args):
+    run(["openssl", *args], quiet=True)
+
+
+def make_cert(pki, name, subject, ca=True, sans=None, client=True):
+    """An EC key and a certificate signed by the cluster CA."""
+    key, csr, crt = pki / f"{name}.key", pki / f"{name}.csr", pki / f"{name}.crt"
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+    openssl("req", "-new", "-key", key, "-subj", subject, "-out", csr)
+    ext = pki / f"{name}.ext"
+    usage = "clientAuth" if client else "serverAuth,clientAuth"
+    lines = ["basicConstraints=CA:FALSE", "keyUsage=digitalSignature,keyEncipherment", f"extendedKeyUsage={usage}"]
+    if sans:
+        lines.append("subjectAltName=" + ",".join(sans))
+    ext.write_text("\n".join(lines) + "\n")
+    openssl(
+        "x509", "-req", "-in", csr, "-CA", pki / "ca.crt", "-CAkey", pki / "ca.key",
+        "-CAcreateserial", "-days", "2", "-out", crt, "-extfile", ext,
+    )
+
+
+def make_pki():
+    pki = STATE / "pki"
+    pki.mkdir(parents=True, exist_ok=True)
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", pki / "ca.key")
+    openssl("req", "-x509", "-new", "-key", pki / "ca.key", "-subj", "/CN=perfsweep-e2e-ca", "-days", "2", "-out", pki / "ca.crt")
+    sans = [
+        f"IP:{API_IP}", "IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes",
+        "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local",
+    ]
+    make_cert(pki, "apiserver", "/CN=kube-apiserver", sans=sans, client=False)
+    make_cert(pki, "admin", "/O=system:masters/CN=perfsweep-e2e-admin")
+    make_cert(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
+    make_cert(pki, "controller-manager", "/CN=system:kube-controller-manager")
+    make_cert(pki, "scheduler", "/CN=system:kube-scheduler")
+    for index in range(1, NODES + 1):
+        make_cert(pki, node_name(index), f"/O=system:nodes/CN=system:node:{node_name(index)}")
+    # The service-account token signing key pair.
+    openssl("genrsa", "-out", pki / "sa.key", "2048")
+    openssl("rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
+    for name in ["admin", "controller-manager", "scheduler"] + [node_name(i) for i in range(1, NODES + 1)]:
+        write_kubeconfig(STATE / f"{name}.kubeconfig", name)
+    return pki
+
+
+def write_kubeconfig(path, cert):
+    pki = STATE / "pki"
+
+    def b64(file):
+        return base64.b64encode((pki / file).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": {"server": f"https://{API_IP}:{API_PORT}", "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": cert, "user": {"client-certificate-data": b64(f"{cert}.crt"), "client-key-data": b64(f"{cert}.key")}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": cert}}],
+        "current-context": "e2e",
+    }
+    path.write_text(json.dumps(config, indent=1))
+    path.chmod(0o600)
+
+
+def api_ready():
+    pki = STATE / "pki"
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    with urllib.request.urlopen(f"https://{API_IP}:{API_PORT}/readyz", context=context, timeout=5) as response:
+        return response.status == 200
+
+
+# ---------------------------------------------------------------- network and cgroups
+
+
+def make_network():
+    run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+    for index in range(1, NODES + 1):
+        run(["ip", "addr", "add", f"{node_ip(index)}/16", "dev", BRIDGE])
+    run(["ip", "link", "set", BRIDGE, "up"])
+
+
+def cgroup_dirs(index):
+    """The node's cgroupRoot in every v1 hierarchy (the kubelet's cgroupfs driver needs it to exist)."""
+    dirs = []
+    for hierarchy in sorted(os.listdir(CGROUP_ROOT)):
+        path = Path(CGROUP_ROOT, hierarchy)
+        if path.is_dir() and not path.is_symlink() and (path / "cgroup.procs").exists() and hierarchy != "unified":
+            dirs.append(path / node_name(index))
+    return dirs
+
+
+def make_cgroups(index):
+    for path in cgroup_dirs(index):
+        path.mkdir(exist_ok=True)
+        if path.parent.name == "cpuset":
+            # A new cpuset cgroup has no CPUs or memory nodes until given its parent's.
+            for file in ("cpuset.cpus", "cpuset.mems"):
+                (path / file).write_text((path.parent / file).read_text())
+
+
+def kill_cgroup_processes(index):
+    """SIGKILLs every process left in the node's cgroups (containers whose shim is gone)."""
+    killed = 0
+    for top in cgroup_dirs(index):
+        if not top.exists():
+            continue
+        for dirpath, _dirs, files in os.walk(top):
+            if "cgroup.procs" in files:
+                for line in Path(dirpath, "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(line), signal.SIGKILL)
+                        killed += 1
+                    except (OSError, ValueError):
+                        pass
+    return killed
+
+
+def remove_cgroups(index):
+    for top in cgroup_dirs(index):
+        if not top.exists():
+            continue
+        # Deepest first: a cgroup directory goes only once it has no children.
+        for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda walked: -len(walked[0])):
+            for _ in range(20):
+                try:
+                    os.rmdir(dirpath)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- components
+
+
+def start_etcd():
+    data = STATE / "etcd"
+    start("etcd", [
+        "etcd", "--name=e2e", f"--data-dir={data}",
+        f"--listen-client-urls=http://127.0.0.1:{ETCD_PORT}", f"--advertise-client-urls=http://127.0.0.1:{ETCD_PORT}",
+        f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}", f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
+        f"--initial-cluster=e2e=http://127.0.0.1:{ETCD_PEER_PORT}",
+        "--quota-backend-bytes=2147483648",
+    ])
+
+
+def start_apiserver():
+    pki = STATE / "pki"
+    start("kube-apiserver", [
+        BIN / "kube-apiserver",
+        f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
+        f"--bind-address={API_IP}", f"--advertise-address={API_IP}", f"--secure-port={API_PORT}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        # ValidatingAdmissionPolicy is GA and on; said explicitly since the suite relies on it.
+        "--runtime-config=admissionregistration.k8s.io/v1=true",
+        "--allow-privileged=true",
+        "--kubelet-preferred-address-types=InternalIP",
+        "--profiling=false",
+        "--v=1",
+    ])
+
+
+def start_controller_manager():
+    pki = STATE / "pki"
+    start("kube-controller-manager", [
+        BIN / "kube-controller-manager",
+        f"--kubeconfig={STATE / 'controller-manager.kubeconfig'}",
+        f"--authentication-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
+        f"--authorization-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        "--use-service-account-credentials=true",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1", "--secure-port=0",
+        # A stopped kubelet shows as NotReady after this long (the fault test waits for it).
+        "--node-monitor-grace-period=20s",
+        "--v=1",
+    ])
+
+
+def start_scheduler():
+    start("kube-scheduler", [
+        BIN / "kube-scheduler",
+        f"--kubeconfig={STATE / 'scheduler.kubeconfig'}",
+        f"--authentication-kubeconfig={STATE / 'scheduler.kubeconfig'}",
+        f"--authorization-kubeconfig={STATE / 'scheduler.kubeconfig'}",
+        "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--v=1",
+    ])
+
+
+def node_dir(index):
+    return STATE / node_name(index)
+
+
+def containerd_socket(index):
+    return node_dir(index) / "containerd.sock"
+
+
+def start_containerd(index):
+    root = node_dir(index)
+    (root / "cni").mkdir(parents=True, exist_ok=True)
+    first, last = f"10.77.{index}.2", f"10.77.{index}.254"
+    cni = {
+        "cniVersion": "0.4.0",
+        "name": f"psw-{index}",
+        "plugins": [{
+            "type": "bridge", "bridge": BRIDGE,
+            # No gateway, masquerade or routes: pods and nodes share the bridge's subnet.
+            "isGateway": False, "ipMasq": False, "hairpinMode": True,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": "10.77.0.0/16", "rangeStart": first, "rangeEnd": last}]],
+                "dataDir": str(root / "ipam"),
+            },
+        }],
+    }
+    (root / "cni" / "10-psw.conflist").write_text(json.dumps(cni, indent=1))
+    config = f"""version = 2
+root = "{root / 'containerd-root'}"
+state = "{root / 'containerd-state'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "{containerd_socket(index)}"
+[ttrpc]
+  address = "{containerd_socket(index)}.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / 'opt'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # CAP_SYS_RESOURCE is not in this machine's bounding set.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{root / 'cni'}"
+"""
+    (root / "containerd.toml").write_text(config)
+    start(f"containerd-{index}", ["containerd", f"--config={root / 'containerd.toml'}"])
+
+
+def ctr(index, *args, check=True, quiet=False):
+    return run(["ctr", f"--address={containerd_socket(index)}", "--namespace=k8s.io", *args], check=check, quiet=quiet)
+
+
+def start_kubelet(index):
+    root = node_dir(index)
+    name = node_name(index)
+    (root / "kubelet").mkdir(parents=True, exist_ok=True)
+    (root / "resolv.conf").write_text(f"nameserver {API_IP}\n")
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # This machine has cgroup v1 only.
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{name}",
+        "address": node_ip(index),
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10247 + index,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "clusterDNS": [API_IP],
+        "clusterDomain": "cluster.local",
+        "resolvConf": str(root / "resolv.conf"),
+        "containerRuntimeEndpoint": f"unix://{containerd_socket(index)}",
+        # Keep out of iptables.
+        "makeIPTablesUtilChains": False,
+        "failSwapOn": False,
+        "podLogsDir": str(root / "pod-logs"),
+        "volumePluginDir": str(root / "volume-plugins"),
+        "serializeImagePulls": False,
+        # A shared build machine's disk is often nearly full: evict only at the very end
+        # (a node under disk pressure is tainted and nothing schedules).
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "256Mi", "imagefs.available": "256Mi",
+                         "nodefs.inodesFree": "1%", "imagefs.inodesFree": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "nodeStatusUpdateFrequency": "5s",
+        "kubeAPIQPS": 50,
+        "kubeAPIBurst": 100,
+        "localStorageCapacityIsolation": True,
+    }
+    (root / "kubelet.json").write_text(json.dumps(config, indent=1))
+    start(f"kubelet-{index}", [
+        BIN / "kubelet",
+        f"--config={root / 'kubelet.json'}",
+        f"--kubeconfig={STATE / f'{name}.kubeconfig'}",
+        f"--root-dir={root / 'kubelet'}",
+        f"--cert-dir={root / 'kubelet-pki'}",
+        f"--hostname-override={name}",
+        f"--node-ip={node_ip(index)}",
+        "--v=1",
+    ])
+
+
+def start_coredns():
+    corefile = STATE / "Corefile"
+    # No `forward`: names outside the cluster fail rather than leave the machine.
+    corefile.write_text(f""".:53 {{
+    bind {API_IP}
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig()} e2e
+        pods insecure
+        ttl 5
+    }}
+    cache 5
+}}
+""")
+    start("coredns", [BIN / "coredns", "-conf", corefile])
+
+
+VOLCANO_SCHEDULER_CONF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+# The jobflow controller of Volcano's controller manager watches these; the Volcano tree
+# of that age ships no CRD for them, so minimal ones are made here.
+JOBFLOW_CRDS = [("jobflows", "JobFlow", "jf"), ("jobtemplates", "JobTemplate", "jt")]
+
+
+def volcano_crds_dir():
+    candidates = [
+        os.environ.get("PERFSWEEP_VOLCANO_CRDS", ""),
+        str(BIN.parent / "crds" / "volcano"),
+        str(ROOT.parent / "shared" / "crds" / "volcano"),
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir() and list(Path(candidate).glob("*.yaml")):
+            return Path(candidate)
+    raise SystemExit(f"no Volcano CRDs: set PERFSWEEP_VOLCANO_CRDS (looked in {candidates})")
+
+
+def apply_volcano_crds():
+    # Right after /readyz the API server may not serve its OpenAPI yet, which kubectl's
+    # client-side validation needs: retried for a while.
+    for file in sorted(volcano_crds_dir().glob("*.yaml")):
+        wait_for(f"{file.name} applied", lambda f=file: kubectl("apply", "--server-side", "-f", str(f), check=False, quiet=True).returncode == 0, timeout=60)
+    for plural, kind, short in JOBFLOW_CRDS:
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.flow.volcano.sh"},
+            "spec": {
+                "group": "flow.volcano.sh",
+                "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(), "shortNames": [short]},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }],
+            },
+        }
+        kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(crd))
+
+
+def start_volcano():
+    conf = STATE / "volcano-scheduler.conf"
+    conf.write_text(VOLCANO_SCHEDULER_CONF)
+    start("vc-scheduler", [
+        BIN / "vc-scheduler", f"--kubeconfig={kubeconfig()}", f"--scheduler-conf={conf}",
+        "--leader-elect=false", "--listen-address=127.0.0.1:18081", "--healthz-address=127.0.0.1:18082",
+        "--csi-storage=false", "--schedule-period=500ms", "-v=2",
+    ])
+    start("vc-controller-manager", [
+        BIN / "vc-controller-manager", f"--kubeconfig={kubeconfig()}",
+        "--leader-elect=false", "--healthz-address=127.0.0.1:18083", "-v=2",
+    ])
+
+
+# ---------------------------------------------------------------- images
+
+
+def build_pause_image():
+    """The sandbox image: the static `pause` binary alone, made with podman (no registry)."""
+    context = STATE / "pause-image"
+    context.mkdir(exist_ok=True)
+    shutil.copy(BIN / "pause", context / "pause")
+    (context / "Containerfile").write_text('FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n')
+    run(["podman", "build", "--quiet", "-t", PAUSE_IMAGE, str(context)])
+
+
+def load_images(names):
+    archives = STATE / "images"
+    archives.mkdir(exist_ok=True)
+    refs = [PAUSE_IMAGE] + [f"ghcr.io/perfsweep/{name}:{VERSION}" for name in names]
+    for ref in refs:
+        if run(["podman", "image", "exists", ref], check=False, quiet=True).returncode != 0:
+            raise SystemExit(f"image {ref} is not in podman's store: run images/build first")
+        archive = archives / (ref.replace("/", "_").replace(":", "_") + ".tar")
+        run(["podman", "save", "--format", "oci-archive", "-o", str(archive), ref])
+        for index in range(1, NODES + 1):
+            ctr(index, "images", "import", "--base-name", ref.rsplit(":", 1)[0], "--digests", str(archive))
+        archive.unlink()
+        log(f"image {ref} loaded on {NODES} node(s)")
+
+
+# ---------------------------------------------------------------- chart
+
+
+def helm_config():
+    import helm_python as helm  # noqa: PLC0415 - only `up` needs it
+
+    return helm, helm.Config(kubeconfig_path=str(kubeconfig()), namespace=NAMESPACE)
+
+
+def without_refs(schema):
+    """The schema with every `$ref` subtree (which the API server refuses) replaced by an
+    open object."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        return {key: without_refs(value) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [without_refs(item) for item in schema]
+    return schema
+
+
+def chart_for_this_cluster():
+    """The chart, or a copy whose CRDs the API server refuses are patched so that the
+    rest of the suite can run. Every patch is logged as a stand-in: the chart test of the
+    suite (`the_charts_crds_are_established_without_warnings`) still fails on it."""
+    chart = ROOT / "charts" / "perfsweep"
+    refused = {}
+    for file in sorted((chart / "crds").glob("*.yaml")):
+        out = kubectl("apply", "--server-side", "--dry-run=server", "--validate=false", "-f", str(file), check=False, quiet=True)
+        if out.returncode != 0:
+            refused[file.name] = out.stderr.strip()
+    if not refused:
+        return chart
+    copy = STATE / "chart"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(chart, copy)
+    for name, error in refused.items():
+        log(f"STAND-IN: the API server refuses the chart's {name}: {error[:400]}")
+        crd = json.loads(kubectl("create", "--dry-run=client", "--validate=false", "-o", "json", "-f", str(chart / "crds" / name)).stdout)
+        (copy / "crds" / name).write_text(json.dumps(without_refs(crd), indent=1))
+        log(f"STAND-IN: installing {name} with its $ref subtrees as open objects")
+    return copy
+
+
+def install_chart():
+    helm, config = helm_config()
+    values = {
+        "operator": {
+            "replicas": 1,
+            "logFormat": "text",
+            "debounceMs": 200,
+            # No kube-proxy here: the Service IP of `kubernetes` does not route, so the
+            # operator talks to the API server's own address, which pods reach on the bridge.
+            "extraEnv": [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": API_IP},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": str(API_PORT)},
+            ],
+        },
+        "benchmarkDefaults": {"scheduler": "volcano" if have_volcano() else "default"},
+    }
+    started = time.time()
+    with helm.Chart.load(str(chart_for_this_cluster())) as chart:
+        config.install(chart, "perfsweep", values, namespace=NAMESPACE, create_namespace=True, timeout=300)
+    log(f"chart installed in {time.time() - started:.0f}s")
+
+
+def crds_established():
+    """The chart's CRDs as the API server holds them, and every warning it gave."""
+    names = [path.name.removesuffix(".yaml") for path in sorted((ROOT / "charts" / "perfsweep" / "crds").glob("*.yaml"))]
+    result = {}
+    for name in names:
+        out = kubectl("get", "crd", name, "-o", "json", check=False, quiet=True)
+        if out.returncode != 0:
+            result[name] = "missing"
+            continue
+        conditions = {c["type"]: c["status"] for c in json.loads(out.stdout)["status"].get("conditions", [])}
+        result[name] = "Established" if conditions.get("Established") == "True" else f"not established {conditions}"
+    return result
+
+
+# ---------------------------------------------------------------- up / down
+
+
+def check_binaries():
+    missing = [name for name in REQUIRED_BINARIES if not (BIN / name).is_file()]
+    tools = [tool for tool in ("etcd", "containerd", "runc", "ctr", "podman", "kubectl", "openssl") if not shutil.which(tool)]
+    if not Path("/usr/lib/cni/bridge").exists():
+        tools.append("/usr/lib/cni/bridge (containernetworking-plugins)")
+    return missing, tools
+
+
+def up(images):
+    missing, tools = check_binaries()
+    if missing or tools:
+        raise SystemExit(f"cannot start: missing binaries {missing} in {BIN}, missing tools {tools}")
+    if STATE.exists():
+        log(f"{STATE} exists: tearing the previous cluster down first")
+        down()
+    started = time.time()
+    STATE.mkdir(parents=True)
+    ledger = {
+        "preexisting": [path for path in FIXED_PATHS if os.path.lexists(path)],
+        "netns": netns_names(),
+        "iptables": iptables_rules(),
+        "sysctls": read_sysctls(),
+    }
+    save_ledger(ledger)
+    make_pki()
+    make_network()
+    start_etcd()
+    start_apiserver()
+    wait_for("the API server", api_ready, timeout=120)
+    log(f"API server ready after {time.time() - started:.0f}s")
+    start_controller_manager()
+    start_scheduler()
+    build_pause_image()
+    for index in range(1, NODES + 1):
+        make_cgroups(index)
+        start_containerd(index)
+    for index in range(1, NODES + 1):
+        wait_for(f"containerd {index}", lambda i=index: ctr(i, "version", check=False, quiet=True).returncode == 0, timeout=60)
+    load_images(images)
+    for index in range(1, NODES + 1):
+        start_kubelet(index)
+    start_coredns()
+    if have_volcano():
+        apply_volcano_crds()
+        start_volcano()
+    else:
+        log(f"NO VOLCANO: {BIN} lacks {VOLCANO_BINARIES}; benchmarks use the default scheduler")
+    for index in range(1, NODES + 1):
+        wait_for(f"node {node_name(index)} Ready", lambda i=index: node_ready(node_name(i)), timeout=120)
+    # The kubelet rewrote these when it started.
+    restore_sysctls(ledger["sysctls"])
+    untaint_nodes()
+    for index in range(1, NODES + 1):
+        # The node-pair sweep of the suite selects these.
+        kubectl("label", "node", node_name(index), "perfsweep.io/e2e=true", "--overwrite")
+    wait_for("the default ServiceAccount", lambda: kubectl("get", "serviceaccount", "default", check=False, quiet=True).returncode == 0, timeout=60)
+    if have_volcano():
+        wait_for("Volcano's default queue", lambda: kubectl("get", "queue", "default", check=False, quiet=True).returncode == 0, timeout=60)
+    install_chart()
+    established = crds_established()
+    for name, state in established.items():
+        log(f"CRD {name}: {state}")
+    wait_for("the operator Deployment", operator_available, timeout=180)
+    log(f"cluster up in {time.time() - started:.0f}s: {NODES} node(s), KUBECONFIG={kubeconfig()}")
+
+
+def node_ready(name):
+    out = kubectl("get", "node", name, "-o", "json", check=False, quiet=True)
+    if out.returncode != 0:
+        return False
+    conditions = json.loads(out.stdout)["status"].get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def untaint_nodes():
+    """The node lifecycle controller removes `not-ready` once a node is Ready; if it has
+    not yet, do it here so that pods schedule at once."""
+    for index in range(1, NODES + 1):
+        kubectl("taint", "node", node_name(index), "node.kubernetes.io/not-ready-", check=False, quiet=True)
+
+
+def operator_available():
+    out = kubectl("-n", NAMESPACE, "get", "deployment", "-o", "json", check=False, quiet=True)
+    deployments = json.loads(out.stdout)["items"]
+    return bool(deployments) and all(d["status"].get("availableReplicas", 0) >= 1 for d in deployments)
+
+
+def stop_pods(index):
+    """Every container of the node killed and removed, with containerd still up."""
+    out = ctr(index, "tasks", "list", "-q", check=False)
+    for task in out.stdout.split():
+        ctr(index, "tasks", "kill", "-s", "SIGKILL", task, check=False, quiet=True)
+    time.sleep(0.5)
+    for task in out.stdout.split():
+        # A killed task may be gone already.
+        ctr(index, "tasks", "delete", "-f", task, check=False, quiet=True)
+    containers = ctr(index, "containers", "list", "-q", check=False).stdout.split()
+    if containers:
+        ctr(index, "containers", "delete", *containers, check=False, quiet=True)
+
+
+def shims():
+    """containerd shims started by this cluster's containerds."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline and cmdline[0].endswith(b"containerd-shim-runc-v2") and any(str(STATE).encode() in arg for arg in cmdline):
+            found.append(int(pid))
+    return found
+
+
+def our_mounts():
+    prefixes = (str(STATE), "/var/lib/kubelet", "/run/containerd", "/var/run/netns/cni-", "/run/netns/cni-")
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point.startswith(prefixes):
+            mounts.append(point)
+    return mounts
+
+
+def unmount_all():
+    for _ in range(3):
+        for point in reversed(our_mounts()):
+            run(["umount", point], check=False, quiet=True)
+    for point in reversed(our_mounts()):
+        run(["umount", "-l", point], check=False, quiet=True)
+
+
+def down():
+    ledger = load_ledger()
+    for index in range(1, NODES + 1):
+        stop(f"kubelet-{index}")
+    for index in range(1, NODES + 1):
+        if pid_of(f"containerd-{index}") and alive(pid_of(f"containerd-{index}")):
+            stop_pods(index)
+    for name in ("vc-scheduler", "vc-controller-manager", "coredns", "kube-scheduler", "kube-controller-manager"):
+        stop(name)
+    for index in range(1, NODES + 1):
+        stop(f"containerd-{index}")
+    for pid in shims():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for index in range(1, NODES + 1):
+        kill_cgroup_processes(index)
+    stop("kube-apiserver")
+    stop("etcd")
+    time.sleep(0.5)
+    for index in range(1, NODES + 1):
+        remove_cgroups(index)
+    unmount_all()
+    for name in netns_names():
+        if name.startswith("cni-") and name not in ledger.get("netns", []):
+            run(["ip", "netns", "delete", name], check=False, quiet=True)
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        run(["ip", "link", "delete", BRIDGE], check=False)
+    restore_sysctls(ledger.get("sysctls", {}))
+    preexisting = ledger.get("preexisting", FIXED_PATHS)
+    for path in FIXED_PATHS:
+        if path not in preexisting and os.path.lexists(path):
+            shutil.rmtree(path, ignore_errors=True)
+    run(["podman", "rmi", "--force", PAUSE_IMAGE], check=False, quiet=True)
+    problems = leftovers(ledger)
+    if STATE.exists():
+        shutil.rmtree(STATE, ignore_errors=True)
+    if STATE.exists():
+        problems.append(f"{STATE} still exists")
+    for problem in problems:
+        log(f"leftover: {problem}")
+    log(f"leftovers: {len(problems)}")
+    return problems
+
+
+def leftovers(ledger):
+    problems = []
+    binaries = [str(BIN / name) for name in REQUIRED_BINARIES + VOLCANO_BINARIES]
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if not alive(int(pid)):
+            continue
+        if str(STATE) in cmdline or any(cmdline.startswith(binary) for binary in binaries):
+            problems.append(f"process {pid}: {cmdline[:160]}")
+    for index in range(1, NODES + 1):
+        problems += [f"cgroup {path}" for path in cgroup_dirs(index) if path.exists()]
+    problems += [f"mount {point}" for point in our_mounts()]
+    problems += [f"netns {name}" for name in netns_names() if name not in ledger.get("netns", [])]
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        problems.append(f"link {BRIDGE}")
+    problems += [f"veth {name}" for name in os.listdir("/sys/class/net") if name.startswith("veth")]
+    if "iptables" in ledger:
+        before, after = set(ledger["iptables"]), set(iptables_rules())
+        problems += [f"iptables rule {rule}" for rule in sorted(after - before)]
+    preexisting = ledger.get("preexisting", FIXED_PATHS)
+    problems += [f"path {path}" for path in FIXED_PATHS if path not in preexisting and os.path.lexists(path)]
+    for name, value in ledger.get("sysctls", {}).items():
+        if Path("/proc/sys", name).read_text().strip() != value:
+            problems.append(f"sysctl {name}")
+    return problems
+
+
+# ---------------------------------------------------------------- the suite
+
+
+def suite_env():
+    return {
+        **os.environ,
+        "PERFSWEEP_E2E": "1",
+        "KUBECONFIG": str(kubeconfig()),
+        "PERFSWEEP_E2E_IMAGE": f"ghcr.io/perfsweep/iperf:{VERSION}",
+        "PERFSWEEP_E2E_OPERATOR": f"in-cluster:{NAMESPACE}",
+        "PERFSWEEP_E2E_SERVICE_ACCOUNT": f"{NAMESPACE}:perfsweep",
+        "PERFSWEEP_E2E_NODES": ",".join(node_name(i) for i in range(1, NODES + 1)),
+        "PERFSWEEP_E2E_STATE": str(STATE),
+        "PERFSWEEP_E2E_HARNESS": str(Path(__file__).resolve()),
+        "PERFSWEEP_E2E_SCHEDULER": "volcano" if have_volcano() else "default",
+        "PERFSWEEP_E2E_VOLCANO": "1" if have_volcano() else "0",
+    }
+
+
+def test(filters):
+    command = ["cargo", "test", "-p", "perfsweep", "--test", "real_cluster", "--", "--ignored", "--test-threads=1", "--nocapture", *filters]
+    log(" ".join(command))
+    started = time.time()
+    result = subprocess.run(command, cwd=ROOT, env=suite_env())
+    log(f"e2e suite: exit {result.returncode} after {time.time() - started:.0f}s")
+    return result.returncode
+
+
+# Fault helpers the Rust suite calls (through PERFSWEEP_E2E_HARNESS) for what only the
+# machine can do.
+def fault(action, target):
+    if action == "stop":
+        stop(target)
+    elif action == "start":
+        if target == "kube-apiserver":
+            start_apiserver()
+            wait_for("the API server", api_ready, timeout=120)
+        elif target.startswith("kubelet-"):
+            start_kubelet(int(target.split("-")[1]))
+            wait_for(f"{target} Ready", lambda: node_ready(node_name(int(target.split("-")[1]))), timeout=120)
+            restore_sysctls(load_ledger().get("sysctls", {}))
+        else:
+            raise SystemExit(f"cannot start {target}")
+    else:
+        raise SystemExit(f"unknown fault action {action}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_parser = sub.add_parser("up")
+    up_parser.add_argument("images", nargs="*", default=IMAGES)
+    sub.add_parser("down")
+    test_parser = sub.add_parser("test")
+    test_parser.add_argument("filters", nargs="*")
+    run_parser = sub.add_parser("run")
+    run_parser.add_argument("filters", nargs="*")
+    sub.add_parser("check")
+    fault_parser = sub.add_parser("fault")
+    fault_parser.add_argument("action", choices=["stop", "start"])
+    fault_parser.add_argument("target")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("the cluster needs root (bridges, mounts, cgroups)")
+    if args.command == "check":
+        missing, tools = check_binaries()
+        print(json.dumps({"bin": str(BIN), "missing_binaries": missing, "missing_tools": tools}))
+        sys.exit(1 if missing or tools else 0)
+    if args.command == "up":
+        up(args.images)
+    elif args.command == "down":
+        sys.exit(1 if down() else 0)
+    elif args.command == "test":
+        sys.exit(test(args.filters))
+    elif args.command == "fault":
+        fault(args.action, args.target)
+    elif args.command == "run":
+        code = 1
+        # Down always runs, also on Ctrl-C or SIGTERM (CI's timeout).
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            up(IMAGES)
+            code = test(args.filters)
+        finally:
+            problems = down()
+        sys.exit(code or (1 if problems else 0))
+
+
+if __name__ == "__main__":
+    main()

@@ -52,6 +52,7 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
         defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         crd_recheck: Duration::from_millis(200),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

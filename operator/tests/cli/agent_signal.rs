@@ -115,6 +115,9 @@ fn sigterm_ends_the_agent(pid_1: bool) {
             agent_env::PLAN,
             serde_json::to_string(&plan).expect("plan JSON"),
         )
+        // Every agent proves its benchmark's token to its peers; this one has none to
+        // talk to, but starts only with one.
+        .env(agent_env::LAUNCH_TOKEN, "0123456789abcdef0123456789abcdef")
         .env(agent_env::ROLE, "server")
         .env(agent_env::INDEX, "0")
         .env(agent_env::PEERS, "{}")

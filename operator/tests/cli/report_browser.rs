@@ -99,8 +99,8 @@ fn the_fleet_report_renders_in_chromium_with_a_visible_heatmap() {
         .output()
         .expect("perfsweep runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // The fleet fails (a suspect node), so the report exits 1.
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // The fleet fails (a suspect node): not accepted, exit 3 as `perfsweep run` exits.
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("suspect nodes: node-c"), "{stderr}");
 
     // The page measures its own heatmap after layout and writes the size into the DOM,

@@ -8,11 +8,33 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use crate::registry;
 
-/// Every perfsweep CRD: BenchmarkSet first, then the benchmark kinds.
+/// The annotation on every CRD perfsweep writes: the digest of its `spec`
+/// ([`schema_digest`]). The operator compares it with the digest of its own CRD to tell
+/// an installed CRD older (or newer) than itself: Helm never upgrades a chart's `crds/`.
+pub const SCHEMA_DIGEST_ANNOTATION: &str = "perfsweep.io/schema-digest";
+
+/// Every perfsweep CRD: BenchmarkSet first, then the benchmark kinds, each stamped with
+/// [`SCHEMA_DIGEST_ANNOTATION`].
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![crate::set::crd()];
     crds.extend(registry::kinds().iter().map(|k| k.crd.clone()));
+    for crd in &mut crds {
+        let digest = schema_digest(crd);
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(SCHEMA_DIGEST_ANNOTATION.to_owned(), digest);
+    }
     crds
+}
+
+/// SHA-256 of the canonical JSON of a CRD's `spec` (names, versions, schema, columns):
+/// what the API server enforces, and nothing of its metadata.
+pub fn schema_digest(crd: &CustomResourceDefinition) -> String {
+    // A CRD spec is plain data: it always serializes.
+    serde_json::to_value(&crd.spec)
+        .map(|spec| crate::digest::sha256_hex(&spec))
+        .unwrap_or_default()
 }
 
 /// The file name under `crds/` for a CRD, e.g. `iperfs.perfsweep.io.yaml`.
@@ -30,6 +52,26 @@ mod tests {
     use super::*;
     use crate::crd_rules::{NAME_FIELD_PATH, NAME_RULE_REASON, open_api_schema};
     use serde_json::{Value, json};
+
+    /// Issue 23: the operator tells an outdated installed CRD by this annotation, so it
+    /// must be on every CRD and follow the schema.
+    #[test]
+    fn every_crd_carries_the_digest_of_its_spec() {
+        for crd in all() {
+            let annotated = crd
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SCHEMA_DIGEST_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(annotated.len(), 64, "{}", file_name(&crd));
+            assert_eq!(annotated, schema_digest(&crd), "{}", file_name(&crd));
+            let mut changed = crd.clone();
+            changed.spec.names.short_names = Some(vec!["changed".into()]);
+            assert_ne!(schema_digest(&changed), annotated, "{}", file_name(&crd));
+        }
+    }
 
     /// Finding 5 of issue 13: `kubectl apply` warned `unrecognized format "uint32"`.
     #[test]

@@ -244,11 +244,24 @@ def check_admission_policy(objects: list[dict[str, Any]], label: str) -> None:
 
 def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, Any]]) -> None:
     watched = ["team-a", "team-b"]
-    node_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+    crd_names = sorted(
+        f"{crd['spec']['names']['plural']}.perfsweep.io"
+        for crd in (
+            yaml.safe_load(open(os.path.join(CHART, "crds", file), encoding="utf-8"))
+            for file in os.listdir(os.path.join(CHART, "crds"))
+            if file.endswith(".yaml")
+        )
+        if crd["spec"]["names"]["kind"] != "BenchmarkSet"
+    )
+    node_rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": crd_names, "verbs": ["get"]},
+    ]
     cluster_roles = of_kind(objects, "ClusterRole")
     check(
         [rules_of(r) for r in cluster_roles] == [node_rules],
-        "namespaced: one ClusterRole, for reading nodes only",
+        "namespaced: one ClusterRole, for reading nodes and perfsweep's own CRDs (by name) only",
     )
     bindings = of_kind(objects, "ClusterRoleBinding")
     check(

@@ -271,7 +271,8 @@ impl Metrics {
     }
 
     /// 1 for each benchmark kind whose CRD the API server does not serve, 0 for the
-    /// others: its benchmarks and sets wait until it is installed.
+    /// others: its benchmarks and sets wait until it is installed. Likewise for a CRD
+    /// installed but not this operator's (outdated).
     pub fn watch_served(&self, served: std::sync::Arc<crate::controller::served::ServedKinds>) {
         self.register(Box::new(move |f| {
             for kind in perfsweep_benchmarks::registry::kinds() {
@@ -281,6 +282,13 @@ impl Metrics {
                     "1 while the API server does not serve the kind (its CRD is not installed): its benchmarks wait.",
                     vec![("kind", kind.kind.to_owned())],
                     if served.is_missing(kind.kind) { 1.0 } else { 0.0 },
+                );
+                f.add(
+                    "perfsweep_crd_outdated",
+                    "gauge",
+                    "1 while the kind's installed CRD is not this operator's (its schema digest differs): install the CRDs of this version.",
+                    vec![("kind", kind.kind.to_owned())],
+                    if served.is_outdated(kind.kind) { 1.0 } else { 0.0 },
                 );
             }
         }));

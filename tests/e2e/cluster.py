@@ -1004,16 +1004,43 @@ def suite_env():
 SUITES = ("real_cluster", "real_cluster_security")
 
 
+# What `run` prints again at its end (and keeps in SUMMARY): per kind and fault the phase,
+# figure and time the suite reports (its `E2E ...` lines), failures, and each suite's result.
+SUMMARY = ROOT / "target" / "e2e-summary.txt"
+summary = []
+
+
+def keep_for_summary(line):
+    if line.startswith(("E2E ", "test result:", "failures:")) or " E2E " in line or line.endswith("FAILED"):
+        summary.append(line[:400])
+
+
 def test(filters):
     worst = 0
     for suite in SUITES:
         command = ["cargo", "test", "-p", "perfsweep", "--test", suite, "--", "--ignored", "--test-threads=1", "--nocapture", *filters]
         log(" ".join(command))
         started = time.time()
-        result = subprocess.run(command, cwd=ROOT, env=suite_env())
-        log(f"e2e suite {suite}: exit {result.returncode} after {time.time() - started:.0f}s")
-        worst = worst or result.returncode
+        with subprocess.Popen(command, cwd=ROOT, env=suite_env(), stdout=subprocess.PIPE, text=True,
+                              errors="replace") as suite_run:
+            for line in suite_run.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                keep_for_summary(line.rstrip("\n"))
+        message = f"e2e suite {suite}: exit {suite_run.returncode} after {time.time() - started:.0f}s"
+        log(message)
+        summary.append(message)
+        worst = worst or suite_run.returncode
     return worst
+
+
+def write_summary(problems):
+    summary.append(f"leftovers: {len(problems)}")
+    SUMMARY.parent.mkdir(parents=True, exist_ok=True)
+    SUMMARY.write_text("\n".join(summary) + "\n")
+    log(f"summary (also in {SUMMARY}):")
+    for line in summary:
+        print(f"  {line}", flush=True)
 
 
 # Fault helpers the Rust suite calls (through PERFSWEEP_E2E_HARNESS) for what only the
@@ -1069,10 +1096,13 @@ def main():
         # Down always runs, also on Ctrl-C or SIGTERM (CI's timeout).
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
+            started = time.time()
             up(IMAGES)
+            summary.append(f"cluster up in {time.time() - started:.0f}s")
             code = test(args.filters)
         finally:
             problems = down()
+            write_summary(problems)
         sys.exit(code or (1 if problems else 0))
 
 

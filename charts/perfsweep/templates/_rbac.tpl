@@ -5,8 +5,9 @@ which runs the operator against an API double and fails on a request these rules
 allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
 per-namespace Roles (watch.namespaces). Secrets are read only by name (get, never list
 or watch): the one an outputLocation names for its credentials. The one
-cluster-scoped permission, reading nodes (get, list), is in perfsweep.nodeRules: in the ClusterRole
-cluster-wide, in a ClusterRole of its own in namespaced mode (a Role cannot grant it).
+cluster-scoped permissions, reading nodes (get, list) and perfsweep's own CRDs (get, by
+name), are in perfsweep.nodeRules: in the ClusterRole cluster-wide, in a ClusterRole of
+its own in namespaced mode (a Role cannot grant them).
 Discovery of Volcano's API group is a non-resource URL every authenticated user may read
 (system:discovery), so it needs no rule here.
 */}}
@@ -146,6 +147,25 @@ read by name (a few per benchmark; a watch of every node would cost more).
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["get", "list"]
+# The installed CRDs of the benchmark kinds, read by name (their metadata only): one
+# whose perfsweep.io/schema-digest annotation is not this version's is outdated (Helm
+# never upgrades crds/), and the sets of that kind say so. Limited to perfsweep's CRDs.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: {{ include "perfsweep.benchmarkCRDNames" . }}
+  verbs: ["get"]
+{{- end -}}
+
+{{/* Names of the benchmark kinds' CRDs, from the CRDs the chart ships. */}}
+{{- define "perfsweep.benchmarkCRDNames" -}}
+{{- $names := list -}}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
+{{- $crd := $.Files.Get $path | fromYaml -}}
+{{- if ne $crd.spec.names.kind "BenchmarkSet" -}}
+{{- $names = append $names $crd.metadata.name -}}
+{{- end -}}
+{{- end -}}
+{{- $names | sortAlpha | toJson -}}
 {{- end -}}
 
 {{/* Plural names of the benchmark kinds, from the CRDs the chart ships. */}}

@@ -324,7 +324,15 @@ async fn advance(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let existing: Vec<&DynamicObject> = existing.iter().map(AsRef::as_ref).collect();
-    let decision = decide::decide(set, expansion, &existing, nodes, Timestamp::now());
+    let mut decision = decide::decide(set, expansion, &existing, nodes, Timestamp::now());
+    let crd_outdated = ctx.served.is_outdated(expansion.kind.kind)
+        && decide::mark_crd_outdated(
+            &mut decision.status,
+            set.status.as_ref(),
+            expansion.kind,
+            set.meta().generation,
+            Timestamp::now(),
+        );
     let resource = api_resource(expansion.kind);
     let children: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource);
@@ -360,6 +368,18 @@ async fn advance(
     }
     let old = set.status.clone().unwrap_or_default();
     let status = &decision.status;
+    if crd_outdated {
+        let message = served::outdated_message(expansion.kind);
+        publish(
+            ctx,
+            set,
+            EventType::Warning,
+            served::CRD_OUTDATED,
+            "Reconcile",
+            &message,
+        )
+        .await;
+    }
     if status_differs(&old, status) {
         if old.phase != status.phase
             && let Some((type_, reason, note)) = decide::phase_event(status)

@@ -387,7 +387,17 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
                         EnvValue::PodField(_) => None,
                     }),
             )
-            .env(agent_env::LAUNCH_TOKEN, &launch_token)
+            .env(agent_env::LAUNCH_TOKEN, &launch_token);
+        // Every process of a local run is on loopback, but Open MPI's out-of-band channel
+        // (mpirun ↔ its daemons) would advertise and use the host's other interfaces: a
+        // machine whose rules block local traffic on them (a CI sandbox) leaves the
+        // daemons unable to call back and the run waits out its timeout (seen in CI: an
+        // OpenFOAM run's orted never reached mpirun at the host's eth0 address). The
+        // user's own setting wins.
+        if std::env::var_os(OPEN_MPI_OOB_INTERFACES).is_none() {
+            command.env(OPEN_MPI_OOB_INTERFACES, "lo");
+        }
+        command
             .envs(
                 secrets
                     .get(role.name.as_str())
@@ -475,6 +485,9 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
         stragglers,
     })
 }
+
+/// Open MPI's setting of the interfaces its out-of-band channel uses.
+const OPEN_MPI_OOB_INTERFACES: &str = "OMPI_MCA_oob_tcp_if_include";
 
 /// How long agents and tools get to stop after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);

@@ -159,3 +159,132 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
         .expect("the operator task")
         .expect("the operator ran without error");
 }
+
+/// An installed CRD older than the operator (Helm never upgrades `crds/`): its kind still
+/// runs, and the sets of that kind, the metrics and the log say the CRD is not this
+/// operator's until it is replaced by the current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
+    let double = double_with_crds().await;
+    let crds = perfsweep_testkit::Gvr::CUSTOM_RESOURCE_DEFINITIONS;
+    let current = perfsweep_benchmarks::crds::schema_digest(
+        &perfsweep_benchmarks::registry::lookup("IPerf")
+            .expect("IPerf is a kind")
+            .crd,
+    );
+    let annotate = |digest: &str| {
+        double
+            .patch(
+                &crds,
+                None,
+                "iperfs.perfsweep.io",
+                json!({"metadata": {"annotations": {"perfsweep.io/schema-digest": digest}}}),
+            )
+            .expect("annotating the IPerf CRD");
+    };
+    annotate("0000000000000000000000000000000000000000000000000000000000000000");
+    let port = free_port();
+    let settings = Settings {
+        namespace: None,
+        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
+        debounce: Duration::from_millis(50),
+        instance: Some("outdated-crd".into()),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        crd_recheck: Duration::from_millis(200),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(perfsweep::controller::run(
+        double.service_account_client(),
+        settings,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    let set = create_set(
+        &double,
+        iperf_set("sweep", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+    )
+    .await;
+    let expected = expected_names(&set);
+    wait_until(
+        WAIT,
+        "the IPerf set's children, despite the old CRD",
+        || {
+            let names = child_names(&double, "sweep");
+            if names == sorted(&expected) {
+                Ok(())
+            } else {
+                Err(format!("{names:?}"))
+            }
+        },
+    )
+    .await;
+    let status = wait_for_status(&double, "sweep", "CRDInstalled reason CRDOutdated", |s| {
+        condition(s, "CRDInstalled")["reason"] == "CRDOutdated"
+    })
+    .await;
+    let outdated = condition(&status, "CRDInstalled");
+    let message = outdated["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("iperfs.perfsweep.io") && message.contains("docs/upgrading.md"),
+        "{message}"
+    );
+    wait_until(WAIT, "a CRDOutdated Warning event", || {
+        let events = events_about(&double, "sweep");
+        let warnings = events
+            .iter()
+            .filter(|e| e["reason"] == "CRDOutdated" && e["type"] == "Warning")
+            .count();
+        if warnings == 1 {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    wait_until(WAIT, "perfsweep_crd_outdated on /metrics", || {
+        let text = scrape(port)?;
+        if text.contains("perfsweep_crd_outdated{kind=\"IPerf\"} 1\n")
+            && text.contains("perfsweep_crd_outdated{kind=\"Fio\"} 0\n")
+        {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+
+    // The current CRD is installed: the condition says so, the gauge drops.
+    annotate(&current);
+    wait_for_status(&double, "sweep", "CRDInstalled reason Served", |s| {
+        condition(s, "CRDInstalled")["reason"] == "Served"
+    })
+    .await;
+    wait_until(WAIT, "perfsweep_crd_outdated 0 for IPerf", || {
+        let text = scrape(port)?;
+        if text.contains("perfsweep_crd_outdated{kind=\"IPerf\"} 0\n") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+    // The read is by name, with the chart's rules (the double enforces them).
+    assert!(
+        double.requests().iter().any(|r| r.verb == "get"
+            && r.path
+                .ends_with("customresourcedefinitions/iperfs.perfsweep.io")
+            && r.status_code == 200),
+        "the operator reads the IPerf CRD by name"
+    );
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, operator)
+        .await
+        .expect("the operator stops")
+        .expect("the operator task")
+        .expect("the operator ran without error");
+}

@@ -583,7 +583,9 @@ pub use crate::output::OutputLocation;
     status = "LLMInferenceStatus",
     doc = "Latency and throughput of an OpenAI-compatible LLM inference endpoint under load.",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Model","type":"string","jsonPath":".spec.endpoint.modelName"}"#,
+    // The model benchmarked, resolved (the simulator's, an InferenceService's), not only
+    // a modelName the spec may leave out.
+    printcolumn = r#"{"name":"Model","type":"string","jsonPath":".status.result.model"}"#,
     printcolumn = r#"{"name":"Task","type":"string","jsonPath":".spec.task"}"#,
     printcolumn = r#"{"name":"Result","type":"string","jsonPath":".status.summary"}"#,
     printcolumn = r#"{"name":"Progress","type":"string","priority":1,"jsonPath":".status.progress"}"#,

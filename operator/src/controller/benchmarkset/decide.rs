@@ -159,6 +159,37 @@ pub fn crd_missing_status(
     status
 }
 
+/// Marks a set whose kind's installed CRD is not this operator's (see [`served`]): its
+/// children still run, and [`served::CRD_CONDITION`] says why some of their fields may
+/// be dropped. Returns whether the condition is new since `previous` (for the Warning
+/// event). Once the CRD is current, [`decide`] turns the condition back to `Served`.
+pub fn mark_crd_outdated(
+    status: &mut BenchmarkSetStatus,
+    previous: Option<&BenchmarkSetStatus>,
+    kind: &perfsweep_benchmarks::registry::KindInfo,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> bool {
+    let was = previous.is_some_and(|previous| {
+        previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == served::CRD_CONDITION && c.reason == served::CRD_OUTDATED)
+    });
+    set_condition(
+        &mut status.conditions,
+        condition(
+            served::CRD_CONDITION,
+            condition_status::TRUE,
+            served::CRD_OUTDATED,
+            served::outdated_message(kind),
+            generation,
+            now,
+        ),
+    );
+    !was
+}
+
 /// The note of the `Pruned` event, when children were deleted after a spec change.
 pub fn pruned_note(deleted: usize) -> Option<String> {
     (deleted > 0).then(|| {

@@ -13,6 +13,7 @@ pub mod client_load;
 mod deadline;
 mod distributed;
 mod first_read;
+mod headers;
 pub mod hooks;
 pub mod http;
 mod loops;
@@ -229,6 +230,10 @@ pub struct LoadgenArgs {
     /// Extra request headers, `Name: value`.
     #[arg(long = "header")]
     pub headers: Vec<String>,
+    /// Extra request headers whose values are in environment variables,
+    /// `Name=VARIABLE`: a credential stays off the command line and out of every record.
+    #[arg(long = "header-env")]
+    pub header_envs: Vec<String>,
     /// Environment variable holding the API key (sent as a bearer token) if set.
     #[arg(long, default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
@@ -530,16 +535,10 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
         params.insert(key.to_owned(), value);
     }
-    let mut head_extra = String::new();
-    for header in &args.headers {
-        let (name, value) = header
-            .split_once(':')
-            .with_context(|| format!("--header {header:?}: expected `Name: value`"))?;
-        if name.trim().is_empty() || header.contains(['\r', '\n']) {
-            bail!("--header {header:?}: invalid header");
-        }
-        head_extra.push_str(&format!("{}: {}\r\n", name.trim(), value.trim()));
-    }
+    let mut head_extra = headers::literal(&args.headers)?;
+    head_extra.push_str(&headers::from_environment(&args.header_envs, |variable| {
+        std::env::var(variable).ok()
+    })?);
     if let Ok(key) = std::env::var(&args.api_key_env)
         && !key.is_empty()
     {

@@ -161,3 +161,100 @@ spec:
     assert!(!stderr.contains("s3cret-key") && !stdout.contains("s3cret-key"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every file under `dir`, recursively, as text (lossy).
+fn all_text_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(all_text_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            found.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    found
+}
+
+/// Issue 24, finding 7: a header that carries a credential (Azure's `api-key`, a bearer
+/// token) comes from a Secret (locally, `PERFSWEEP_SECRET_<NAME>_<KEY>`), reaches the
+/// server, and appears in no output, log, record or evidence file of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_from_a_secret_reaches_the_server_and_no_record() {
+    use perfsweep_llm::sim::{SimArgs, Simulator};
+    const SECRET: &str = "h3ader-s3cret";
+    let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
+    args.ttft_ms = 2.0;
+    args.itl_ms = 1.0;
+    args.api_key = Some(SECRET.into());
+    let sim = Simulator::start(args).await.expect("simulator");
+    let dir =
+        std::env::temp_dir().join(format!("perfsweep-test-llm-header-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sweep = dir.join("header.yaml");
+    std::fs::write(
+        &sweep,
+        format!(
+            r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: LLMInference
+metadata:
+  name: header
+spec:
+  endpoint:
+    url: http://{}
+    modelName: perfsweep-sim
+  requestHeaders: {{X-Team: perf}}
+  requestHeaderSecrets:
+    Authorization: {{name: llm-header, key: value}}
+  trafficScenarios: ["D(8,4)"]
+  requestRates: [50]
+  maxConcurrency: 4
+  maxRequestsPerIteration: 10
+  warmupRequests: 0
+"#,
+            sim.address
+        ),
+    )
+    .expect("sweep written");
+    let records = dir.join("records");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["run", "--local", "--output"])
+        .arg(&records)
+        .arg(&sweep)
+        .env(
+            "PERFSWEEP_SECRET_LLM_HEADER_VALUE",
+            format!("Bearer {SECRET}"),
+        )
+        .output()
+        .await
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "run failed:\n{stdout}\n{stderr}");
+    // The simulator refuses a request without the bearer token: all 10 were accepted.
+    assert_eq!(sim.stats().requests, 10, "{stderr}");
+    assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET));
+    let files = all_text_under(&records);
+    assert!(
+        !files.is_empty(),
+        "the run wrote its records under {records:?}"
+    );
+    for (path, text) in &files {
+        assert!(
+            !text.contains(SECRET),
+            "{} holds the secret",
+            path.display()
+        );
+    }
+    // The record keeps the header's name and where its value came from.
+    assert!(
+        files.iter().any(|(_, text)| text.contains("llm-header")),
+        "no record names the Secret"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

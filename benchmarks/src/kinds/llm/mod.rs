@@ -570,6 +570,8 @@ pub struct DatasetSpec {
 /// the common fields.
 pub use crate::output::OutputLocation;
 
+mod headers;
+
 /// Latency and throughput of an LLM inference endpoint under load.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
@@ -697,9 +699,20 @@ pub struct LLMInferenceSpec {
     #[schemars(range(min = 0.0, max = 3600.0))]
     pub warmup_seconds: Option<f64>,
 
-    /// Extra HTTP headers sent with every request.
+    /// Extra HTTP headers sent with every request, in clear: they are part of the spec,
+    /// the pod's command line and every record. Headers that carry a credential
+    /// (`Authorization`, `api-key`, anything naming a token, key, secret, password or
+    /// cookie) are refused here: give them with `requestHeaderSecrets`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub request_headers: BTreeMap<String, String>,
+
+    /// Headers whose values come from Secrets (e.g. Azure OpenAI's `api-key`): header
+    /// name → Secret name and key in the benchmark's namespace. The value reaches the
+    /// load generator only as an environment variable from the Secret; the spec, the
+    /// command line, logs, evidence and exported records carry the header's name alone.
+    /// A local run reads `PERFSWEEP_SECRET_<NAME>_<KEY>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub request_header_secrets: BTreeMap<String, KeyRef>,
 
     /// Seed of the synthetic prompts and token counts.
     #[serde(default)]
@@ -851,7 +864,7 @@ impl crate::kind::BenchmarkKind for LLMInference {
     }
 
     fn check(spec: &LLMInferenceSpec) -> Vec<FieldError> {
-        let mut errors = Vec::new();
+        let mut errors = headers::check(spec);
         if plan::model_name(spec).is_err() {
             errors.push(FieldError::new(
                 "spec.endpoint.modelName",
@@ -1169,6 +1182,56 @@ mod tests {
         assert!(!errors(spec.clone()).is_empty());
         spec["endpoint"]["apiKeySecretRef"] = json!({"name": "llm-key", "key": "token"});
         assert_eq!(errors(spec), Vec::<String>::new());
+    }
+
+    /// Issue 24, finding 7: `requestHeaders` such as Azure's `api-key` landed in clear
+    /// in the command line, logs, evidence and exported records. A header that carries
+    /// a credential is refused there and taken from a Secret instead.
+    #[test]
+    fn credential_headers_are_refused_in_clear_and_taken_from_secrets() {
+        for header in [
+            "Authorization",
+            "api-key",
+            "X-API-Key",
+            "Proxy-Authorization",
+            "X-Auth-Token",
+            "Cookie",
+            "X-Client-Secret",
+        ] {
+            let found = errors(with(json!({"requestHeaders": {header: "s3cret"}})));
+            assert!(
+                found.iter().any(|e| e.contains("requestHeaderSecrets")),
+                "{header}: {found:?}"
+            );
+        }
+        assert_eq!(
+            errors(with(
+                json!({"requestHeaders": {"X-Team": "perf", "X-Request-Priority": "low"}})
+            )),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            errors(with(
+                json!({"requestHeaderSecrets": {"api-key": {"name": "azure", "key": "key"}}})
+            )),
+            Vec::<String>::new()
+        );
+        let bad_name = errors(with(
+            json!({"requestHeaderSecrets": {"api key": {"name": "azure", "key": "key"}}}),
+        ));
+        assert!(
+            bad_name.iter().any(|e| e.contains("HTTP token")),
+            "{bad_name:?}"
+        );
+        let twice = errors(with(json!({
+            "requestHeaders": {"X-Team": "perf"},
+            "requestHeaderSecrets": {"X-Team": {"name": "team", "key": "name"}},
+        })));
+        assert!(twice.iter().any(|e| e.contains("once")), "{twice:?}");
+        let no_key = errors(with(
+            json!({"requestHeaderSecrets": {"api-key": {"name": "azure"}}}),
+        ));
+        assert!(!no_key.is_empty());
     }
 
     fn spec(json: serde_json::Value) -> LLMInferenceSpec {

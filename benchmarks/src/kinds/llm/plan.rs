@@ -99,6 +99,10 @@ pub fn endpoint_url(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
     })
 }
 
+/// Prefix of the variables that carry `requestHeaderSecrets` values to the load
+/// generator (`PERFSWEEP_HEADER_0`, …).
+pub const HEADER_ENV_PREFIX: &str = "PERFSWEEP_HEADER_";
+
 /// The model name requests carry.
 pub fn model_name(spec: &LLMInferenceSpec) -> Result<String, PlanError> {
     let endpoint = &spec.endpoint;
@@ -379,6 +383,18 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
         })
         .collect();
     secret_env.extend(dataset_credentials(spec));
+    // Headers from Secrets: the load generator gets each value as a variable and the
+    // command line names only the header and the variable.
+    for (index, (header, secret)) in spec.request_header_secrets.iter().enumerate() {
+        let variable = format!("{HEADER_ENV_PREFIX}{index}");
+        args.extend(["--header-env".into(), format!("{header}={variable}")]);
+        secret_env.push(SecretEnv {
+            name: variable,
+            secret: secret.name.clone(),
+            key: secret.key.clone(),
+            optional: false,
+        });
+    }
     // Only the variable's name is an argument; its value never is.
     args.extend(["--api-key-env".into(), API_KEY_ENV.into()]);
     if let Some(minutes) = spec.max_time_per_iteration {
@@ -992,5 +1008,42 @@ mod tests {
         let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
         assert!(args.contains("--api-key-env PERFSWEEP_API_KEY"), "{args}");
         assert!(!args.contains("llm-key"), "{args}");
+    }
+
+    /// Issue 24, finding 7: a header from a Secret is a variable of the load generator;
+    /// the command line names the header and the variable, never a value.
+    #[test]
+    fn headers_from_secrets_reach_the_load_generator_as_variables_only() {
+        let plan = plan(&spec(serde_json::json!({
+            "endpoint": {"url": "https://llm.example", "modelName": "m"},
+            "requestHeaders": {"X-Team": "perf"},
+            "requestHeaderSecrets": {
+                "api-key": {"name": "cred-a", "key": "key"},
+                "X-Tenant-Token": {"name": "cred-b", "key": "token"},
+            },
+        })))
+        .expect("plan");
+        let loadgen = plan.role("loadgen").expect("loadgen");
+        let from_secrets: Vec<(&str, &str, &str)> = loadgen
+            .secret_env
+            .iter()
+            .filter(|s| s.name.starts_with(HEADER_ENV_PREFIX))
+            .map(|s| (s.name.as_str(), s.secret.as_str(), s.key.as_str()))
+            .collect();
+        assert_eq!(
+            from_secrets,
+            [
+                ("PERFSWEEP_HEADER_0", "cred-b", "token"),
+                ("PERFSWEEP_HEADER_1", "cred-a", "key"),
+            ]
+        );
+        let args = loadgen_args(&plan, &PeerAddresses::new()).join(" ");
+        assert!(
+            args.contains("--header-env X-Tenant-Token=PERFSWEEP_HEADER_0")
+                && args.contains("--header-env api-key=PERFSWEEP_HEADER_1")
+                && args.contains("--header X-Team: perf"),
+            "{args}"
+        );
+        assert!(!args.contains("cred-"), "{args}");
     }
 }

@@ -718,6 +718,190 @@ async fn every_kind_fio_on_an_empty_dir() {
     assert_succeeded("Fio", &outcome);
 }
 
+/// Fio on a PersistentVolumeClaim the benchmark makes (`volumeClaimTemplate`), bound
+/// to one of the local volumes the harness provisions on each node
+/// (`PERFSWEEP_E2E_STORAGE_CLASS`, WaitForFirstConsumer): the PVC's lifecycle, the
+/// scheduler's volume binding and the kubelet's mount are real.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn every_kind_fio_on_a_claim_from_local_volumes() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let class = std::env::var("PERFSWEEP_E2E_STORAGE_CLASS").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_STORAGE_CLASS to a StorageClass with volumes (tests/e2e/cluster.py provisions one)")
+    });
+    let outcome = run_kind(
+        &client,
+        "Fio",
+        "e2e-fio-pvc",
+        json!({"volumeClaimTemplate": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                "resources": {"requests": {"storage": "1Gi"}}},
+            "numWorkers": 2, "rw": "randrw", "bs": "4k", "size": "64M",
+            "runtime": "5s", "ioengine": "psync", "direct": 0, "timeout": "5m"}),
+        Duration::from_mins(6),
+    )
+    .await;
+    assert_succeeded("Fio", &outcome);
+    // The claims were the benchmark's: deleted with it, and their volumes released.
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let left: Vec<String> = claims
+        .list(&ListParams::default())
+        .await
+        .expect("claims readable")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|name| name.starts_with("e2e-fio-pvc"))
+        .collect();
+    assert!(left.is_empty(), "claims left after the benchmark: {left:?}");
+}
+
+/// OME's BenchmarkJob example as written (examples/ome/benchmarkjob-s3.yaml), converted
+/// as `perfsweep run` converts it, pointed at the in-cluster simulator and at the
+/// harness's real S3 server (`PERFSWEEP_E2E_S3`, an endpoint the chart allows): the
+/// benchmark succeeds and its record and evidence land in the bucket, read back here.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn the_ome_benchmarkjob_example_exports_to_s3() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let s3 = std::env::var("PERFSWEEP_E2E_S3").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_S3 to an S3-compatible server the chart allows (tests/e2e/cluster.py starts one)")
+    });
+    let bucket = "e2e-ome";
+    s3_request("PUT", &s3, &format!("/{bucket}"));
+
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/ome/benchmarkjob-s3.yaml"),
+    )
+    .expect("the OME example");
+    let mut document: serde_json::Value =
+        serde_saphyr::from_str(&example).expect("the OME example is YAML");
+    // As `perfsweep run` reads it: converted, then the inline profile moved into a Secret.
+    let notes = perfsweep_benchmarks::ome::convert(&mut document).expect("a BenchmarkJob");
+    assert_eq!(document["kind"], "LLMInference", "{notes:?}");
+    perfsweep_benchmarks::output::move_inline_credentials(&mut document)
+        .expect("the example's credentials move into a Secret");
+    let mut spec = document["spec"].clone();
+    // The example's service and bucket are placeholders: the simulator stands in for the
+    // model server, and the harness's S3 server for AWS (the region the URI names stays).
+    spec["endpoint"] = json!({"simulator": {"ttftMillis": 20, "itlMillis": 5, "capacity": 8}});
+    spec["numConcurrency"] = json!([1, 4]);
+    spec["maxRequestsPerIteration"] = json!(16);
+    spec["maxTimePerIteration"] = json!(1);
+    spec["timeout"] = json!("5m");
+    let storage_uri = format!("s3://{bucket}@us-east-1/experiments/2024");
+    spec["outputLocation"]["storageUri"] = json!(storage_uri);
+    spec["outputLocation"]["parameters"] = json!({"endpoint": s3});
+    let secret_name = spec["outputLocation"]["secretName"]
+        .as_str()
+        .expect("the conversion moved the profile into a Secret")
+        .to_owned();
+    // The Secret the conversion asks for, with keys moto accepts, labelled as export
+    // credentials (the chart requires it).
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": secret_name, "labels": {"perfsweep.io/export-credentials": "true"}},
+        "stringData": {"AWS_ACCESS_KEY_ID": "e2e", "AWS_SECRET_ACCESS_KEY": "e2e-secret"},
+    }))
+    .expect("a Secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("the export Secret created");
+
+    let name = "e2e-ome-s3";
+    let api = benchmarks(&client, "LLMInference");
+    delete_and_wait(&client, &api, name).await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference", "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("benchmark object");
+    let started = Instant::now();
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("LLMInference {name} created: {e}"));
+    let exported = |status: &serde_json::Value| {
+        finished(status)
+            && status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                // Uploaded, or given up on; while it retries, the reason is ExportRetrying.
+                .any(|c| c["type"] == "Exported" && c["reason"] != "ExportRetrying")
+    };
+    let status = wait_for_status(&api, name, Duration::from_mins(6), |s| {
+        exported(s) || s["phase"] == "Failed" || s["phase"] == "Invalid"
+    })
+    .await;
+    let outcome = Outcome {
+        phase: status["phase"].as_str().unwrap_or_default().to_owned(),
+        status: status.clone(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    report("LLMInference(OME example, S3 export)", name, &outcome);
+    assert_succeeded("LLMInference", &outcome);
+    let condition = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Exported")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(condition["status"], "True", "{status}");
+    let listing = s3_request(
+        "GET",
+        &s3,
+        &format!("/{bucket}?list-type=2&prefix=experiments/2024"),
+    );
+    let keys: Vec<&str> = listing
+        .split("<Key>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</Key>").next())
+        .collect();
+    println!(
+        "E2E S3 export: {} object(s) under s3://{bucket}/experiments/2024: {keys:?}",
+        keys.len()
+    );
+    assert!(
+        keys.iter().any(|k| k.ends_with(".json")) && keys.len() >= 2,
+        "the record and its evidence in the bucket: {listing}"
+    );
+    delete_and_wait(&client, &api, name).await;
+    let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
+}
+
+/// One plain request to the S3 server (moto accepts unsigned bucket operations): the
+/// response body. The suite needs no S3 client for a bucket and a listing.
+fn s3_request(method: &str, base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|e| panic!("the S3 server at {base}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("a read timeout");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("the request sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("the S3 server answers");
+    assert!(
+        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"),
+        "{method} {path}: {response}"
+    );
+    response
+}
+
 #[tokio::test]
 #[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
 async fn every_kind_llm_inference_against_the_simulator() {

@@ -49,6 +49,13 @@ ETCD_PORT = 23790
 ETCD_PEER_PORT = 23800
 SERVICE_RANGE = "10.96.0.0/16"
 NAMESPACE = "perfsweep-system"
+# A real S3-compatible server (PyPI's moto[server], which .ci/run installs) on the bridge,
+# where pods reach it: the suite exports the OME example's results there.
+S3_PORT = 9000
+S3_URL = f"http://{API_IP}:{S3_PORT}"
+# The static local volumes the harness provisions on every node, and their class.
+LOCAL_STORAGE_CLASS = "e2e-local"
+LOCAL_VOLUMES_PER_NODE = 2
 CGROUP_ROOT = "/sys/fs/cgroup"
 # Images images/build makes (tagged as the kinds name them) and the sandbox image.
 IMAGES = ["operator", "iperf", "fio", "mpi-benchmarks", "openfoam", "pytorch", "perfsweep"]
@@ -728,6 +735,52 @@ def chart_for_this_cluster():
     return copy
 
 
+def start_s3():
+    """moto's S3 server on the bridge address, if moto[server] is installed."""
+    server = shutil.which("moto_server")
+    if not server:
+        log("NO S3: moto_server is not installed (pip install 'moto[server]'); the S3 export test will fail")
+        return
+    start("moto-s3", [server, "-H", API_IP, "-p", str(S3_PORT)])
+    def answers():
+        try:
+            with urllib.request.urlopen(f"{S3_URL}/", timeout=2):
+                return True
+        except (OSError, ValueError):
+            return False
+    wait_for("the S3 server", answers, timeout=60)
+
+
+def provision_local_volumes():
+    """What sig-storage's local static provisioner does, done once: a directory per
+    volume on each node and a `local` PersistentVolume bound to that node, in a
+    WaitForFirstConsumer StorageClass, so a PVC binds where its pod is scheduled."""
+    objects = [{
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": LOCAL_STORAGE_CLASS},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
+    }]
+    for index in range(1, NODES + 1):
+        for volume in range(LOCAL_VOLUMES_PER_NODE):
+            path = STATE / "local-volumes" / node_name(index) / f"vol{volume}"
+            path.mkdir(parents=True, exist_ok=True)
+            # Pods run as 65532: the volume is theirs to write.
+            path.chmod(0o777)
+            objects.append({
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": f"e2e-local-{node_name(index)}-{volume}"},
+                "spec": {
+                    "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": LOCAL_STORAGE_CLASS,
+                    "local": {"path": str(path)},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name(index)]}]}]}},
+                },
+            })
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    log(f"local volumes: {NODES * LOCAL_VOLUMES_PER_NODE} PersistentVolumes in StorageClass {LOCAL_STORAGE_CLASS}")
+
+
 def install_chart():
     helm, config = helm_config()
     values = {
@@ -743,6 +796,8 @@ def install_chart():
             ],
         },
         "benchmarkDefaults": {"scheduler": "volcano" if have_volcano() else "default"},
+        # The suite's S3 server, plain http on the bridge (the administrator's choice).
+        "export": {"allowedEndpoints": [S3_URL], "allowPlainHttp": True},
     }
     started = time.time()
     with helm.Chart.load(str(chart_for_this_cluster())) as chart:
@@ -822,6 +877,8 @@ def up(images):
     for index in range(1, NODES + 1):
         # The node-pair sweep of the suite selects these.
         kubectl("label", "node", node_name(index), "perfsweep.io/e2e=true", "--overwrite")
+    provision_local_volumes()
+    start_s3()
     wait_for("the default ServiceAccount", lambda: kubectl("get", "serviceaccount", "default", check=False, quiet=True).returncode == 0, timeout=60)
     if have_volcano():
         wait_for("Volcano's default queue", lambda: kubectl("get", "queue", "default", check=False, quiet=True).returncode == 0, timeout=60)
@@ -908,7 +965,7 @@ def down():
     for index in range(1, NODES + 1):
         if pid_of(f"containerd-{index}") and alive(pid_of(f"containerd-{index}")):
             stop_pods(index)
-    for name in ("vc-scheduler", "vc-controller-manager", "coredns", "kube-scheduler", "kube-controller-manager"):
+    for name in ("moto-s3", "vc-scheduler", "vc-controller-manager", "coredns", "kube-scheduler", "kube-controller-manager"):
         stop(name)
     for index in range(1, NODES + 1):
         stop(f"containerd-{index}")
@@ -995,6 +1052,8 @@ def suite_env():
         "PERFSWEEP_E2E_HARNESS": str(Path(__file__).resolve()),
         "PERFSWEEP_E2E_SCHEDULER": "volcano" if have_volcano() else "default",
         "PERFSWEEP_E2E_VOLCANO": "1" if have_volcano() else "0",
+        "PERFSWEEP_E2E_S3": S3_URL,
+        "PERFSWEEP_E2E_STORAGE_CLASS": LOCAL_STORAGE_CLASS,
     }
 
 

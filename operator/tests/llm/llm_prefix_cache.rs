@@ -66,8 +66,11 @@ async fn shared_prefixes_hit_the_simulators_cache_and_reach_the_first_token_soon
         iteration.ttft_millis.p50,
         unshared_iteration.ttft_millis.p50,
     );
+    // The simulator prefills 1,600 more tokens without the cache: 80 ms more. A busy
+    // machine adds its scheduling delay to both medians, so the gap, not the ratio, is
+    // what shows the cache (at least half of it, whatever the load).
     assert!(
-        fast * 2.0 < slow && slow >= 80.0,
+        slow - fast > 40.0 && slow >= 80.0,
         "median TTFT {fast} ms with shared prefixes, {slow} ms without"
     );
 }

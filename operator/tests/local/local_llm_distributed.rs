@@ -97,7 +97,18 @@ fn three_local_workers_share_the_load_and_merge_exactly() {
         assert_eq!(ttft["p99"].as_f64(), Some(expected.p99), "{ttft}");
         assert_eq!(ttft["p50"].as_f64(), Some(expected.p50), "{ttft}");
         let mean = ttft["mean"].as_f64().expect("mean");
-        assert!((30.0..36.0).contains(&mean), "TTFT mean {mean} ms");
+        // The simulator's 30 ms, plus what the machine adds: up to how late it woke the
+        // workers in this iteration (their own probes), twice over on a busy machine.
+        let late = iteration["clients"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["maxWakeupDelayMillis"].as_f64())
+            .fold(0.0, f64::max);
+        assert!(
+            (30.0..36.0 + 2.0 * late).contains(&mean),
+            "TTFT mean {mean} ms (wakeups up to {late} ms late)"
+        );
         // Every worker watched its own CPU.
         let clients: Vec<u64> = iteration["clients"]
             .as_array()

@@ -24,4 +24,5 @@ mod outcome_parity;
 pub mod output_dir;
 pub mod records;
 pub mod telemetry;
+pub mod token;
 pub mod verdict;

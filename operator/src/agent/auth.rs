@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use ring::hmac;
-use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 /// Longest command line (`BARRIER <name> <index>` and the like).
@@ -24,13 +23,9 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// How long the agent waits for each line of a request before it hangs up.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A new random token, hex-encoded (256 bits).
-pub fn random_token() -> anyhow::Result<String> {
-    let mut bytes = [0u8; 32];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| anyhow::anyhow!("the system's random number generator failed"))?;
-    Ok(hex(&bytes))
+/// A new random token, hex-encoded (256 bits): [`crate::token::random`].
+pub fn random_token() -> Result<String, crate::token::RandomUnavailable> {
+    crate::token::random()
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {

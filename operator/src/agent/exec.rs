@@ -37,8 +37,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-pub use super::auth::random_token;
-use super::auth::{self, MAX_LINE, READ_TIMEOUT, sign, verify};
+use super::auth::{self, MAX_LINE, READ_TIMEOUT, random_token, sign, verify};
 
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;

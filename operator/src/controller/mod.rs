@@ -37,6 +37,12 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    #[error("making {what}: {source}")]
+    Random {
+        what: String,
+        #[source]
+        source: crate::token::RandomUnavailable,
+    },
 }
 
 impl Error {

@@ -284,7 +284,7 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     };
     // One random token per run: the agents accept control requests (and a launcher's
     // commands) only from holders of it, as pods do with their benchmark's Secret.
-    let launch_token = crate::agent::auth::random_token()
+    let launch_token = crate::token::random()
         .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?;
     std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
     let _scratch = RemovedOnDrop(scratch.clone());

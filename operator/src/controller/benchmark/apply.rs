@@ -84,9 +84,9 @@ pub(super) async fn create_missing(
         // A launch token is made here, once: rendering is pure, and a Secret that
         // exists already keeps its token (create answers Existed).
         let mut secret = if render::launch::needs_token(secret) {
-            let token = crate::agent::exec::random_token().map_err(|e| Error::Kube {
-                action: format!("making the launch token of {}", target.describe()),
-                source: kube::Error::Service(e.into()),
+            let token = crate::token::random().map_err(|source| Error::Random {
+                what: format!("the launch token of {}", target.describe()),
+                source,
             })?;
             render::launch::with_token(secret, &token)
         } else {

@@ -157,7 +157,9 @@ fn operator_error_reason(error: &Error) -> Reason {
         },
         // No answer at all: connection refused, TLS, timeouts.
         Error::Kube { .. } => Reason::APIUnavailable,
-        Error::MissingNamespace { .. } | Error::Serialize { .. } => Reason::OperatorError,
+        Error::MissingNamespace { .. } | Error::Serialize { .. } | Error::Random { .. } => {
+            Reason::OperatorError
+        }
     }
 }
 

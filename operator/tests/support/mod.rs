@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 /// only the ceiling: generous, because a CI machine under load was seen to run these
 /// binaries four times slower than an idle one (issue 27), and a ceiling too low fails a
 /// correct operator.
-pub const WAIT: Duration = Duration::from_secs(60);
+pub const WAIT: Duration = Duration::from_mins(1);
 const POLL: Duration = Duration::from_millis(10);
 
 /// Where the tests put their sets (and so where the children go).

@@ -199,12 +199,12 @@ pub struct Check {
 /// The verdict on one result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Verdict {
+pub struct Judgement {
     pub accepted: bool,
     pub checks: Vec<Check>,
 }
 
-impl Verdict {
+impl Judgement {
     pub fn reason(&self) -> &'static str {
         if self.accepted {
             CRITERIA_MET
@@ -243,7 +243,7 @@ impl Verdict {
 }
 
 /// Judges `metrics` (one result's) by `criteria`; `None` without criteria.
-pub fn evaluate(criteria: &[Criterion], metrics: &[Metric]) -> Option<Verdict> {
+pub fn evaluate(criteria: &[Criterion], metrics: &[Metric]) -> Option<Judgement> {
     if criteria.is_empty() {
         return None;
     }
@@ -266,7 +266,7 @@ pub fn evaluate(criteria: &[Criterion], metrics: &[Metric]) -> Option<Verdict> {
             }
         })
         .collect();
-    Some(Verdict {
+    Some(Judgement {
         accepted: checks.iter().all(|c| c.passed),
         checks,
     })
@@ -281,7 +281,7 @@ pub trait ResultMetrics {
 
 /// The verdict on a result (`status.result`) of `kind` under the criteria in `spec`;
 /// `None` when the spec has none.
-pub fn judge(kind: &impl ResultMetrics, spec: &Value, result: &Value) -> Option<Verdict> {
+pub fn judge(kind: &impl ResultMetrics, spec: &Value, result: &Value) -> Option<Judgement> {
     let criteria = criteria_of(spec);
     if criteria.is_empty() {
         return None;

@@ -19,7 +19,7 @@ pub const EXIT_NOT_ACCEPTED: u8 = 3;
 
 /// The verdict on one benchmark.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
+pub enum Acceptance {
     /// Its spec had no acceptance criteria.
     NoCriteria,
     Accepted,
@@ -29,7 +29,7 @@ pub enum Verdict {
     NotJudged,
 }
 
-impl Verdict {
+impl Acceptance {
     /// Judges a finished benchmark of `kind` with `spec`: `result` is `None` when it
     /// failed.
     pub fn of(kind: &KindInfo, spec: &Value, result: Option<&Value>) -> Self {
@@ -44,7 +44,7 @@ impl Verdict {
 
     /// The verdict on a benchmark with `spec` given the acceptance verdict the outcome
     /// logic gave: `None` when it failed; `Some(None)` when it succeeded unjudged.
-    pub fn judged(spec: &Value, judged: Option<Option<&acceptance::Verdict>>) -> Self {
+    pub fn judged(spec: &Value, judged: Option<Option<&acceptance::Judgement>>) -> Self {
         let has_criteria = !acceptance::criteria_of(spec).is_empty();
         match (has_criteria, judged) {
             (false, _) => Self::NoCriteria,
@@ -83,17 +83,17 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn add(&mut self, succeeded: bool, verdict: &Verdict) {
+    pub fn add(&mut self, succeeded: bool, verdict: &Acceptance) {
         if succeeded {
             self.succeeded += 1;
         } else {
             self.failed += 1;
         }
         match verdict {
-            Verdict::NoCriteria => {}
-            Verdict::Accepted => self.accepted += 1,
-            Verdict::Rejected(_) => self.rejected += 1,
-            Verdict::NotJudged => self.not_judged += 1,
+            Acceptance::NoCriteria => {}
+            Acceptance::Accepted => self.accepted += 1,
+            Acceptance::Rejected(_) => self.rejected += 1,
+            Acceptance::NotJudged => self.not_judged += 1,
         }
     }
 
@@ -224,39 +224,39 @@ mod tests {
         let criteria =
             |min: f64| json!({"acceptance": [{"metric": "received_bits_per_second", "min": min}]});
         assert_eq!(
-            Verdict::of(iperf(), &criteria(1.0), Some(&result)),
-            Verdict::Accepted
+            Acceptance::of(iperf(), &criteria(1.0), Some(&result)),
+            Acceptance::Accepted
         );
         let spec = criteria(1e15);
         let slow = result.clone();
-        let Verdict::Rejected(why) = Verdict::of(iperf(), &spec, Some(&slow)) else {
+        let Acceptance::Rejected(why) = Acceptance::of(iperf(), &spec, Some(&slow)) else {
             panic!("a result below the minimum is rejected");
         };
         assert!(why.contains("below the minimum"), "{why}");
-        assert_eq!(Verdict::of(iperf(), &spec, None), Verdict::NotJudged);
+        assert_eq!(Acceptance::of(iperf(), &spec, None), Acceptance::NotJudged);
         assert_eq!(
-            Verdict::of(iperf(), &json!({}), Some(&slow)),
-            Verdict::NoCriteria
+            Acceptance::of(iperf(), &json!({}), Some(&slow)),
+            Acceptance::NoCriteria
         );
     }
 
     #[test]
     fn the_exit_code_tells_not_accepted_from_failed() {
         let mut tally = Tally::default();
-        tally.add(true, &Verdict::Accepted);
+        tally.add(true, &Acceptance::Accepted);
         assert_eq!(tally.exit_code(), 0);
         assert_eq!(
             tally.verdict_line().as_deref(),
             Some("ACCEPTED: 1 accepted, 0 rejected, 0 failed without a result")
         );
-        tally.add(true, &Verdict::Rejected("slow".into()));
+        tally.add(true, &Acceptance::Rejected("slow".into()));
         assert_eq!(tally.exit_code(), EXIT_NOT_ACCEPTED);
         assert!(
             tally
                 .verdict_line()
                 .is_some_and(|l| l.starts_with("NOT ACCEPTED"))
         );
-        tally.add(false, &Verdict::NotJudged);
+        tally.add(false, &Acceptance::NotJudged);
         assert_eq!(tally.exit_code(), EXIT_FAILED_TO_RUN);
         let unjudged = Tally {
             succeeded: 2,
@@ -272,8 +272,8 @@ mod tests {
     #[test]
     fn a_fleet_its_set_does_not_accept_makes_the_run_not_accepted() {
         let mut tally = Tally::default();
-        tally.add(true, &Verdict::Accepted);
-        tally.add(true, &Verdict::Accepted);
+        tally.add(true, &Acceptance::Accepted);
+        tally.add(true, &Acceptance::Accepted);
         tally.fleets_not_accepted = 1;
         assert_eq!(tally.exit_code(), EXIT_NOT_ACCEPTED);
         let line = tally

@@ -51,7 +51,7 @@ pub struct Success {
     /// The whole report (with the raw output), to keep as evidence.
     pub report: AgentReport,
     /// The acceptance criteria's verdict on the result; `None` without criteria.
-    pub acceptance: Option<acceptance::Verdict>,
+    pub acceptance: Option<acceptance::Judgement>,
 }
 
 /// The benchmark's outcome, and the report it was read from when there was one (a

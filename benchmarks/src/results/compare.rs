@@ -28,7 +28,7 @@ impl Default for Criteria {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Verdict {
+pub enum Direction {
     Improved,
     Regressed,
     NoSignificantChange,
@@ -36,7 +36,7 @@ pub enum Verdict {
     Unstable,
 }
 
-impl Verdict {
+impl Direction {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Improved => "improved",
@@ -63,7 +63,7 @@ pub struct Change {
     /// Two-sided p-value of Welch's t-test; `None` with fewer than two repetitions on
     /// a side.
     pub p_value: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: Direction,
     /// Why this verdict, in a few words.
     pub reason: String,
 }
@@ -79,7 +79,7 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub fn count(&self, verdict: Verdict) -> usize {
+    pub fn count(&self, verdict: Direction) -> usize {
         self.changes.iter().filter(|c| c.verdict == verdict).count()
     }
 }
@@ -151,7 +151,7 @@ fn judge(
     let p_value = welch_p_value(baseline, candidate);
     let (verdict, reason) = match p_value {
         None => (
-            Verdict::Unstable,
+            Direction::Unstable,
             "fewer than 2 repetitions on a side: no test possible".to_owned(),
         ),
         Some(p) => {
@@ -161,20 +161,20 @@ fn judge(
                 let improved = up == (better == Better::Higher);
                 (
                     if improved {
-                        Verdict::Improved
+                        Direction::Improved
                     } else {
-                        Verdict::Regressed
+                        Direction::Regressed
                     },
                     format!("Welch's t-test p = {p:.3} < {}", criteria.alpha),
                 )
             } else if let Some(why) = baseline.unstable.or(candidate.unstable) {
                 (
-                    Verdict::Unstable,
+                    Direction::Unstable,
                     format!("p = {p:.3}, and a side is unstable ({why:?})"),
                 )
             } else if p < criteria.alpha {
                 (
-                    Verdict::NoSignificantChange,
+                    Direction::NoSignificantChange,
                     format!(
                         "p = {p:.3} but the change is under {}%",
                         criteria.min_relative_change * 100.0
@@ -182,7 +182,7 @@ fn judge(
                 )
             } else {
                 (
-                    Verdict::NoSignificantChange,
+                    Direction::NoSignificantChange,
                     format!("Welch's t-test p = {p:.3} ≥ {}", criteria.alpha),
                 )
             }
@@ -244,13 +244,13 @@ mod tests {
                 .unwrap()
                 .verdict
         };
-        assert_eq!(verdict("a"), Verdict::NoSignificantChange);
-        assert_eq!(verdict("b"), Verdict::Regressed);
-        assert_eq!(verdict("c"), Verdict::NoSignificantChange);
+        assert_eq!(verdict("a"), Direction::NoSignificantChange);
+        assert_eq!(verdict("b"), Direction::Regressed);
+        assert_eq!(verdict("c"), Direction::NoSignificantChange);
         let b = comparison.changes.iter().find(|c| c.case == "b").unwrap();
         assert!((b.relative_change.unwrap() + 0.1).abs() < 1e-9);
         assert!(b.p_value.unwrap() < 1e-6);
-        assert_eq!(comparison.count(Verdict::Regressed), 1);
+        assert_eq!(comparison.count(Direction::Regressed), 1);
     }
 
     #[test]
@@ -267,7 +267,7 @@ mod tests {
         );
         let throughput = &comparison.changes[0];
         assert_eq!(throughput.metric, "received_bits_per_second");
-        assert_eq!(throughput.verdict, Verdict::Improved);
+        assert_eq!(throughput.verdict, Direction::Improved);
         // Retransmits (lower is better) stayed at 0.
         let retransmits = comparison
             .changes
@@ -275,17 +275,17 @@ mod tests {
             .find(|c| c.metric == "retransmits")
             .unwrap();
         assert_eq!(retransmits.better, Better::Lower);
-        assert_eq!(retransmits.verdict, Verdict::NoSignificantChange);
+        assert_eq!(retransmits.verdict, Direction::NoSignificantChange);
 
         // Latency (lower is better) growing is a regression.
         let mut up = Summary::of(&[2.0, 2.01, 1.99], Stability::default()).unwrap();
         let base = Summary::of(&[1.0, 1.01, 0.99], Stability::default()).unwrap();
         let case = &group(&before, stability)[0];
         let change = judge(case, "x", Better::Lower, &base, &up, Criteria::default());
-        assert_eq!(change.verdict, Verdict::Regressed);
+        assert_eq!(change.verdict, Direction::Regressed);
         up.mean = 0.5;
         let change = judge(case, "x", Better::Lower, &base, &up, Criteria::default());
-        assert_eq!(change.verdict, Verdict::Improved);
+        assert_eq!(change.verdict, Direction::Improved);
     }
 
     #[test]
@@ -300,7 +300,10 @@ mod tests {
             true,
         );
         assert_eq!(comparison.changes.len(), 1);
-        assert_eq!(comparison.changes[0].verdict, Verdict::NoSignificantChange);
+        assert_eq!(
+            comparison.changes[0].verdict,
+            Direction::NoSignificantChange
+        );
         assert_eq!(comparison.only_baseline, vec!["IPerf streams=8"]);
         assert_eq!(comparison.only_candidate, vec!["IPerf streams=16"]);
     }
@@ -310,7 +313,7 @@ mod tests {
         let stability = Stability::default();
         let one = group(&[iperf("r", "a", 1, 0, 1e9)], stability);
         let comparison = compare(&one, &one, Criteria::default(), true);
-        assert_eq!(comparison.changes[0].verdict, Verdict::Unstable);
+        assert_eq!(comparison.changes[0].verdict, Direction::Unstable);
 
         let noisy: Vec<_> = [1.0, 1.3, 0.7, 1.2, 0.8]
             .iter()
@@ -328,6 +331,6 @@ mod tests {
             Criteria::default(),
             true,
         );
-        assert_eq!(comparison.changes[0].verdict, Verdict::Unstable);
+        assert_eq!(comparison.changes[0].verdict, Direction::Unstable);
     }
 }

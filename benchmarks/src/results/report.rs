@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::plot::{self, Axis, PlotSpec, escape};
 use super::{Case, describe_permutation, si};
-use crate::acceptance::{self, Verdict};
+use crate::acceptance::{self, Judgement};
 use crate::record::{RecordOutcome, ResultRecord};
 
 /// The acceptance of one record.
@@ -15,7 +15,7 @@ use crate::record::{RecordOutcome, ResultRecord};
 pub enum RunVerdict {
     /// The spec had no criteria.
     NoCriteria,
-    Judged(Verdict),
+    Judged(Judgement),
     /// The run failed: no result, not accepted.
     Failed {
         reason: String,

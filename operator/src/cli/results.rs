@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
-use perfsweep_benchmarks::results::compare::{self, Criteria, Verdict};
+use perfsweep_benchmarks::results::compare::{self, Criteria, Direction};
 use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
 use perfsweep_benchmarks::results::{self, describe_permutation, si};
 use perfsweep_benchmarks::results::{intake, raster};
@@ -189,7 +189,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", compare_table(&comparison));
             }
-            Ok(if comparison.count(Verdict::Regressed) > 0 {
+            Ok(if comparison.count(Direction::Regressed) > 0 {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
@@ -692,10 +692,10 @@ fn compare_table(comparison: &compare::Comparison) -> String {
         out,
         "{} improved, {} regressed, {} no significant change, {} unstable \
          (Welch's two-sided t-test on the repetitions)",
-        comparison.count(Verdict::Improved),
-        comparison.count(Verdict::Regressed),
-        comparison.count(Verdict::NoSignificantChange),
-        comparison.count(Verdict::Unstable),
+        comparison.count(Direction::Improved),
+        comparison.count(Direction::Regressed),
+        comparison.count(Direction::NoSignificantChange),
+        comparison.count(Direction::Unstable),
     );
     out
 }

@@ -16,7 +16,7 @@ use super::files;
 use crate::local::sweep::SetRun;
 use crate::local::{self, LocalOptions, LocalOutcome, LocalRun, table};
 use crate::output_dir::{self, Existing};
-use crate::verdict::{Ended, Signals, Stop, Tally, Verdict};
+use crate::verdict::{Acceptance, Ended, Signals, Stop, Tally};
 use perfsweep_benchmarks::kinds::llm::chart;
 use perfsweep_benchmarks::kinds::llm::result::LLMInferenceResult;
 
@@ -462,9 +462,9 @@ async fn run_each(
         }
         let verdict = match &run.outcome {
             LocalOutcome::Succeeded { acceptance, .. } => {
-                Verdict::judged(&job.spec, Some(acceptance.as_ref()))
+                Acceptance::judged(&job.spec, Some(acceptance.as_ref()))
             }
-            LocalOutcome::Failed(_) => Verdict::judged(&job.spec, None),
+            LocalOutcome::Failed(_) => Acceptance::judged(&job.spec, None),
         };
         progress.tally.add(run.outcome.result().is_some(), &verdict);
         let shown = match &run.outcome {
@@ -472,9 +472,9 @@ async fn run_each(
             LocalOutcome::Failed(failure) => format!("FAILED {failure}"),
         };
         let judged = match &verdict {
-            Verdict::Accepted => " accepted".to_owned(),
-            Verdict::Rejected(why) => format!(" REJECTED: {why}"),
-            Verdict::NoCriteria | Verdict::NotJudged => String::new(),
+            Acceptance::Accepted => " accepted".to_owned(),
+            Acceptance::Rejected(why) => format!(" REJECTED: {why}"),
+            Acceptance::NoCriteria | Acceptance::NotJudged => String::new(),
         };
         eprintln!("{shown} ({:.1}s){judged}", run.elapsed.as_secs_f64());
         if let Some(dir) = output {

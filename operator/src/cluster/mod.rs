@@ -22,7 +22,7 @@ use crate::controller::benchmarkset::api_resource;
 use crate::local::table;
 use crate::output_dir::write_atomic;
 use crate::records::{Kept, cluster_record};
-use crate::verdict::{Ended, Stop, Tally, Verdict};
+use crate::verdict::{Acceptance, Ended, Stop, Tally};
 
 /// Where the cluster is and how to use it.
 #[derive(Clone, Debug, Default)]
@@ -361,9 +361,9 @@ async fn download(
             if let Some(line) = failure_line(&record) {
                 eprintln!("{line}");
             }
-            let verdict = Verdict::of(kind, &record.spec, outcome);
+            let verdict = Acceptance::of(kind, &record.spec, outcome);
             tally.add(outcome.is_some(), &verdict);
-            if let Verdict::Rejected(why) = &verdict {
+            if let Acceptance::Rejected(why) = &verdict {
                 eprintln!("{} REJECTED: {why}", record.benchmark.name);
             }
             rows.push(table::Row {

@@ -53,7 +53,7 @@ pub enum LocalOutcome {
         summary: String,
         result: Value,
         /// The acceptance criteria's verdict; `None` without criteria.
-        acceptance: Option<perfsweep_benchmarks::acceptance::Verdict>,
+        acceptance: Option<perfsweep_benchmarks::acceptance::Judgement>,
     },
     Failed(Failure),
 }

@@ -222,7 +222,7 @@ mod tests {
             OutlierRule::default(),
             expansion,
         );
-        let verdict = |accepted: bool| acceptance::Verdict {
+        let verdict = |accepted: bool| acceptance::Judgement {
             accepted,
             checks: Vec::new(),
         };

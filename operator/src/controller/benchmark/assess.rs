@@ -1,5 +1,5 @@
 //! What a benchmark's pods (and PodGroup) say about it: pure functions from observed
-//! objects and the clock to a [`Verdict`], and from a verdict to status conditions.
+//! objects and the clock to a [`Assessment`], and from a verdict to status conditions.
 
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ impl Progress {
 
 /// What to do about a benchmark.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Assessment {
     /// Not all pods run yet; look again by `recheck_in` at the latest (a deadline).
     Waiting { recheck_in: Duration },
     /// Every pod runs or ran; the result is not in yet.
@@ -78,12 +78,12 @@ pub enum Verdict {
 }
 
 /// Looks at the pods and the clock.
-pub fn assess(observed: &Observed<'_>) -> (Verdict, Progress) {
+pub fn assess(observed: &Observed<'_>) -> (Assessment, Progress) {
     let progress = progress(observed);
     (verdict(observed, &progress), progress)
 }
 
-fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
+fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
     let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
     let succeeded = |name: &str| pod(name).is_some_and(|p| phase_of(p) == "Succeeded");
     // The operator deletes its pods only once a benchmark has ended: one being deleted
@@ -95,7 +95,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
             p.metadata.deletion_timestamp.is_some() && (observed.ran || phase_of(p) != "Pending")
         })
     }) {
-        return Verdict::Failed {
+        return Assessment::Failed {
             failure: Failure::new(
                 Reason::PodDeleted,
                 format!("pod {name} was deleted while the benchmark ran"),
@@ -104,18 +104,18 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         };
     }
     if succeeded(observed.result_pod) && observed.result_siblings.iter().all(|n| succeeded(n)) {
-        return Verdict::ReadResult;
+        return Assessment::ReadResult;
     }
     for name in observed.expected {
         let Some(pod) = pod(name) else { continue };
         if phase_of(pod) == "Failed" {
-            return Verdict::Failed {
+            return Assessment::Failed {
                 failure: Failure::new(Reason::PodFailed, pod_failure_message(pod)),
                 pod: Some(name.clone()),
             };
         }
         if let Some(message) = image_pull_failure(pod) {
-            return Verdict::Failed {
+            return Assessment::Failed {
                 failure: Failure::new(Reason::ImagePullFailure, message),
                 pod: Some(name.clone()),
             };
@@ -124,7 +124,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     if observed.ran
         && let Some(name) = progress.missing.first()
     {
-        return Verdict::Failed {
+        return Assessment::Failed {
             failure: Failure::new(
                 Reason::PodDeleted,
                 format!("pod {name} was deleted while the benchmark ran"),
@@ -133,7 +133,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         };
     }
     if let Some(failure) = never_placeable(observed) {
-        return Verdict::Failed { failure, pod: None };
+        return Assessment::Failed { failure, pod: None };
     }
     let timeout = observed.timeout;
     let deadline = later(observed.created, timeout);
@@ -145,7 +145,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
     if let Some((_, why)) = &progress.unschedulable
         && (passed(deadline) || unschedulable_deadline.is_some_and(passed))
     {
-        return Verdict::Failed {
+        return Assessment::Failed {
             failure: Failure::new(
                 Reason::Unschedulable,
                 format!(
@@ -165,7 +165,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
                 progress.started, progress.total
             )
         };
-        return Verdict::Failed {
+        return Assessment::Failed {
             failure: Failure::new(
                 Reason::TimedOut,
                 format!(
@@ -188,9 +188,9 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Verdict {
         // Just past the deadline, so that the next look sees it passed.
         .saturating_add(Duration::from_millis(50));
     if progress.all_started() {
-        Verdict::Running { recheck_in }
+        Assessment::Running { recheck_in }
     } else {
-        Verdict::Waiting { recheck_in }
+        Assessment::Waiting { recheck_in }
     }
 }
 
@@ -577,7 +577,7 @@ mod tests {
             }
         }
 
-        fn assess(&self) -> (Verdict, Progress) {
+        fn assess(&self) -> (Assessment, Progress) {
             assess(&Observed {
                 expected: &self.expected,
                 result_pod: "b-client-0",
@@ -603,7 +603,7 @@ mod tests {
         let (verdict, progress) = case.assess();
         assert_eq!(
             verdict,
-            Verdict::Waiting {
+            Assessment::Waiting {
                 recheck_in: Duration::from_millis(50_050)
             }
         );
@@ -614,13 +614,13 @@ mod tests {
             pod("b-server-0", running()),
             pod("b-client-0", running()),
         ]);
-        assert!(matches!(case.assess().0, Verdict::Running { .. }));
+        assert!(matches!(case.assess().0, Assessment::Running { .. }));
 
         let case = Case::new(vec![
             pod("b-server-0", running()),
             pod("b-client-0", json!({"phase": "Succeeded"})),
         ]);
-        assert_eq!(case.assess().0, Verdict::ReadResult);
+        assert_eq!(case.assess().0, Assessment::ReadResult);
     }
 
     #[test]
@@ -631,7 +631,7 @@ mod tests {
                 "state": {"waiting": {"reason": reason, "message": "not found"}},
             }]});
             let (verdict, _) = Case::new(vec![pod("b-client-0", status)]).assess();
-            let Verdict::Failed { failure, pod } = verdict else {
+            let Assessment::Failed { failure, pod } = verdict else {
                 panic!("{reason}: {verdict:?}")
             };
             assert_eq!(failure.reason, "ImagePullFailure");
@@ -652,7 +652,7 @@ mod tests {
             "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "connection refused\n"}},
         }]});
         let (verdict, _) = Case::new(vec![pod("b-client-0", status)]).assess();
-        let Verdict::Failed { failure, .. } = verdict else {
+        let Assessment::Failed { failure, .. } = verdict else {
             panic!("{verdict:?}")
         };
         assert_eq!(failure.reason, "PodFailed");
@@ -663,7 +663,7 @@ mod tests {
 
         let evicted = json!({"phase": "Failed", "reason": "Evicted", "message": "low on memory"});
         let (verdict, _) = Case::new(vec![pod("b-server-0", evicted)]).assess();
-        let Verdict::Failed { failure, .. } = verdict else {
+        let Assessment::Failed { failure, .. } = verdict else {
             panic!("{verdict:?}")
         };
         assert_eq!(
@@ -683,12 +683,12 @@ mod tests {
             pod("b-client-0", status),
         ]);
         let (verdict, progress) = case.assess();
-        assert!(matches!(verdict, Verdict::Waiting { .. }), "{verdict:?}");
+        assert!(matches!(verdict, Assessment::Waiting { .. }), "{verdict:?}");
         assert_eq!(progress.unschedulable.map(|u| u.0), Some(at(5)));
 
         case.now = at(60);
         let (verdict, _) = case.assess();
-        let Verdict::Failed { failure, .. } = verdict else {
+        let Assessment::Failed { failure, .. } = verdict else {
             panic!("{verdict:?}")
         };
         assert_eq!(failure.reason, "Unschedulable");
@@ -714,7 +714,7 @@ mod tests {
         let mut case = Case::new(Vec::new());
         case.pod_group = Some(group);
         let (verdict, progress) = case.assess();
-        assert!(matches!(verdict, Verdict::Waiting { .. }));
+        assert!(matches!(verdict, Assessment::Waiting { .. }));
         let conditions =
             progress_conditions(&progress, true, case.pod_group.as_ref(), None, at(10));
         let gang = conditions
@@ -726,7 +726,7 @@ mod tests {
             ("False", "Unschedulable")
         );
         case.now = at(61);
-        let Verdict::Failed { failure, .. } = case.assess().0 else {
+        let Assessment::Failed { failure, .. } = case.assess().0 else {
             panic!("expected a failure")
         };
         assert_eq!(failure.reason, "Unschedulable");
@@ -740,7 +740,7 @@ mod tests {
         ]);
         case.ran = true;
         case.now = at(60);
-        let Verdict::Failed { failure, .. } = case.assess().0 else {
+        let Assessment::Failed { failure, .. } = case.assess().0 else {
             panic!("expected a failure")
         };
         assert_eq!(failure.reason, "TimedOut");
@@ -755,7 +755,7 @@ mod tests {
     fn a_pod_deleted_while_running_fails_the_benchmark() {
         let mut case = Case::new(vec![pod("b-server-0", running())]);
         case.ran = true;
-        let Verdict::Failed { failure, .. } = case.assess().0 else {
+        let Assessment::Failed { failure, .. } = case.assess().0 else {
             panic!("expected a failure")
         };
         assert_eq!(failure.reason, "PodDeleted");
@@ -782,7 +782,7 @@ mod tests {
                 pod("b-server-0", running()),
                 pod("b-client-0", unschedulable(message)),
             ]);
-            let Verdict::Failed { failure, .. } = case.assess().0 else {
+            let Assessment::Failed { failure, .. } = case.assess().0 else {
                 panic!("{message}: expected a failure at once")
             };
             assert_eq!(failure.reason, "Unschedulable", "{message}");
@@ -804,7 +804,7 @@ mod tests {
                 pod("b-client-0", unschedulable(message)),
             ]);
             assert!(
-                matches!(case.assess().0, Verdict::Waiting { .. }),
+                matches!(case.assess().0, Assessment::Waiting { .. }),
                 "{message}"
             );
         }
@@ -832,7 +832,7 @@ mod tests {
                 deleted(pod("b-client-0", client.clone())),
             ]);
             case.ran = ran;
-            let Verdict::Failed { failure, pod } = case.assess().0 else {
+            let Assessment::Failed { failure, pod } = case.assess().0 else {
                 panic!("{client}: expected a failure")
             };
             assert_eq!(failure.reason, "PodDeleted", "{client}");
@@ -847,7 +847,7 @@ mod tests {
             pod("b-server-0", running()),
             deleted(pod("b-client-0", json!({"phase": "Pending"}))),
         ]);
-        assert!(matches!(case.assess().0, Verdict::Waiting { .. }));
+        assert!(matches!(case.assess().0, Assessment::Waiting { .. }));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use kube::runtime::events::EventType;
 use perfsweep_benchmarks::acceptance;
 use perfsweep_benchmarks::status::{BenchmarkStatus, Phase, condition_status, set_condition};
 
-use super::assess::{self, Failure, Observed, Progress, Verdict};
+use super::assess::{self, Assessment, Failure, Observed, Progress};
 use super::observe::Observation;
 use super::prepare::Prepared;
 use super::target::Target;
@@ -20,7 +20,7 @@ use super::{OPERATOR_ERROR_CONDITION, RESYNC};
 /// What a reconcile of an unfinished benchmark decides from what it observed.
 pub(super) struct Next<R> {
     /// What the pods mean.
-    pub verdict: Verdict,
+    pub verdict: Assessment,
     /// The status as of this reconcile: generation observed, progress conditions.
     pub status: BenchmarkStatus<R>,
     /// Objects are missing and to be created, with the status the benchmark waits in
@@ -88,14 +88,14 @@ fn stays_true<R>(old: &BenchmarkStatus<R>, type_: &str) -> bool {
 /// never all ran (never after), and only when something is missing (or its PodGroup
 /// cannot be, which creating reports).
 pub(super) fn needs_objects<R>(
-    verdict: &Verdict,
+    verdict: &Assessment,
     old: &BenchmarkStatus<R>,
     progress: &Progress,
     gang: bool,
     volcano: bool,
     pod_group_missing: bool,
 ) -> bool {
-    matches!(verdict, Verdict::Waiting { .. })
+    matches!(verdict, Assessment::Waiting { .. })
         && old.started_at.is_none()
         && (!progress.missing.is_empty() || pod_group_missing || (gang && !volcano))
 }
@@ -132,13 +132,13 @@ pub(super) struct GoingOn<R> {
 /// `None`: the benchmark ends (a result to read, or a failure).
 pub(super) fn going_on<R: Clone>(
     status: &BenchmarkStatus<R>,
-    verdict: &Verdict,
+    verdict: &Assessment,
     now: Timestamp,
 ) -> Option<GoingOn<R>> {
     let (running, recheck_in) = match verdict {
-        Verdict::Waiting { recheck_in } => (false, *recheck_in),
-        Verdict::Running { recheck_in } => (true, *recheck_in),
-        Verdict::ReadResult | Verdict::Failed { .. } => return None,
+        Assessment::Waiting { recheck_in } => (false, *recheck_in),
+        Assessment::Running { recheck_in } => (true, *recheck_in),
+        Assessment::ReadResult | Assessment::Failed { .. } => return None,
     };
     let mut status = status.clone();
     if running {
@@ -228,10 +228,10 @@ mod tests {
 
     #[test]
     fn objects_are_created_only_while_waiting_for_pods_that_never_ran() {
-        let waiting = Verdict::Waiting {
+        let waiting = Assessment::Waiting {
             recheck_in: Duration::from_secs(5),
         };
-        let running = Verdict::Running {
+        let running = Assessment::Running {
             recheck_in: Duration::from_secs(5),
         };
         // (verdict, ran before, missing pods, gang, volcano, PodGroup missing, create?)
@@ -267,7 +267,7 @@ mod tests {
                 false,
             ),
             (
-                &Verdict::ReadResult,
+                &Assessment::ReadResult,
                 false,
                 &["b-server-0"][..],
                 false,
@@ -295,10 +295,10 @@ mod tests {
 
     #[test]
     fn a_benchmark_going_on_is_pending_until_it_runs_and_never_pending_again() {
-        let wait = Verdict::Waiting {
+        let wait = Assessment::Waiting {
             recheck_in: Duration::from_mins(10),
         };
-        let run = Verdict::Running {
+        let run = Assessment::Running {
             recheck_in: Duration::from_secs(5),
         };
         // (old phase, ran before, verdict, phase, started at, recheck in)
@@ -340,7 +340,7 @@ mod tests {
             assert_eq!(going.recheck_in, recheck_in, "{phase:?} {verdict:?}");
         }
         assert_eq!(
-            going_on(&status(None, false), &Verdict::ReadResult, now()),
+            going_on(&status(None, false), &Assessment::ReadResult, now()),
             None
         );
     }
@@ -407,7 +407,7 @@ mod tests {
         ran: bool,
         volcano: bool,
         create: bool,
-        verdict: fn(&Verdict) -> bool,
+        verdict: fn(&Assessment) -> bool,
     }
 
     #[test]
@@ -460,7 +460,7 @@ mod tests {
                 ran: false,
                 volcano: true,
                 create: true,
-                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+                verdict: |v| matches!(v, Assessment::Waiting { .. }),
             },
             Row {
                 what: "made, not scheduled: wait",
@@ -469,7 +469,7 @@ mod tests {
                 ran: false,
                 volcano: true,
                 create: false,
-                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+                verdict: |v| matches!(v, Assessment::Waiting { .. }),
             },
             Row {
                 what: "one pod missing before the run: create it",
@@ -478,7 +478,7 @@ mod tests {
                 ran: false,
                 volcano: true,
                 create: true,
-                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+                verdict: |v| matches!(v, Assessment::Waiting { .. }),
             },
             Row {
                 what: "all running",
@@ -487,7 +487,7 @@ mod tests {
                 ran: false,
                 volcano: true,
                 create: false,
-                verdict: |v| matches!(v, Verdict::Running { .. }),
+                verdict: |v| matches!(v, Assessment::Running { .. }),
             },
             Row {
                 what: "the result pod succeeded: read the result",
@@ -496,7 +496,7 @@ mod tests {
                 ran: true,
                 volcano: true,
                 create: false,
-                verdict: |v| *v == Verdict::ReadResult,
+                verdict: |v| *v == Assessment::ReadResult,
             },
             Row {
                 what: "a pod gone after the run started: failed, nothing made again",
@@ -505,7 +505,7 @@ mod tests {
                 ran: true,
                 volcano: true,
                 create: false,
-                verdict: |v| matches!(v, Verdict::Failed { failure, .. } if failure.reason == "PodDeleted"),
+                verdict: |v| matches!(v, Assessment::Failed { failure, .. } if failure.reason == "PodDeleted"),
             },
             Row {
                 what: "a gang without Volcano: creating says why it cannot",
@@ -514,7 +514,7 @@ mod tests {
                 ran: false,
                 volcano: false,
                 create: true,
-                verdict: |v| matches!(v, Verdict::Waiting { .. }),
+                verdict: |v| matches!(v, Assessment::Waiting { .. }),
             },
         ];
         for row in table {
@@ -586,7 +586,7 @@ mod tests {
         };
         let next = next(&target, &old, &prepared, &observation, true, now());
         assert!(
-            matches!(&next.verdict, Verdict::Failed { failure, .. } if failure.reason == "PodDeleted"),
+            matches!(&next.verdict, Assessment::Failed { failure, .. } if failure.reason == "PodDeleted"),
             "{:?}",
             next.verdict
         );

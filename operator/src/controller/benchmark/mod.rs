@@ -63,7 +63,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use self::apply::{create_missing, keep_evidence, publish, release};
-use self::assess::{Failure, Reason, Verdict};
+use self::assess::{Assessment, Failure, Reason};
 pub use self::kind::Benchmark;
 use self::observe::{
     Observation, observe, observe_environment, read_progress, read_result, reported_failure,
@@ -581,7 +581,7 @@ async fn advance<K: Benchmark>(
             return Ok(Action::requeue(STALE_RETRY));
         }
         if let Err(failure) = create_missing(engine, target, prepared, &observation).await? {
-            verdict = Verdict::Failed { failure, pod: None };
+            verdict = Assessment::Failed { failure, pod: None };
         }
     }
     if let Some(going_on) = decide::going_on(&status, &verdict, now) {
@@ -603,7 +603,7 @@ struct Ended<'a, R> {
     old: &'a BenchmarkStatus<R>,
     /// Its status as of this reconcile, before the outcome.
     status: BenchmarkStatus<R>,
-    verdict: Verdict,
+    verdict: Assessment,
     observation: &'a Observation,
     prepared: &'a Prepared,
     now: Timestamp,
@@ -626,7 +626,7 @@ async fn finish<K: Benchmark>(
         prepared,
         now,
     } = ended;
-    if verdict == Verdict::ReadResult {
+    if verdict == Assessment::ReadResult {
         *stage = Stage::ReadingResult;
     }
     let (failure, evidence) = read_outcome::<K>(
@@ -695,14 +695,14 @@ async fn keep_going<K: Benchmark>(
 async fn read_outcome<K: Benchmark>(
     target: &Target,
     status: &mut BenchmarkStatus<K::Result>,
-    verdict: Verdict,
+    verdict: Assessment,
     observation: &Observation,
     prepared: &Prepared,
     engine: &Engine,
     now: Timestamp,
 ) -> Result<(Option<Failure>, Option<String>), Error> {
     match verdict {
-        Verdict::ReadResult => match read_result::<K::Result>(engine, target, prepared).await? {
+        Assessment::ReadResult => match read_result::<K::Result>(engine, target, prepared).await? {
             Ok(success) => {
                 let environment = observe_environment(engine, target, &observation.pods).await;
                 keep_evidence(engine, target, Some(&success.report), &environment).await?;
@@ -719,7 +719,7 @@ async fn read_outcome<K: Benchmark>(
             }
             Err(failure) => Ok((Some(failure), None)),
         },
-        Verdict::Failed { failure, pod } => {
+        Assessment::Failed { failure, pod } => {
             // A deleted pod's own report (interrupted, or a result it finished in its
             // grace period) does not change that it was deleted mid-run.
             if pod.as_deref() == Some(prepared.result_pod.as_str())
@@ -732,7 +732,7 @@ async fn read_outcome<K: Benchmark>(
             }
         }
         // `decide::going_on` keeps these.
-        Verdict::Waiting { .. } | Verdict::Running { .. } => Ok((None, None)),
+        Assessment::Waiting { .. } | Assessment::Running { .. } => Ok((None, None)),
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Success<R> {
     /// The whole report (with the raw output), to keep once the pods are gone.
     pub report: report::AgentReport,
     /// The acceptance criteria's verdict on the result; `None` without criteria.
-    pub acceptance: Option<perfsweep_benchmarks::acceptance::Verdict>,
+    pub acceptance: Option<perfsweep_benchmarks::acceptance::Judgement>,
 }
 
 /// The outcome of a `kind` benchmark with `spec` whose result role `role` has the pods

@@ -92,7 +92,7 @@ pub(super) fn finished<R: Clone>(
 
 /// The `Accepted` condition: which criteria failed and by how much, or that all were met.
 pub(super) fn accepted_condition(
-    verdict: &acceptance::Verdict,
+    verdict: &acceptance::Judgement,
     target: &Target,
     now: Timestamp,
 ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {

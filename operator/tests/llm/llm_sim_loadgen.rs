@@ -305,10 +305,19 @@ async fn the_time_budget_cancels_requests_in_flight_as_cooldown() {
     let report = loadgen::execute(&args).await.expect("run");
     let elapsed = started.elapsed();
     let iteration = &report.iterations[0];
-    assert_eq!(iteration.cooldown_requests, 4, "{iteration:?}");
-    // Two rounds when the machine is idle; a loaded one may only manage one.
+    // Each of the 4 streams has at most one request in flight when the time is up, and
+    // a request lasting ~200 ms is in flight on most of them (all 4 on an idle machine,
+    // where the streams stay in step; a loaded one skews them, and a stream between two
+    // requests at that instant has none).
     assert!(
-        iteration.requests == 8 || iteration.requests == 4,
+        (1..=4).contains(&iteration.cooldown_requests),
+        "{iteration:?}"
+    );
+    // No request takes less than 185 ms (5 + 9 × 20): at most two per stream completed
+    // in 0.5 s; every stream sent at least one.
+    assert!(iteration.requests <= 8, "{iteration:?}");
+    assert!(
+        iteration.requests + iteration.cooldown_requests >= 4,
         "{iteration:?}"
     );
     assert!(

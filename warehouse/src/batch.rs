@@ -13,6 +13,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
 use crate::row::{Cell, Row};
@@ -133,9 +134,14 @@ pub fn to_batch(table: Table, rows: &[Row]) -> Result<RecordBatch> {
 
 /// Writer settings of every warehouse file: ZSTD (DataFusion's Parquet brings the codec
 /// anyway; files are ~4x smaller than uncompressed), the schema version and table name
-/// in the key-value metadata.
+/// in the key-value metadata, and a bloom filter on `run_key` where the table has one:
+/// keys are digests, so row groups' min/max statistics cannot prune a lookup by key and
+/// the filter can (DataFusion and DuckDB both read it).
 pub fn writer_properties(table: &str) -> WriterProperties {
+    let has_run_key =
+        Table::by_name(table).is_some_and(|t| t.columns().iter().any(|c| c.name == "run_key"));
     WriterProperties::builder()
+        .set_column_bloom_filter_enabled(ColumnPath::from("run_key"), has_run_key)
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_key_value_metadata(Some(vec![
             KeyValue::new(SCHEMA_VERSION_KEY.to_owned(), SCHEMA_VERSION.to_owned()),

@@ -44,19 +44,64 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// Records are loaded in chunks of about this many documents, so that memory stays
+/// bounded whatever the sources hold; each chunk writes its own part files.
+const CHUNK: usize = 20_000;
+
 /// Loads `sources` into the warehouse at `output` (created if needed).
 pub async fn build(sources: &[PathBuf], output: &Path, options: &Options) -> Result<Summary> {
-    std::fs::create_dir_all(output).map_err(Error::io(output))?;
-    let read = source::read_sources(sources)?;
-    let mut summary = Summary {
-        records_read: read.records.len(),
-        notes: read.notes,
-        ..Summary::default()
-    };
-    let existing = Existing::load(output).await?;
+    build_in_chunks(sources, output, options, CHUNK).await
+}
 
-    // Which records are new: one per key, and not already loaded.
+/// [`build`], loading about `chunk` documents at a time.
+pub async fn build_in_chunks(
+    sources: &[PathBuf],
+    output: &Path,
+    options: &Options,
+    chunk: usize,
+) -> Result<Summary> {
+    std::fs::create_dir_all(output).map_err(Error::io(output))?;
+    let files = source::list(sources)?;
+    let mut existing = Existing::load(output).await?;
+    let mut summary = Summary::default();
     let mut seen = HashSet::new();
+    let mut read = source::Read::default();
+    for file in &files {
+        source::read_file(file, &mut read)?;
+        if read.records.len() + read.slices.len() >= chunk {
+            let chunk = std::mem::take(&mut read);
+            load_chunk(
+                chunk,
+                output,
+                options,
+                &mut existing,
+                &mut seen,
+                &mut summary,
+            )?;
+        }
+    }
+    load_chunk(
+        read,
+        output,
+        options,
+        &mut existing,
+        &mut seen,
+        &mut summary,
+    )?;
+    Ok(summary)
+}
+
+fn load_chunk(
+    mut read: source::Read,
+    output: &Path,
+    options: &Options,
+    existing: &mut Existing,
+    seen: &mut HashSet<String>,
+    summary: &mut Summary,
+) -> Result<()> {
+    summary.records_read += read.records.len();
+    summary.notes.append(&mut read.notes);
+    // Which records are new: one per key, and not already loaded.
     let mut new_records: Vec<(&SourcedRecord, Vec<u8>, String)> = Vec::new();
     for sourced in &read.records {
         let key = derive::run_key(&sourced.record);
@@ -84,7 +129,7 @@ pub async fn build(sources: &[PathBuf], output: &Path, options: &Options) -> Res
 
     let mut derived = Vec::with_capacity(new_records.len());
     for (sourced, bytes, digest) in &new_records {
-        let problems = copy_evidence(sourced, output, &mut summary)?;
+        let problems = copy_evidence(sourced, output, summary)?;
         let d = derive::derive(
             &Loaded {
                 record: &sourced.record,
@@ -96,6 +141,7 @@ pub async fn build(sources: &[PathBuf], output: &Path, options: &Options) -> Res
         write_once(&output.join(layout::record_path(&d.date, digest)), bytes)?;
         derived.push(d);
     }
+    let runs_added = derived.len();
     for slice in &read.slices {
         let d = derive::telemetry_row(slice).map_err(|message| Error::Source {
             path: format!(
@@ -110,16 +156,18 @@ pub async fn build(sources: &[PathBuf], output: &Path, options: &Options) -> Res
         summary.slices_added += 1;
         derived.push(d);
     }
+    drop(new_records);
+    drop(read);
 
-    summary.files_written += write_dims(output, &derived, &existing)?;
+    summary.files_written += write_dims(output, &derived, existing)?;
     // Facts by table and partition; the run fact last (see the module doc).
     let mut partitions: BTreeMap<(Table, String, String), Vec<(String, Row)>> = BTreeMap::new();
-    for d in &derived {
-        for (table, row) in &d.facts {
+    for d in derived {
+        for (table, row) in d.facts {
             partitions
-                .entry((*table, d.kind.clone(), d.date.clone()))
+                .entry((table, d.kind.clone(), d.date.clone()))
                 .or_default()
-                .push((d.run_key.clone(), row.clone()));
+                .push((d.run_key.clone(), row));
         }
     }
     let (runs, others): (Vec<_>, Vec<_>) = partitions
@@ -133,11 +181,8 @@ pub async fn build(sources: &[PathBuf], output: &Path, options: &Options) -> Res
         write_table_file(output, table, &file, &rows)?;
         summary.files_written += 1;
     }
-    summary.runs_added = derived
-        .iter()
-        .filter(|d| d.facts.iter().any(|(t, _)| *t == Table::BenchmarkRunFact))
-        .count();
-    Ok(summary)
+    summary.runs_added += runs_added;
+    Ok(())
 }
 
 /// What the warehouse holds already: run key → record digest, slice and dimension keys.
@@ -174,7 +219,7 @@ impl Existing {
 }
 
 /// New dimension rows, one file per dimension holding only digests not already there.
-fn write_dims(output: &Path, derived: &[Derived], existing: &Existing) -> Result<usize> {
+fn write_dims(output: &Path, derived: &[Derived], existing: &mut Existing) -> Result<usize> {
     let mut by_table: BTreeMap<Table, BTreeMap<String, Row>> = BTreeMap::new();
     for d in derived {
         for (table, row) in &d.dims {
@@ -195,6 +240,11 @@ fn write_dims(output: &Path, derived: &[Derived], existing: &Existing) -> Result
     for (table, rows) in by_table {
         let keys: Vec<&String> = rows.keys().collect();
         let digest = sha256_hex(&json!([table.name(), keys]));
+        existing
+            .dims
+            .entry(table)
+            .or_default()
+            .extend(rows.keys().cloned());
         let rows: Vec<Row> = rows.into_values().collect();
         write_table_file(
             output,

@@ -63,9 +63,15 @@ pub struct Read {
     pub notes: Vec<String>,
 }
 
-/// Everything under `sources`.
-pub fn read_sources(sources: &[PathBuf]) -> Result<Read> {
-    let mut read = Read::default();
+/// A file to read, with the source root its records' evidence paths may be relative to.
+pub struct SourceFile {
+    pub file: PathBuf,
+    pub root: PathBuf,
+}
+
+/// The files under `sources`, in a stable order; a source without any is an error.
+pub fn list(sources: &[PathBuf]) -> Result<Vec<SourceFile>> {
+    let mut out = Vec::new();
     for source in sources {
         let mut files = Vec::new();
         collect(source, &mut files)?;
@@ -80,26 +86,43 @@ pub fn read_sources(sources: &[PathBuf]) -> Result<Read> {
         } else {
             source.parent().map(Path::to_owned).unwrap_or_default()
         };
-        for file in files {
-            let text = std::fs::read_to_string(&file).map_err(Error::io(&file))?;
-            let roots: Vec<PathBuf> = file
-                .parent()
-                .map(Path::to_owned)
-                .into_iter()
-                .chain(std::iter::once(root.clone()))
-                .collect();
-            if file.extension().is_some_and(|e| e == "jsonl") {
-                for (line, text) in text.lines().enumerate() {
-                    if text.trim().is_empty() {
-                        continue;
-                    }
-                    let origin = format!("{}:{}", file.display(), line + 1);
-                    read_document(text, origin, &roots, &mut read)?;
-                }
-            } else {
-                read_document(&text, file.display().to_string(), &roots, &mut read)?;
+        out.extend(files.into_iter().map(|file| SourceFile {
+            file,
+            root: root.clone(),
+        }));
+    }
+    Ok(out)
+}
+
+/// Reads one file's records and slices into `read`.
+pub fn read_file(source: &SourceFile, read: &mut Read) -> Result<()> {
+    let file = &source.file;
+    let text = std::fs::read_to_string(file).map_err(Error::io(file))?;
+    let roots: Vec<PathBuf> = file
+        .parent()
+        .map(Path::to_owned)
+        .into_iter()
+        .chain(std::iter::once(source.root.clone()))
+        .collect();
+    if file.extension().is_some_and(|e| e == "jsonl") {
+        for (line, text) in text.lines().enumerate() {
+            if text.trim().is_empty() {
+                continue;
             }
+            let origin = format!("{}:{}", file.display(), line + 1);
+            read_document(text, origin, &roots, read)?;
         }
+    } else {
+        read_document(&text, file.display().to_string(), &roots, read)?;
+    }
+    Ok(())
+}
+
+/// Everything under `sources` at once (small inputs; `build` reads in chunks).
+pub fn read_sources(sources: &[PathBuf]) -> Result<Read> {
+    let mut read = Read::default();
+    for source in list(sources)? {
+        read_file(&source, &mut read)?;
     }
     Ok(read)
 }

@@ -9,6 +9,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
+use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 
 use crate::error::{Error, Result};
@@ -55,11 +56,17 @@ impl Warehouse {
         &self.ctx
     }
 
-    /// The answer of one SQL statement.
+    /// The answer of one SQL statement. Read-only: DDL (`CREATE EXTERNAL TABLE`), DML
+    /// (`COPY … TO`, `INSERT`) and statements (`SET`) are refused, so a query can neither
+    /// write into the warehouse nor read other files.
     pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let read_only = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
         let frame = self
             .ctx
-            .sql(sql)
+            .sql_with_options(sql, read_only)
             .await
             .map_err(Error::query("cannot plan the query"))?;
         frame

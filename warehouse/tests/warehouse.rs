@@ -175,6 +175,15 @@ async fn queries_answer_what_the_records_say_and_loading_twice_adds_nothing() {
         }
     }
 
+    // Queries are read-only: nothing writes into the warehouse or reads elsewhere.
+    for statement in [
+        format!("COPY (SELECT 1) TO '{}/x.csv'", wh.display()),
+        "CREATE VIEW v AS SELECT 1".to_owned(),
+        "SET datafusion.execution.batch_size = 1".to_owned(),
+    ] {
+        assert!(warehouse.query(&statement).await.is_err(), "{statement}");
+    }
+
     // Loading the same sources again, or one of them twice, adds no row and no file.
     let before = files(&wh);
     let again = build::build(&sources, &wh, &Options::default())

@@ -12,6 +12,7 @@ mod results;
 mod run;
 mod run_fleet;
 mod validate;
+mod warehouse;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +74,9 @@ pub enum Command {
     /// Work with result records (`run --output DIR`): list, show statistics, compare
     /// two result sets, export CSV, plot SVG.
     Results(results::ResultsArgs),
+    /// The performance warehouse: curated Parquet tables from result records, SQL over
+    /// them, published numbers that walk back to their evidence, what changed.
+    Warehouse(warehouse::WarehouseArgs),
     /// Parse raw tool output into the structured result, as JSON.
     Parse {
         /// iperf, fio, mpi-pingpong, openfoam, rdma-bandwidth, rdma-latency or pytorch.
@@ -138,6 +142,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
         Command::Run(args) => run::run(args).await,
         Command::Results(args) => results::run(args).await,
+        Command::Warehouse(args) => warehouse::run(args).await,
         Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {
             telemetry::init(cli.log_format);

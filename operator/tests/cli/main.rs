@@ -15,3 +15,4 @@ mod ome_benchmarkjob;
 mod report_browser;
 mod results_cli;
 mod results_untrusted;
+mod warehouse_cli;

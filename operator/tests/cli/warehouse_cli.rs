@@ -1,0 +1,200 @@
+//! `perfsweep warehouse` over the records of two real local iperf3 sweeps: build (twice,
+//! idempotent), query, publish, explain (and a tampered artifact failing the walk),
+//! what-changed and the retention plan.
+
+use crate::local_support;
+
+use local_support::{perfsweep, run_local_sweep, scratch, tool_or_skip};
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+const SWEEP: &str = r"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: wh-iperf
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: IPerf
+    spec:
+      duration: 1
+      port: 15331
+  repetitions: 3
+  permutations:
+    product:
+      streams: [1, 2]
+";
+
+fn warehouse(args: &[&str]) -> Output {
+    let output = perfsweep()
+        .arg("warehouse")
+        .args(args)
+        .output()
+        .expect("perfsweep runs");
+    eprintln!(
+        "perfsweep warehouse {args:?}\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn build_query_publish_explain_and_what_changed_over_real_records() {
+    if !tool_or_skip("iperf3", "iperf3") {
+        return;
+    }
+    let dir = scratch("warehouse-cli");
+    let (first, _) = run_local_sweep(&dir, "first", SWEEP);
+    let (second, _) = run_local_sweep(&dir, "second", SWEEP);
+    let wh = dir.join("wh");
+
+    let built = warehouse(&["build", path(&first), path(&second), "--output", path(&wh)]);
+    assert!(built.status.success());
+    assert!(String::from_utf8_lossy(&built.stdout).contains("12 run(s) added"));
+    let again = warehouse(&["build", path(&first), path(&second), "--output", path(&wh)]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 run(s) added, 12 already"));
+
+    let runs = json(&warehouse(&[
+        "query",
+        path(&wh),
+        "SELECT run_id, count(*) AS runs, count(DISTINCT case_key) AS cases \
+         FROM benchmark_run_fact GROUP BY run_id ORDER BY run_id",
+        "--format",
+        "json",
+    ]));
+    let runs = runs.as_array().expect("rows");
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        assert_eq!(run["runs"], 6);
+        assert_eq!(run["cases"], 2);
+    }
+    let (baseline, candidate) = (
+        runs[0]["run_id"].as_str().expect("run id"),
+        runs[1]["run_id"].as_str().expect("run id"),
+    );
+    let csv = warehouse(&[
+        "query",
+        path(&wh),
+        "SELECT metric, count(*) AS n FROM system_outcome_fact \
+         WHERE metric = 'received_bits_per_second' GROUP BY metric",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&csv.stdout),
+        "metric,n\nreceived_bits_per_second,12\n"
+    );
+
+    let query = dir.join("by-case.sql");
+    std::fs::write(
+        &query,
+        "SELECT case_key, avg(headline_value) AS mean_bps, count(*) AS runs, \
+         string_agg(run_key, ',') AS run_keys FROM benchmark_run_fact \
+         WHERE status = 'succeeded' GROUP BY case_key ORDER BY case_key",
+    )
+    .expect("query file");
+    let published = warehouse(&[
+        "publish",
+        "--warehouse",
+        path(&wh),
+        "--query",
+        path(&query),
+        "--name",
+        "iperf-by-case",
+    ]);
+    assert!(published.status.success());
+    assert!(String::from_utf8_lossy(&published.stdout).contains("2 row(s)"));
+
+    let walk = warehouse(&[
+        "explain",
+        "iperf-by-case",
+        "0",
+        "--warehouse",
+        path(&wh),
+        "--json",
+    ]);
+    assert!(walk.status.success());
+    let walk = json(&walk);
+    let evidence: Vec<&str> = walk["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["what"].as_str())
+        .filter(|w| w.starts_with("evidence "))
+        .collect();
+    assert_eq!(
+        evidence.len(),
+        6,
+        "six runs of a case, one evidence object each"
+    );
+
+    // Tamper with one evidence object: the walk fails and names it.
+    let object = evidence[0]
+        .split_whitespace()
+        .nth(1)
+        .expect("the evidence path");
+    let file = wh.join(object);
+    let original = std::fs::read(&file).expect("evidence");
+    std::fs::write(&file, [original.as_slice(), b"edited\n"].concat()).expect("tamper");
+    let broken = warehouse(&["explain", "iperf-by-case", "0", "--warehouse", path(&wh)]);
+    assert!(!broken.status.success());
+    let error = String::from_utf8_lossy(&broken.stderr);
+    assert!(
+        error.contains(object) && error.contains("altered"),
+        "{error}"
+    );
+    std::fs::write(&file, original).expect("restore");
+
+    let changed = warehouse(&[
+        "what-changed",
+        baseline,
+        candidate,
+        "--warehouse",
+        path(&wh),
+        "--json",
+    ]);
+    let report = json(&changed);
+    assert_eq!(report["baseline"], baseline);
+    assert_eq!(report["candidate"], candidate);
+    // Exit 1 exactly when some case got worse.
+    let slower = report["slower_cases"].as_array().expect("cases").len();
+    assert_eq!(changed.status.success(), slower == 0);
+
+    let plan = warehouse(&[
+        "retention",
+        path(&wh),
+        "--today",
+        "2100-01-01",
+        "--warm-days",
+        "30",
+        "--cold-days",
+        "60",
+    ]);
+    let text = String::from_utf8_lossy(&plan.stdout);
+    // Every fact partition is past the warm tier; every record is past the cold one, and
+    // kept, since the publication's two rows reference all twelve.
+    assert!(
+        text.contains(
+            "0 raw record(s) and 0 evidence object(s) past 60 days; 12 raw record(s) kept for publications"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("would delete benchmark_run_fact/kind=IPerf/date="),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -40,6 +40,9 @@ pub const CRD_MISSING: &str = "CRDMissing";
 /// Its reason while the installed CRD is not this operator's.
 pub const CRD_OUTDATED: &str = "CRDOutdated";
 
+/// The longest one look at the installed CRDs may take before it is given up.
+const FRESHNESS_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How often discovery is asked again, by default.
 pub const DEFAULT_RECHECK: Duration = Duration::from_secs(30);
 
@@ -195,22 +198,10 @@ pub async fn follow(
     every: Duration,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let look = async {
-        let mut said_unreadable = false;
+    let discovery = async {
         loop {
             match missing_kinds(&client).await {
-                Ok(missing) => {
-                    // Discovery first: controllers wait for it, not for this check.
-                    announce(served.record(missing.clone()));
-                    match outdated_kinds(&client, &missing).await {
-                        Ok(outdated) => announce_outdated(served.record_outdated(outdated)),
-                        Err(error) if !said_unreadable => {
-                            said_unreadable = true;
-                            tracing::warn!(%error, "cannot read the installed CRDs (the chart's ClusterRole grants get on customresourcedefinitions): an outdated CRD goes unnoticed");
-                        }
-                        Err(error) => tracing::debug!(%error, "reading the installed CRDs"),
-                    }
-                }
+                Ok(missing) => announce(served.record(missing)),
                 Err(error) if *served.state.borrow() == Discovery::Unknown => {
                     // Never worse than not asking: every kind is taken for served (its
                     // watch retries with backoff) and discovery is asked again.
@@ -223,6 +214,33 @@ pub async fn follow(
             }
             tokio::time::sleep(every).await;
         }
+    };
+    // The CRDs' freshness in a loop of its own, each look bounded: discovery, which
+    // controllers wait for, never waits for these reads.
+    let freshness = async {
+        served.discovered().await;
+        let mut said_unreadable = false;
+        loop {
+            let missing: BTreeSet<&'static str> = served.missing().into_iter().collect();
+            match tokio::time::timeout(
+                every.max(FRESHNESS_TIMEOUT),
+                outdated_kinds(&client, &missing),
+            )
+            .await
+            {
+                Ok(Ok(outdated)) => announce_outdated(served.record_outdated(outdated)),
+                Ok(Err(error)) if !said_unreadable => {
+                    said_unreadable = true;
+                    tracing::warn!(%error, "cannot read the installed CRDs (the chart's ClusterRole grants get on customresourcedefinitions): an outdated CRD goes unnoticed");
+                }
+                Ok(Err(error)) => tracing::debug!(%error, "reading the installed CRDs"),
+                Err(_) => tracing::debug!("reading the installed CRDs took too long; trying again"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    };
+    let look = async {
+        futures::join!(discovery, freshness);
     };
     tokio::select! {
         () = look => {}

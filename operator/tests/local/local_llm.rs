@@ -70,12 +70,7 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
         assert_eq!(iteration["outputTokensMean"], 8.0);
         // How late the machine woke the load generator in this iteration (its own
         // probe): on a busy machine the simulator is as late, and the bounds widen by it.
-        let late = iteration["clients"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["maxWakeupDelayMillis"].as_f64())
-            .fold(0.0, f64::max);
+        let late = crate::local_support::late_wakeups_ms(iteration);
         let ttft = iteration["ttftMillis"]["mean"].as_f64().expect("TTFT mean");
         // The simulator sleeps 40 ms on a 1 ms timer: it cannot be early, and loopback
         // plus an unoptimised build add little.

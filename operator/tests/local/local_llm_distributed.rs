@@ -99,12 +99,7 @@ fn three_local_workers_share_the_load_and_merge_exactly() {
         let mean = ttft["mean"].as_f64().expect("mean");
         // The simulator's 30 ms, plus what the machine adds: up to how late it woke the
         // workers in this iteration (their own probes), twice over on a busy machine.
-        let late = iteration["clients"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["maxWakeupDelayMillis"].as_f64())
-            .fold(0.0, f64::max);
+        let late = crate::local_support::late_wakeups_ms(iteration);
         assert!(
             (30.0..36.0 + 2.0 * late).contains(&mean),
             "TTFT mean {mean} ms (wakeups up to {late} ms late)"

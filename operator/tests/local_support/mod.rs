@@ -138,3 +138,15 @@ pub fn self_signed(
     }
     Ok((cert, key))
 }
+
+/// How late the machine woke the load generator in an LLM iteration (the largest
+/// `maxWakeupDelayMillis` of its clients, 0 without one): timing bounds widen by it, so a
+/// loaded machine does not fail a correct run (issue 27).
+pub fn late_wakeups_ms(iteration: &Value) -> f64 {
+    iteration["clients"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["maxWakeupDelayMillis"].as_f64())
+        .fold(0.0, f64::max)
+}

@@ -183,6 +183,18 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
             .expect("annotating the IPerf CRD");
     };
     annotate("0000000000000000000000000000000000000000000000000000000000000000");
+    // Reads of the CRDs the API server refuses (403) or fails (503) are tried again on
+    // the next look: nothing waits for them, and the outdated CRD is still reported.
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("get", "customresourcedefinitions"),
+        403,
+        "Forbidden",
+    );
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("get", "customresourcedefinitions").times(2),
+        503,
+        "ServiceUnavailable",
+    );
     let port = free_port();
     let settings = Settings {
         namespace: None,
@@ -272,6 +284,14 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
         }
     })
     .await;
+    for refused in [403, 503] {
+        assert!(
+            double.requests().iter().any(|r| r.verb == "get"
+                && r.path.contains("customresourcedefinitions/")
+                && r.status_code == refused),
+            "a CRD read answered {refused} was made (and survived)"
+        );
+    }
     // The read is by name, with the chart's rules (the double enforces them).
     assert!(
         double.requests().iter().any(|r| r.verb == "get"

@@ -299,7 +299,11 @@ async fn simulate(n: usize) {
     let task = tokio::spawn(
         benchmarkset::controller(&ctx, &settings)
             .with_config(controller::Config::default().debounce(settings.debounce))
-            .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
+            .run(
+                benchmarkset::reconcile_guarded,
+                benchmarkset::error_policy_guarded,
+                ctx,
+            )
             .for_each(|_| async {}),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;

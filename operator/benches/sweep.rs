@@ -96,7 +96,11 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
             let controller = benchmarkset::controller(&ctx, &settings)
                 .with_config(controller::Config::default().debounce(settings.debounce))
-                .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
+                .run(
+                    benchmarkset::reconcile_guarded,
+                    benchmarkset::error_policy_guarded,
+                    ctx,
+                )
                 .for_each(|_| async {});
             Running::Task(tokio::spawn(controller))
         }

@@ -89,13 +89,13 @@ async fn respond(
         let body = match &metrics {
             Some(metrics) => metrics.render(),
             None => "# HELP perfsweep_up 1 while this replica runs the controllers.\n\
-                     # TYPE perfsweep_up gauge\nperfsweep_up 0\n"
+                     # TYPE perfsweep_up gauge\nperfsweep_up 0\n# EOF\n"
                 .to_owned(),
         };
         let mut response = Response::new(Full::new(Bytes::from(body)));
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            http::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         );
         return Ok(response);
     }

@@ -1,15 +1,20 @@
-//! Prometheus metrics on `/metrics` (the health server), in the text exposition format,
-//! written by hand: a few counters the controllers bump, and gauges computed at scrape
-//! time from the controllers' own caches (reflector stores), so they are exact and cost
-//! nothing between scrapes.
+//! Prometheus metrics on `/metrics` (the health server), encoded by prometheus-client as
+//! OpenMetrics text: counters and a reconcile-duration histogram the controllers feed,
+//! and gauges computed at scrape time from the controllers' own caches (reflector
+//! stores), so they are exact and cost nothing between scrapes.
+//!
+//! prometheus-client replaced a hand-written exposition: it brings the histogram, escapes
+//! label values and writes the `_total`/`_bucket` suffixes as OpenMetrics requires, and
+//! it is what controller-rs and Linkerd use. The cache gauges stay computed here (one
+//! [`Collector`] over [`Families`]): their label sets change with every scrape.
 //!
 //! Labels stay low-cardinality: kind, namespace, set, case id (shared by a case's
 //! repetitions; a benchmark outside a set is its own case), never per-repetition names.
 //! kube-runtime does not expose its work queue, so there is no queue-depth metric.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
@@ -17,72 +22,76 @@ use kube::runtime::reflector::Store;
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::set::BenchmarkSet;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 
 use crate::controller::benchmark::kind::Benchmark;
 
 type Labels = Vec<(&'static str, String)>;
-type Collector = Box<dyn Fn(&mut Families) + Send + Sync>;
+type CacheCollector = Box<dyn Fn(&mut Families) + Send + Sync>;
 
-/// One metric family: (help, type, samples).
-type Family = (&'static str, &'static str, Vec<(Labels, f64)>);
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+const UNREADABLE_HELP: &str = "Benchmarks and BenchmarkSets that do not deserialize and are not run (see their InvalidObject Warning events), by kind.";
+
+/// Below this every integer is exact in an f64 (2^53).
+const INTEGRAL_UP_TO: f64 = 9_007_199_254_740_992.0;
+
+/// Gauges by name: (help, samples).
+type GaugeFamily = (&'static str, Vec<(Labels, f64)>);
 
 /// Metric families being assembled for one scrape, by name.
 #[derive(Default)]
-pub struct Families(BTreeMap<&'static str, Family>);
+pub struct Families(BTreeMap<&'static str, GaugeFamily>);
 
 impl Families {
-    pub fn add(
-        &mut self,
-        name: &'static str,
-        kind: &'static str,
-        help: &'static str,
-        labels: Labels,
-        value: f64,
-    ) {
-        let family = self.0.entry(name).or_insert((help, kind, Vec::new()));
-        match family.2.iter_mut().find(|(l, _)| *l == labels) {
-            Some((_, v)) if kind == "gauge" || kind == "counter" => *v += value,
-            _ => family.2.push((labels, value)),
+    /// Adds `value` to the gauge `name` with these labels (samples of the same labels
+    /// add up: a count of benchmarks by phase is the sum of their 1s).
+    pub fn gauge(&mut self, name: &'static str, help: &'static str, labels: Labels, value: f64) {
+        // prometheus-client writes label values as given; these come from objects.
+        let labels: Labels = labels.into_iter().map(|(k, v)| (k, escape(&v))).collect();
+        let family = self.0.entry(name).or_insert((help, Vec::new()));
+        match family.1.iter_mut().find(|(l, _)| *l == labels) {
+            Some((_, v)) => *v += value,
+            None => family.1.push((labels, value)),
         }
     }
 
-    /// The text exposition format, version 0.0.4.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        for (name, (help, kind, samples)) in &self.0 {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
+    /// Encodes every family as gauges (the only type the caches give).
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (name, (help, samples)) in &self.0 {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
             for (labels, value) in samples {
-                out.push_str(name);
-                if !labels.is_empty() {
-                    let pairs: Vec<String> = labels
-                        .iter()
-                        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                        .collect();
-                    let _ = write!(out, "{{{}}}", pairs.join(","));
+                let sample = family.encode_family(labels)?;
+                // Counts print as integers (`1`, not `1.0`), as they always have here.
+                if value.fract() == 0.0 && value.abs() < INTEGRAL_UP_TO {
+                    #[allow(clippy::cast_possible_truncation)]
+                    ConstGauge::new(*value as i64).encode(sample)?;
+                } else {
+                    ConstGauge::new(*value).encode(sample)?;
                 }
-                let _ = writeln!(out, " {}", number(*value));
             }
         }
-        out
+        Ok(())
     }
 }
 
+/// A label value as the exposition format quotes it.
 fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-fn number(value: f64) -> String {
-    if value.is_nan() {
-        "NaN".into()
-    } else if value.is_infinite() {
-        if value > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{value}")
-    }
 }
 
 /// What one item of a controller's output stream was.
@@ -120,26 +129,130 @@ pub fn classify<T, E>(
     }
 }
 
+/// The label of the controller-fed metrics: a benchmark kind, or `BenchmarkSet`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: String,
+}
+
+/// How long reconciles take: 1 ms to about 65 s. A reconcile that writes status and
+/// creates pods takes tens of milliseconds against a real API server; one that waits
+/// on a slow API server (or a log read) takes seconds.
+fn reconcile_duration_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.001, 2.0, 17)
+}
+
+type DurationFamily = Family<ControllerLabel, Histogram, fn() -> Histogram>;
+
 /// The operator's metrics.
-#[derive(Default)]
 pub struct Metrics {
-    /// (controller, outcome) → reconciles.
-    reconciles: Mutex<BTreeMap<(String, &'static str), u64>>,
-    collectors: Mutex<Vec<Collector>>,
+    registry: Registry,
+    reconciles: Family<ControllerLabel, Counter>,
+    reconcile_errors: Family<ControllerLabel, Counter>,
+    watch_errors: Family<ControllerLabel, Counter>,
+    reconcile_duration: DurationFamily,
+    collectors: Arc<Mutex<Vec<CacheCollector>>>,
+}
+
+/// The gauges computed from the caches at scrape time.
+#[derive(Clone)]
+struct CacheGauges(Arc<Mutex<Vec<CacheCollector>>>);
+
+impl std::fmt::Debug for CacheGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheGauges")
+    }
+}
+
+impl prometheus_client::collector::Collector for CacheGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let mut families = Families::default();
+        if let Ok(collectors) = self.0.lock() {
+            for collect in collectors.iter() {
+                collect(&mut families);
+            }
+        }
+        families.encode(&mut encoder)
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let up: Gauge = Gauge::default();
+        up.set(1);
+        registry.register(
+            "perfsweep_up",
+            "1 while this replica runs the controllers.",
+            up,
+        );
+        let reconciles = Family::<ControllerLabel, Counter>::default();
+        registry.register(
+            "perfsweep_reconciles",
+            "Reconciles, successful or not.",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::<ControllerLabel, Counter>::default();
+        registry.register(
+            "perfsweep_reconcile_errors",
+            "Reconciles that failed (retried with backoff).",
+            reconcile_errors.clone(),
+        );
+        let watch_errors = Family::<ControllerLabel, Counter>::default();
+        registry.register(
+            "perfsweep_watch_errors",
+            "Watch failures other than expiry (410); no reconcile ran.",
+            watch_errors.clone(),
+        );
+        let reconcile_duration: DurationFamily =
+            Family::new_with_constructor(|| Histogram::new(reconcile_duration_buckets()));
+        registry.register(
+            "perfsweep_reconcile_duration_seconds",
+            "How long one reconcile took, by controller (a benchmark kind or BenchmarkSet), whatever its outcome.",
+            reconcile_duration.clone(),
+        );
+        let collectors = Arc::new(Mutex::new(Vec::new()));
+        registry.register_collector(Box::new(CacheGauges(collectors.clone())));
+        Self {
+            registry,
+            reconciles,
+            reconcile_errors,
+            watch_errors,
+            reconcile_duration,
+            collectors,
+        }
+    }
 }
 
 impl Metrics {
     /// Counts one item of the output of `controller` (a kind, or `BenchmarkSet`).
     pub fn reconciled(&self, controller: &str, what: Reconciled) {
-        let outcome = match what {
-            Reconciled::Success => "success",
-            Reconciled::Error => "error",
-            Reconciled::WatchFailed => "watch_error",
-            Reconciled::Benign => return,
+        let label = ControllerLabel {
+            controller: controller.to_owned(),
         };
-        if let Ok(mut map) = self.reconciles.lock() {
-            *map.entry((controller.to_owned(), outcome)).or_default() += 1;
+        match what {
+            Reconciled::Success => {
+                self.reconciles.get_or_create(&label).inc();
+            }
+            Reconciled::Error => {
+                self.reconciles.get_or_create(&label).inc();
+                self.reconcile_errors.get_or_create(&label).inc();
+            }
+            Reconciled::WatchFailed => {
+                self.watch_errors.get_or_create(&label).inc();
+            }
+            Reconciled::Benign => {}
         }
+    }
+
+    /// Records how long one reconcile of `controller` took.
+    pub fn reconcile_took(&self, controller: &str, took: Duration) {
+        let label = ControllerLabel {
+            controller: controller.to_owned(),
+        };
+        self.reconcile_duration
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
     }
 
     /// Benchmarks of one kind, by phase and acceptance, and the headline results of
@@ -164,9 +277,8 @@ impl Metrics {
                     .unwrap_or_default()
                     .as_str()
                     .to_owned();
-                f.add(
+                f.gauge(
                     "perfsweep_benchmarks",
-                    "gauge",
                     "Benchmarks by kind and phase.",
                     vec![("kind", info.kind.to_owned()), ("phase", phase)],
                     1.0,
@@ -177,9 +289,8 @@ impl Metrics {
                     .iter()
                     .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
                 {
-                    f.add(
+                    f.gauge(
                         "perfsweep_benchmarks_judged",
-                        "gauge",
                         "Succeeded benchmarks with acceptance criteria, by verdict (Accepted condition status).",
                         vec![
                             ("kind", info.kind.to_owned()),
@@ -211,24 +322,21 @@ impl Metrics {
                 entry.0 += headline.value;
                 entry.1 += 1;
             }
-            f.add(
+            f.gauge(
                 "perfsweep_benchmarks_unreadable",
-                "gauge",
-                "Benchmarks that do not deserialize and are not run (see their InvalidObject Warning events), by kind.",
+                UNREADABLE_HELP,
                 vec![("kind", info.kind.to_owned())],
                 f64::from(unreadable),
             );
             for (labels, (sum, count)) in cases {
-                f.add(
+                f.gauge(
                     "perfsweep_result_headline",
-                    "gauge",
                     "Mean of the headline metric over a case's succeeded repetitions (unit in the metric label).",
                     labels.clone(),
                     sum / f64::from(count),
                 );
-                f.add(
+                f.gauge(
                     "perfsweep_result_repetitions",
-                    "gauge",
                     "Succeeded repetitions behind perfsweep_result_headline.",
                     labels,
                     f64::from(count),
@@ -238,16 +346,20 @@ impl Metrics {
     }
 
     /// BenchmarkSets by phase and acceptance verdict, from the set controller's cache.
-    pub fn watch_sets(&self, store: Store<BenchmarkSet>) {
+    pub fn watch_sets(&self, store: Store<DeserializeGuard<BenchmarkSet>>) {
         self.register(Box::new(move |f| {
-            for set in store.state() {
+            let mut unreadable = 0_u32;
+            for guard in store.state() {
+                let Ok(set) = &guard.0 else {
+                    unreadable += 1;
+                    continue;
+                };
                 let status = set.status.as_ref();
                 let phase = status
                     .and_then(|s| s.phase)
                     .map_or_else(|| "Pending".into(), |p| format!("{p:?}"));
-                f.add(
+                f.gauge(
                     "perfsweep_benchmarksets",
-                    "gauge",
                     "BenchmarkSets by phase.",
                     vec![("phase", phase)],
                     1.0,
@@ -258,15 +370,20 @@ impl Metrics {
                         .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
                 });
                 if let Some(accepted) = accepted {
-                    f.add(
+                    f.gauge(
                         "perfsweep_benchmarksets_accepted",
-                        "gauge",
                         "BenchmarkSets with acceptance criteria, by Accepted condition status.",
                         vec![("accepted", accepted.status.clone())],
                         1.0,
                     );
                 }
             }
+            f.gauge(
+                "perfsweep_benchmarks_unreadable",
+                UNREADABLE_HELP,
+                vec![("kind", "BenchmarkSet".to_owned())],
+                f64::from(unreadable),
+            );
         }));
     }
 
@@ -276,16 +393,14 @@ impl Metrics {
     pub fn watch_served(&self, served: std::sync::Arc<crate::controller::served::ServedKinds>) {
         self.register(Box::new(move |f| {
             for kind in perfsweep_benchmarks::registry::kinds() {
-                f.add(
+                f.gauge(
                     "perfsweep_crd_missing",
-                    "gauge",
                     "1 while the API server does not serve the kind (its CRD is not installed): its benchmarks wait.",
                     vec![("kind", kind.kind.to_owned())],
                     if served.is_missing(kind.kind) { 1.0 } else { 0.0 },
                 );
-                f.add(
+                f.gauge(
                     "perfsweep_crd_outdated",
-                    "gauge",
                     "1 while the kind's installed CRD is not this operator's (its schema digest differs): install the CRDs of this version.",
                     vec![("kind", kind.kind.to_owned())],
                     if served.is_outdated(kind.kind) { 1.0 } else { 0.0 },
@@ -294,59 +409,20 @@ impl Metrics {
         }));
     }
 
-    fn register(&self, collector: Collector) {
+    fn register(&self, collector: CacheCollector) {
         if let Ok(mut collectors) = self.collectors.lock() {
             collectors.push(collector);
         }
     }
 
-    /// Everything, as the text exposition format.
+    /// Everything, as OpenMetrics text ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        let mut f = Families::default();
-        f.add(
-            "perfsweep_up",
-            "gauge",
-            "1 while this replica runs the controllers.",
-            Vec::new(),
-            1.0,
-        );
-        if let Ok(map) = self.reconciles.lock() {
-            for ((controller, outcome), count) in map.iter() {
-                let labels = vec![("controller", controller.clone())];
-                if *outcome == "watch_error" {
-                    f.add(
-                        "perfsweep_watch_errors_total",
-                        "counter",
-                        "Watch failures other than expiry (410); no reconcile ran.",
-                        labels,
-                        *count as f64,
-                    );
-                    continue;
-                }
-                if *outcome == "error" {
-                    f.add(
-                        "perfsweep_reconcile_errors_total",
-                        "counter",
-                        "Reconciles that failed (retried with backoff).",
-                        labels.clone(),
-                        *count as f64,
-                    );
-                }
-                f.add(
-                    "perfsweep_reconciles_total",
-                    "counter",
-                    "Reconciles, successful or not.",
-                    labels,
-                    *count as f64,
-                );
-            }
+        let mut text = String::new();
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            // Writing to a String does not fail; were it to, the scrape shows the cut.
+            tracing::warn!(%error, "encoding /metrics");
         }
-        if let Ok(collectors) = self.collectors.lock() {
-            for collect in collectors.iter() {
-                collect(&mut f);
-            }
-        }
-        f.render()
+        text
     }
 }
 
@@ -421,24 +497,46 @@ mod tests {
         let metrics = Metrics::default();
         metrics.reconciled("IPerf", Reconciled::Success);
         metrics.reconciled("IPerf", Reconciled::Error);
+        metrics.reconcile_took("IPerf", Duration::from_millis(3));
+        metrics.reconcile_took("IPerf", Duration::from_millis(300));
+        metrics.register(Box::new(|f| {
+            f.gauge("x", "h", vec![("l", "a\"b\\c\n".into())], 1.0);
+            f.gauge("x", "h", vec![("l", "a\"b\\c\n".into())], 1.0);
+            f.gauge("y", "h", Vec::new(), 0.25);
+        }));
         let text = metrics.render();
-        assert!(text.contains("# TYPE perfsweep_reconciles_total counter\n"));
+        assert!(
+            text.contains("# TYPE perfsweep_reconciles counter\n"),
+            "{text}"
+        );
         assert!(text.contains("perfsweep_reconciles_total{controller=\"IPerf\"} 2\n"));
         assert!(text.contains("perfsweep_reconcile_errors_total{controller=\"IPerf\"} 1\n"));
         assert!(text.contains("perfsweep_up 1\n"));
-        let mut f = Families::default();
-        f.add(
-            "x",
-            "gauge",
-            "h",
-            vec![("l", "a\"b\\c\n".into())],
-            f64::INFINITY,
+        assert!(text.contains("# TYPE perfsweep_reconcile_duration_seconds histogram\n"));
+        assert!(
+            text.contains("perfsweep_reconcile_duration_seconds_count{controller=\"IPerf\"} 2\n"),
+            "{text}"
         );
-        assert_eq!(
-            f.render(),
-            "# HELP x h\n# TYPE x gauge\nx{l=\"a\\\"b\\\\c\\n\"} +Inf\n"
+        // 3 ms lands in the 4 ms bucket, 300 ms in the 512 ms one.
+        assert!(
+            text.contains(
+                "perfsweep_reconcile_duration_seconds_bucket{le=\"0.004\",controller=\"IPerf\"} 1\n"
+            ),
+            "{text}"
         );
+        assert!(
+            text.contains(
+                "perfsweep_reconcile_duration_seconds_bucket{le=\"0.512\",controller=\"IPerf\"} 2\n"
+            ),
+            "{text}"
+        );
+        // Samples with the same labels add up; label values are escaped.
+        assert!(text.contains("# TYPE x gauge\n"), "{text}");
+        assert!(text.contains("x{l=\"a\\\"b\\\\c\\n\"} 2\n"), "{text}");
+        assert!(text.contains("y 0.25\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
+
     /// The `perfsweep_*` names in a PromQL expression.
     fn metric_names(expr: &str) -> Vec<String> {
         expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
@@ -503,18 +601,26 @@ mod tests {
         .expect("a judged set");
         let (benchmarks, mut writer) = reflector::store::<DeserializeGuard<IPerf>>();
         writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(benchmark))));
-        let (sets, mut set_writer) = reflector::store::<BenchmarkSet>();
-        set_writer.apply_watcher_event(&watcher::Event::Apply(set));
+        let (sets, mut set_writer) = reflector::store::<DeserializeGuard<BenchmarkSet>>();
+        set_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(set))));
 
         let metrics = Metrics::default();
         metrics.reconciled("IPerf", Reconciled::Error);
         metrics.watch_benchmarks::<IPerf>(info, benchmarks);
         metrics.watch_sets(sets);
-        let served: Vec<String> = metrics
-            .render()
+        metrics.reconcile_took("IPerf", std::time::Duration::from_millis(5));
+        let text = metrics.render();
+        let families: Vec<String> = text
             .lines()
             .filter_map(|line| line.strip_prefix("# TYPE "))
             .filter_map(|rest| rest.split(' ').next())
+            .map(str::to_owned)
+            .collect();
+        // What a query names: the samples (`_total`, `_bucket`, …), not the families.
+        let served: Vec<String> = text
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split(['{', ' ']).next())
             .map(str::to_owned)
             .collect();
 
@@ -540,8 +646,11 @@ mod tests {
             }
         }
         // And the dashboard shows every family the operator serves.
-        for name in &served {
-            assert!(used.contains(name), "the dashboard does not show {name}");
+        for family in &families {
+            assert!(
+                used.iter().any(|name| name.starts_with(family.as_str())),
+                "the dashboard does not show {family}"
+            );
         }
     }
 }

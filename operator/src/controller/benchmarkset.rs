@@ -17,6 +17,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -28,6 +29,7 @@ use perfsweep_benchmarks::status::{condition, condition_status, set_condition};
 
 use super::{
     Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api, served,
+    unreadable,
 };
 
 mod children;
@@ -44,7 +46,9 @@ const RESYNC: Duration = Duration::from_mins(5);
 pub fn controller(ctx: &Context, settings: &Settings) -> SetController {
     let client = &ctx.client;
     let namespace = settings.namespace.as_deref();
-    let sets: Api<BenchmarkSet> = scoped_api(client, namespace);
+    // Through the guard: one set that does not deserialize is reported
+    // ([`unreadable`]) while the others go on.
+    let sets: Api<DeserializeGuard<BenchmarkSet>> = scoped_api(client, namespace);
     let (controller, children) = children::watch(
         SetController::new(sets, default_watcher())
             // A kind's CRD installed (or removed): the sets waiting for it go on.
@@ -70,7 +74,50 @@ pub fn api_resource(kind: &KindInfo) -> ApiResource {
     }
 }
 
-pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// A set that deserialized is reconciled; one that did not is reported, and waits for a
+/// change (a fix) without retries.
+/// Each reconcile runs in its own span and is timed for
+/// `perfsweep_reconcile_duration_seconds`.
+pub async fn reconcile_guarded(
+    guard: Arc<DeserializeGuard<BenchmarkSet>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    use tracing::Instrument as _;
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = "BenchmarkSet",
+        namespace = %guard.namespace().unwrap_or_default(),
+        name = %guard.name_any(),
+    );
+    let started = std::time::Instant::now();
+    let result = async {
+        match &guard.0 {
+            Ok(set) => reconcile(set, &ctx).await,
+            Err(invalid) => {
+                unreadable::report(&*guard, invalid, &ctx).await;
+                Ok(Action::await_change())
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    ctx.metrics
+        .reconcile_took("BenchmarkSet", started.elapsed());
+    result
+}
+
+pub fn error_policy_guarded(
+    guard: Arc<DeserializeGuard<BenchmarkSet>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    match &guard.0 {
+        Ok(set) => error_policy(set, error, &ctx),
+        Err(_) => Action::await_change(),
+    }
+}
+
+pub async fn reconcile(set: &BenchmarkSet, ctx: &Context) -> Result<Action, Error> {
     let name = set.name_any();
     let namespace = set.namespace().ok_or_else(|| Error::MissingNamespace {
         kind: "BenchmarkSet",
@@ -79,7 +126,7 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
     let key = format!("{namespace}/{name}");
     if set.meta().deletion_timestamp.is_some() {
         // Children go with the set through their owner references.
-        ctx.expansions.forget(&set);
+        ctx.expansions.forget(set);
         return Ok(Action::await_change());
     }
     let Some(children) = ctx.set_children.get() else {
@@ -87,26 +134,18 @@ pub async fn reconcile(set: Arc<BenchmarkSet>, ctx: Arc<Context>) -> Result<Acti
         return Ok(Action::await_change());
     };
     children.ready().await;
-    let nodes = selected_nodes(&set, &ctx).await?;
-    let action = match ctx.expansions.expand(&set, nodes.as_deref()).as_ref() {
-        Err(error) => reject(&set, &namespace, error, &ctx).await?,
+    let nodes = selected_nodes(set, ctx).await?;
+    let action = match ctx.expansions.expand(set, nodes.as_deref()).as_ref() {
+        Err(error) => reject(set, &namespace, error, ctx).await?,
         Ok(expansion) if ctx.served.is_missing(expansion.kind.kind) => {
-            wait_for_crd(&set, &namespace, expansion.kind, &ctx).await?
+            wait_for_crd(set, &namespace, expansion.kind, ctx).await?
         }
         Ok(expansion) => {
             if set.status.as_ref().and_then(|s| s.observed_generation) != set.meta().generation {
-                prune_other_kinds(&set, &namespace, expansion, children, &ctx).await?;
+                prune_other_kinds(set, &namespace, expansion, children, ctx).await?;
             }
             let existing = children.of(expansion.kind, &namespace, &name);
-            advance(
-                &set,
-                &namespace,
-                expansion,
-                existing,
-                nodes.as_deref(),
-                &ctx,
-            )
-            .await?
+            advance(set, &namespace, expansion, existing, nodes.as_deref(), ctx).await?
         }
     };
     ctx.backoff.reset(&key);
@@ -237,7 +276,7 @@ async fn prune_other_kinds(
     Ok(())
 }
 
-pub fn error_policy(set: Arc<BenchmarkSet>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(set: &BenchmarkSet, error: &Error, ctx: &Context) -> Action {
     let key = format!("{}/{}", set.namespace().unwrap_or_default(), set.name_any());
     let delay = ctx.backoff.next_delay(&key);
     tracing::warn!(set = %key, %error, retry_in = ?delay, "reconcile failed");

@@ -7,6 +7,7 @@ pub mod caches;
 pub mod leader;
 pub(crate) mod plumbing;
 pub mod served;
+pub mod unreadable;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -158,7 +159,11 @@ pub async fn run(
     let sets = set_controller
         .with_config(controller::Config::default().debounce(settings.debounce))
         .graceful_shutdown_on(stopped())
-        .run(benchmarkset::reconcile, benchmarkset::error_policy, ctx)
+        .run(
+            benchmarkset::reconcile_guarded,
+            benchmarkset::error_policy_guarded,
+            ctx,
+        )
         .for_each(move |result| {
             metrics.reconciled("BenchmarkSet", crate::metrics::classify(&result));
             async move {
@@ -239,4 +244,5 @@ pub(crate) fn default_watcher() -> watcher::Config {
     watcher::Config::default()
 }
 
-pub(crate) type SetController = Controller<perfsweep_benchmarks::set::BenchmarkSet>;
+pub(crate) type SetController =
+    Controller<kube::core::DeserializeGuard<perfsweep_benchmarks::set::BenchmarkSet>>;

@@ -804,3 +804,62 @@ async fn each_created_child_has_its_own_event() {
         .collect();
     assert_eq!(related.len(), 2, "{related:?}");
 }
+
+/// Issue 26: a set that does not deserialize (here `repetitions` a string, as a hand edit
+/// past validation or another perfsweep version might leave it) is reported, naming the
+/// field, and the other sets go on: before the guard it failed the list of every set.
+#[tokio::test]
+async fn a_malformed_set_is_reported_and_does_not_stop_the_others() {
+    let double = double_with_crds().await;
+    let mut malformed = iperf_set("malformed", json!({"streams": [1]}), 1, 1, "Continue");
+    malformed["spec"]["repetitions"] = json!("three");
+    double
+        .create(&SETS, malformed)
+        .expect("the double stores the malformed set, as etcd would");
+    let _operator = Operator::start(&double, "test");
+    create_set(
+        &double,
+        iperf_set("healthy", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+    )
+    .await;
+
+    wait_until(WAIT, "the healthy set's two children", || {
+        let names = child_names(&double, "healthy");
+        if names.len() == 2 {
+            Ok(())
+        } else {
+            Err(format!("children {names:?}"))
+        }
+    })
+    .await;
+    let reported = wait_until(
+        WAIT,
+        "an InvalidObject event about the malformed set",
+        || {
+            let found: Vec<String> = events_about(&double, "malformed")
+                .iter()
+                .filter(|e| e["reason"] == "InvalidObject")
+                .filter_map(|e| e["note"].as_str().map(str::to_owned))
+                .collect();
+            if found.is_empty() {
+                Err(format!("events: {:?}", events_about(&double, "malformed")))
+            } else {
+                Ok(found)
+            }
+        },
+    )
+    .await;
+    assert!(
+        reported[0].contains("spec.repetitions: invalid type: string"),
+        "the event names the field and why: {reported:?}"
+    );
+    assert!(
+        child_names(&double, "malformed").is_empty(),
+        "nothing is created for a set that cannot be read"
+    );
+    assert!(
+        set_status(&double, "malformed").is_null(),
+        "its status is left alone: {}",
+        set_status(&double, "malformed")
+    );
+}

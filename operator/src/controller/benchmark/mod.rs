@@ -26,7 +26,6 @@ pub(crate) mod outcome;
 mod prepare;
 mod status;
 mod target;
-pub mod unreadable;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -75,7 +74,7 @@ use self::status::{
 };
 use self::target::Target;
 use super::caches::{self, Owned, Routes, Trigger};
-use super::{Context, Error, Settings, default_watcher, plumbing, scoped_api};
+use super::{Context, Error, Settings, default_watcher, plumbing, scoped_api, unreadable};
 
 /// The container that runs `perfsweep agent` in every benchmark pod; its log ends with
 /// the agent's report.
@@ -352,17 +351,35 @@ fn controller<K: Benchmark>(
 
 /// A benchmark that deserialized is reconciled; one that did not is reported, and waits
 /// for a change (a fix) without retries.
+/// Each reconcile runs in its own span and is timed for
+/// `perfsweep_reconcile_duration_seconds`.
 pub async fn reconcile_guarded<K: Benchmark>(
     guard: Arc<DeserializeGuard<K>>,
     engine: Arc<Engine>,
 ) -> Result<Action, Error> {
-    match &guard.0 {
-        Ok(benchmark) => reconcile(benchmark, engine).await,
-        Err(invalid) => {
-            unreadable::report(&*guard, invalid, &engine).await;
-            Ok(Action::await_change())
+    use tracing::Instrument as _;
+    let kind = K::kind(&());
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %kind,
+        namespace = %guard.namespace().unwrap_or_default(),
+        name = %guard.name_any(),
+    );
+    let started = std::time::Instant::now();
+    let metrics = engine.ctx.metrics.clone();
+    let result = async {
+        match &guard.0 {
+            Ok(benchmark) => reconcile(benchmark, engine).await,
+            Err(invalid) => {
+                unreadable::report(&*guard, invalid, &engine.ctx).await;
+                Ok(Action::await_change())
+            }
         }
     }
+    .instrument(span)
+    .await;
+    metrics.reconcile_took(&kind, started.elapsed());
+    result
 }
 
 fn error_policy_guarded<K: Benchmark>(

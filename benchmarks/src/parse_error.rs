@@ -550,6 +550,11 @@ mod tests {
 
 /// Shared robustness checks for the parsers' tests.
 #[cfg(test)]
+#[cfg(test)]
+#[path = "../tests/support/nasty_bytes.rs"]
+mod nasty_bytes;
+
+#[cfg(test)]
 pub(crate) mod test_support {
     use super::ParseError;
     use proptest::prelude::*;
@@ -610,22 +615,7 @@ pub(crate) mod test_support {
         assert_eq!(parse(" \n\t\n").unwrap_err(), ParseError::Empty);
     }
 
-    /// Bytes likely to break parsers: structure, signs, digits, exponent.
-    pub(crate) fn nasty_byte() -> impl Strategy<Value = u8> {
-        prop_oneof![
-            any::<u8>(),
-            Just(b'\n'),
-            Just(b'-'),
-            Just(b'{'),
-            Just(b'}'),
-            Just(b'"'),
-            Just(b' '),
-            Just(b'9'),
-            Just(b'.'),
-            Just(b'e'),
-            Just(b'#'),
-        ]
-    }
+    pub(crate) use super::nasty_bytes::nasty_byte;
 
     /// Replaces, inserts or deletes bytes at (relative) positions.
     pub(crate) fn corrupt(raw: &str, edits: &[(f64, u8, u8)]) -> String {

@@ -19,8 +19,6 @@ pub mod export;
 pub mod health;
 pub mod local;
 pub mod metrics;
-#[cfg(test)]
-mod outcome_parity;
 pub mod output_dir;
 pub mod records;
 pub mod telemetry;

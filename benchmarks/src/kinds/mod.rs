@@ -10,6 +10,3 @@ pub mod mpi_pingpong;
 pub mod openfoam;
 pub mod pytorch;
 pub mod rdma;
-
-#[cfg(test)]
-mod mutated_outputs;

@@ -499,7 +499,7 @@ async fn set_mtu(interface: &str, mtu: u32) -> Result<(), Failure> {
 
 /// Why a finished tool gave no result: it said it failed (fio's job errors, the load
 /// generator's start-up failures), or what it printed is not a result.
-pub(crate) fn failure_reason(error: &ParseError) -> Reason {
+pub fn failure_reason(error: &ParseError) -> Reason {
     match error {
         ParseError::ToolReportedError(_) => Reason::ToolFailed,
         _ => Reason::ResultUnparseable,

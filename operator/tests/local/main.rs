@@ -20,3 +20,4 @@ mod local_llm_workloads;
 mod local_mpi;
 mod local_pytorch;
 mod local_set_policy;
+mod outcome_parity;

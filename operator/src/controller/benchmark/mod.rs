@@ -22,7 +22,7 @@ mod decide;
 pub mod export;
 pub mod kind;
 mod observe;
-pub(crate) mod outcome;
+pub mod outcome;
 mod prepare;
 mod status;
 mod target;

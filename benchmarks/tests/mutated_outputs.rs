@@ -3,13 +3,18 @@
 //! NaN, infinities, −1, 1e309 and other impossible values), each parsed the way both
 //! backends parse (through the registry). Whatever the mutation, parsing never panics,
 //! and whenever it succeeds every metric of the result lies within the range its kind
-//! declares ([`crate::metrics::MetricRange`]).
+//! declares (`perfsweep_benchmarks::metrics::MetricRange`).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde::de::DeserializeOwned;
 
-use crate::registry::{self, BenchmarkKind};
+use perfsweep_benchmarks::kinds;
+use perfsweep_benchmarks::parse_error::ParseError;
+use perfsweep_benchmarks::registry::{self, BenchmarkKind};
+
+#[path = "support/nasty_bytes.rs"]
+mod nasty_bytes;
 
 /// How many mutated outputs each kind's property sees.
 const CASES: u32 = 2000;
@@ -49,7 +54,7 @@ enum Mutation {
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         1 => (0.0..1.0f64).prop_map(Mutation::Truncate),
-        2 => (0.0..1.0f64, crate::parse_error::test_support::nasty_byte())
+        2 => (0.0..1.0f64, nasty_bytes::nasty_byte())
             .prop_map(|(at, byte)| Mutation::Flip(at, byte)),
         1 => (0.0..1.0f64).prop_map(Mutation::DuplicateLine),
         1 => (0.0..1.0f64).prop_map(Mutation::DeleteLine),
@@ -196,7 +201,7 @@ where
                     }
                 }
             }
-            Err(crate::parse_error::ParseError::Implausible { .. }) => {
+            Err(ParseError::Implausible { .. }) => {
                 tally.borrow_mut().refused_as_implausible += 1;
             }
             Err(_) => tally.borrow_mut().refused_otherwise += 1,
@@ -214,13 +219,13 @@ where
 
 macro_rules! fixtures {
     ($($path:literal),+ $(,)?) => {
-        &[$(include_str!(concat!("../../testdata/", $path))),+]
+        &[$(include_str!(concat!("../testdata/", $path))),+]
     };
 }
 
 #[test]
 fn iperf_results_stay_in_range() {
-    property::<super::iperf::IPerf>(fixtures!(
+    property::<kinds::iperf::IPerf>(fixtures!(
         "iperf/tcp-1stream.json",
         "iperf/tcp-4streams.json",
         "iperf/tcp-bidir.json",
@@ -233,7 +238,7 @@ fn iperf_results_stay_in_range() {
 
 #[test]
 fn fio_results_stay_in_range() {
-    property::<super::fio::Fio>(fixtures!(
+    property::<kinds::fio::Fio>(fixtures!(
         "fio/single-randread.json",
         "fio/numjobs3-randwrite.json",
         "fio/numjobs3-randwrite-group-reporting.json",
@@ -248,14 +253,14 @@ fn fio_results_stay_in_range() {
 
 #[test]
 fn mpi_pingpong_results_stay_in_range() {
-    property::<super::mpi_pingpong::MPIPingPong>(fixtures!(
+    property::<kinds::mpi_pingpong::MPIPingPong>(fixtures!(
         "mpi_pingpong/imb-mpi1-pingpong-msglog22.txt"
     ));
 }
 
 #[test]
 fn rdma_bandwidth_results_stay_in_range() {
-    property::<super::rdma::bandwidth::RDMABandwidth>(fixtures!(
+    property::<kinds::rdma::bandwidth::RDMABandwidth>(fixtures!(
         "rdma/ib_write_bw-65536-mbsec.txt",
         "rdma/ib_write_bw-all-sizes-gbits.txt",
         "rdma/ib_write_bw-client-connect-error.txt",
@@ -264,7 +269,7 @@ fn rdma_bandwidth_results_stay_in_range() {
 
 #[test]
 fn rdma_latency_results_stay_in_range() {
-    property::<super::rdma::latency::RDMALatency>(fixtures!(
+    property::<kinds::rdma::latency::RDMALatency>(fixtures!(
         "rdma/ib_write_lat-all-sizes.txt",
         "rdma/ib_send_lat-2-cpu-warning.txt",
     ));
@@ -272,7 +277,7 @@ fn rdma_latency_results_stay_in_range() {
 
 #[test]
 fn openfoam_results_stay_in_range() {
-    property::<super::openfoam::OpenFOAM>(fixtures!(
+    property::<kinds::openfoam::OpenFOAM>(fixtures!(
         "openfoam/icofoam-cavity-time-v.log",
         "openfoam/icofoam-cavity80-bash-time.log",
         "openfoam/icofoam-missing-field-fatal-error.log",
@@ -281,7 +286,7 @@ fn openfoam_results_stay_in_range() {
 
 #[test]
 fn pytorch_results_stay_in_range() {
-    property::<super::pytorch::PyTorch>(fixtures!(
+    property::<kinds::pytorch::PyTorch>(fixtures!(
         "pytorch/alexnet-eval-cpu-real.txt",
         "pytorch/resnet50-train-cpu.txt",
         "pytorch/llama-small-eval-cuda.txt",
@@ -291,7 +296,7 @@ fn pytorch_results_stay_in_range() {
 
 #[test]
 fn llm_results_stay_in_range() {
-    property::<super::llm::LLMInference>(fixtures!("llm/loadgen-sim-two-scenarios.txt"));
+    property::<kinds::llm::LLMInference>(fixtures!("llm/loadgen-sim-two-scenarios.txt"));
 }
 
 /// The mutations themselves do what they say.

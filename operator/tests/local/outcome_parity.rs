@@ -8,11 +8,11 @@ use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use serde_json::{Value, json};
 
-use crate::controller::benchmark::outcome as controller;
-use crate::local::{self, LocalOutcome};
+use perfsweep::controller::benchmark::outcome as controller;
+use perfsweep::local::{self, LocalOutcome};
 
 /// A real iperf3 run's output: the evidence in every report.
-const RAW: &str = include_str!("../../benchmarks/testdata/iperf/tcp-1stream.json");
+const RAW: &str = include_str!("../../../benchmarks/testdata/iperf/tcp-1stream.json");
 
 fn iperf() -> &'static KindInfo {
     registry::lookup("IPerf").expect("registered")
@@ -52,7 +52,7 @@ fn agent_report(index: u32, raw: &str) -> AgentReport {
             summary: Some(parsed.summary),
         },
         Err(error) => Outcome::Failed {
-            reason: crate::agent::failure_reason(&error).to_string(),
+            reason: perfsweep::agent::failure_reason(&error).to_string(),
             message: error.to_string(),
         },
     };

@@ -550,7 +550,6 @@ mod tests {
 
 /// Shared robustness checks for the parsers' tests.
 #[cfg(test)]
-#[cfg(test)]
 #[path = "../tests/support/nasty_bytes.rs"]
 mod nasty_bytes;
 

@@ -548,11 +548,11 @@ mod tests {
     }
 }
 
-/// Shared robustness checks for the parsers' tests.
 #[cfg(test)]
 #[path = "../tests/support/nasty_bytes.rs"]
 mod nasty_bytes;
 
+/// Shared robustness checks for the parsers' tests.
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::ParseError;

@@ -65,9 +65,10 @@ impl Families {
     /// Encodes every family as gauges (the only type the caches give).
     fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for (name, (help, samples)) in &self.0 {
+            // prometheus-client ends the help with its own full stop.
             let mut family = encoder.encode_descriptor(
                 name,
-                help,
+                help.trim_end_matches('.'),
                 None,
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
@@ -183,32 +184,32 @@ impl Default for Metrics {
         up.set(1);
         registry.register(
             "perfsweep_up",
-            "1 while this replica runs the controllers.",
+            "1 while this replica runs the controllers",
             up,
         );
         let reconciles = Family::<ControllerLabel, Counter>::default();
         registry.register(
             "perfsweep_reconciles",
-            "Reconciles, successful or not.",
+            "Reconciles, successful or not",
             reconciles.clone(),
         );
         let reconcile_errors = Family::<ControllerLabel, Counter>::default();
         registry.register(
             "perfsweep_reconcile_errors",
-            "Reconciles that failed (retried with backoff).",
+            "Reconciles that failed (retried with backoff)",
             reconcile_errors.clone(),
         );
         let watch_errors = Family::<ControllerLabel, Counter>::default();
         registry.register(
             "perfsweep_watch_errors",
-            "Watch failures other than expiry (410); no reconcile ran.",
+            "Watch failures other than expiry (410); no reconcile ran",
             watch_errors.clone(),
         );
         let reconcile_duration: DurationFamily =
             Family::new_with_constructor(|| Histogram::new(reconcile_duration_buckets()));
         registry.register(
             "perfsweep_reconcile_duration_seconds",
-            "How long one reconcile took, by controller (a benchmark kind or BenchmarkSet), whatever its outcome.",
+            "How long one reconcile took, by controller (a benchmark kind or BenchmarkSet), whatever its outcome",
             reconcile_duration.clone(),
         );
         let collectors = Arc::new(Mutex::new(Vec::new()));

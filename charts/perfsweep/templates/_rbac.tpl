@@ -12,12 +12,13 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 (system:discovery), so it needs no rule here.
 */}}
 {{- define "perfsweep.rules" -}}
-# BenchmarkSet controller: watches sets (list, watch; never reads one by name) and
-# records expansion and progress in their status subresource (server-side apply,
-# field manager perfsweep: a patch).
+# BenchmarkSet controller: watches sets (list, watch) and records expansion and
+# progress in their status subresource (server-side apply, field manager perfsweep: a
+# patch); get reads a set that does not deserialize once more, as plain JSON, so its
+# InvalidObject event names the wrong field (list already shows every set).
 - apiGroups: ["perfsweep.io"]
   resources: ["benchmarksets"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["perfsweep.io"]
   resources: ["benchmarksets/status"]
   verbs: ["patch"]

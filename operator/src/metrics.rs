@@ -22,7 +22,7 @@ use kube::runtime::reflector::Store;
 use perfsweep_benchmarks::labels;
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::set::BenchmarkSet;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -72,18 +72,27 @@ impl Families {
                 None,
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            for (labels, value) in samples {
-                let sample = family.encode_family(labels)?;
-                // Counts print as integers (`1`, not `1.0`), as they always have here.
-                if value.fract() == 0.0 && value.abs() < INTEGRAL_UP_TO {
-                    #[allow(clippy::cast_possible_truncation)]
-                    ConstGauge::new(*value as i64).encode(sample)?;
-                } else {
-                    ConstGauge::new(*value).encode(sample)?;
+            match samples.as_slice() {
+                // A family without labels: no `{}` after its name.
+                [(labels, value)] if labels.is_empty() => encode_gauge(*value, family)?,
+                _ => {
+                    for (labels, value) in samples {
+                        encode_gauge(*value, family.encode_family(labels)?)?;
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+fn encode_gauge(value: f64, sample: MetricEncoder) -> Result<(), std::fmt::Error> {
+    // Counts print as integers (`1`, not `1.0`), as they always have here.
+    if value.fract() == 0.0 && value.abs() < INTEGRAL_UP_TO {
+        #[allow(clippy::cast_possible_truncation)]
+        ConstGauge::new(value as i64).encode(sample)
+    } else {
+        ConstGauge::new(value).encode(sample)
     }
 }
 

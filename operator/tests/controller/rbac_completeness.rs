@@ -380,10 +380,28 @@ async fn exercise_the_operator() -> Vec<RecordedRequest> {
         "secretName": "export-creds",
     });
     double.create(&SETS, set).expect("creating the set");
+    // A set that does not deserialize: read once more by name for its InvalidObject
+    // event.
+    let mut malformed = iperf_set("malformed", json!({}), 1, 1, "Continue");
+    malformed["spec"]["repetitions"] = json!("three");
+    double
+        .create(&SETS, malformed)
+        .expect("creating the malformed set");
     wait_until(WAIT, "two children", || {
         match children(&double, "rbac").len() {
             2 => Ok(()),
             n => Err(format!("{n} children")),
+        }
+    })
+    .await;
+    wait_until(WAIT, "the malformed set's InvalidObject event", || {
+        let reported = support::events_about(&double, "malformed")
+            .iter()
+            .any(|e| e["reason"] == "InvalidObject");
+        if reported {
+            Ok(())
+        } else {
+            Err("no InvalidObject event yet".to_owned())
         }
     })
     .await;

@@ -178,14 +178,9 @@ def chart_crd_files() -> dict[str, dict[str, Any]]:
         return {c["filename"].split("/")[-1]: yaml.safe_load(c["data"]) for c in chart.crds}
 
 
-def scenario_default(objects: list[dict[str, Any]]) -> None:
+def scenario_cluster_wide(objects: list[dict[str, Any]]) -> None:
     (deployment,) = of_kind(objects, "Deployment")
     deployment_checks(deployment, leader_election=True)
-    check_admission_policy(objects, "perfsweep.io/privileged-benchmarks")
-    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    check(env.get("PERFSWEEP_EXPORT_ENDPOINTS") == "", "no export endpoint allowed by default")
-    check(env.get("PERFSWEEP_EXPORT_ALLOW_HTTP") == "false", "no plain-http export by default")
-    check(env.get("PERFSWEEP_MAX_CHILDREN_PER_SET") == "10000", "a ceiling of 10000 children per set")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     check(not any(a.startswith("--namespace") for a in args), "cluster-wide: no --namespace")
     (cluster_role,) = of_kind(objects, "ClusterRole")
@@ -197,6 +192,37 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
         "the ClusterRoleBinding binds the operator's ServiceAccount",
     )
     check(binding["roleRef"]["name"] == cluster_role["metadata"]["name"], "binding → ClusterRole")
+    check(
+        [r for r in of_kind(objects, "Role") if r is not lease_role(objects)] == [],
+        "cluster-wide: no Role but the lease's",
+    )
+
+
+def scenario_default(objects: list[dict[str, Any]], cluster_wide: list[dict[str, Any]]) -> None:
+    (deployment,) = of_kind(objects, "Deployment")
+    deployment_checks(deployment, leader_election=True)
+    check_admission_policy(objects, "perfsweep.io/privileged-benchmarks")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    check(env.get("PERFSWEEP_EXPORT_ENDPOINTS") == "", "no export endpoint allowed by default")
+    check(env.get("PERFSWEEP_EXPORT_ALLOW_HTTP") == "false", "no plain-http export by default")
+    check(env.get("PERFSWEEP_MAX_CHILDREN_PER_SET") == "10000", "a ceiling of 10000 children per set")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    check(
+        f"--namespace={NAMESPACE}" in args,
+        f"namespaced by default: the operator watches its own namespace (--namespace={NAMESPACE})",
+    )
+    check(deployment["metadata"]["name"] == "perfsweep", "the Deployment keeps the release's name")
+    check(
+        [rules_of(r) for r in of_kind(objects, "ClusterRole")] == [node_rules()],
+        "by default the only ClusterRole reads nodes and perfsweep's own CRDs (by name)",
+    )
+    (binding,) = of_kind(objects, "ClusterRoleBinding")
+    check(binding["roleRef"]["name"].endswith("-nodes"), "its ClusterRoleBinding")
+    roles = [r for r in of_kind(objects, "Role") if r is not lease_role(objects)]
+    check([r["metadata"]["namespace"] for r in roles] == [NAMESPACE], "a Role in the release namespace")
+    cluster_rules = [r for r in rules_of(of_kind(cluster_wide, "ClusterRole")[0]) if r not in node_rules()]
+    for role in roles:
+        check(rules_of(role) == cluster_rules, f"{name(role)}: the cluster-wide ClusterRole's rules")
     role = lease_role(objects)
     check(role is not None and role["metadata"]["namespace"] == NAMESPACE, "lease Role")
     if role:
@@ -210,6 +236,25 @@ def scenario_default(objects: list[dict[str, Any]]) -> None:
     check(not of_kind(objects, "CustomResourceDefinition"), "CRDs not templates by default")
     (service,) = of_kind(objects, "Service")
     check(service["spec"]["ports"][0]["port"] == 8080, "metrics Service on 8080")
+
+
+def node_rules() -> list[dict[str, Any]]:
+    """The rules of the ClusterRole of namespaced mode: reading nodes, and perfsweep's
+    own CRDs by name (BenchmarkSet's is not read)."""
+    crd_names = sorted(
+        f"{crd['spec']['names']['plural']}.perfsweep.io"
+        for crd in (
+            yaml.safe_load(open(os.path.join(CHART, "crds", file), encoding="utf-8"))
+            for file in os.listdir(os.path.join(CHART, "crds"))
+            if file.endswith(".yaml")
+        )
+        if crd["spec"]["names"]["kind"] != "BenchmarkSet"
+    )
+    return [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": crd_names, "verbs": ["get"]},
+    ]
 
 
 def check_admission_policy(objects: list[dict[str, Any]], label: str) -> None:
@@ -242,25 +287,11 @@ def check_admission_policy(objects: list[dict[str, Any]], label: str) -> None:
     check(label in privileged["expression"], f"{what}: the namespace label {label}")
 
 
-def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, Any]]) -> None:
+def scenario_namespaced(objects: list[dict[str, Any]], cluster_wide: list[dict[str, Any]]) -> None:
     watched = ["team-a", "team-b"]
-    crd_names = sorted(
-        f"{crd['spec']['names']['plural']}.perfsweep.io"
-        for crd in (
-            yaml.safe_load(open(os.path.join(CHART, "crds", file), encoding="utf-8"))
-            for file in os.listdir(os.path.join(CHART, "crds"))
-            if file.endswith(".yaml")
-        )
-        if crd["spec"]["names"]["kind"] != "BenchmarkSet"
-    )
-    node_rules = [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
-        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-         "resourceNames": crd_names, "verbs": ["get"]},
-    ]
     cluster_roles = of_kind(objects, "ClusterRole")
     check(
-        [rules_of(r) for r in cluster_roles] == [node_rules],
+        [rules_of(r) for r in cluster_roles] == [node_rules()],
         "namespaced: one ClusterRole, for reading nodes and perfsweep's own CRDs (by name) only",
     )
     bindings = of_kind(objects, "ClusterRoleBinding")
@@ -270,7 +301,7 @@ def scenario_namespaced(objects: list[dict[str, Any]], default: list[dict[str, A
         and bindings[0]["roleRef"]["name"] == cluster_roles[0]["metadata"]["name"],
         "namespaced: its ClusterRoleBinding",
     )
-    cluster_rules = [r for r in rules_of(of_kind(default, "ClusterRole")[0]) if r not in node_rules]
+    cluster_rules = [r for r in rules_of(of_kind(cluster_wide, "ClusterRole")[0]) if r not in node_rules()]
     roles = [r for r in of_kind(objects, "Role") if r["metadata"]["namespace"] in watched]
     check(sorted(r["metadata"]["namespace"] for r in roles) == watched, "a Role per namespace")
     for role in roles:
@@ -364,6 +395,7 @@ def scenario_no_leader_election(objects: list[dict[str, Any]]) -> None:
 
 
 SCENARIOS: list[tuple[str, dict[str, Any]]] = [
+    ("cluster-wide (watch.allNamespaces: true)", {"watch": {"allNamespaces": True}}),
     ("default values", {}),
     ("namespaced (watch.namespaces: [team-a, team-b])", {"watch": {"namespaces": ["team-a", "team-b"]}}),
     (
@@ -403,6 +435,10 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"operator": {"logFormat": "xml"}}, "at '/operator/logFormat': value must be one of 'json', 'text'"),
     ({"watch": {"namespaces": ["Team_A"]}}, "at '/watch/namespaces/0'"),
     ({"watch": {"namespaces": "team-a"}}, "at '/watch/namespaces': got string, want array"),
+    (
+        {"watch": {"allNamespaces": True, "namespaces": ["team-a"]}},
+        "watch.allNamespaces and watch.namespaces exclude each other",
+    ),
     ({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum"),
     ({"export": {"allowedEndpoints": ["https://u:p@store/x"]}}, "at '/export/allowedEndpoints/0'"),
     ({"maxChildrenPerSet": 2000000}, "at '/maxChildrenPerSet': maximum"),
@@ -435,13 +471,15 @@ def main() -> int:
     validate_schemas([dict(c, __source="crds/") for c in files.values()])
 
     rendered: dict[str, list[dict[str, Any]]] = {}
+    cluster_wide = SCENARIOS[0][0]
     checks: dict[str, Callable[[list[dict[str, Any]]], None]] = {
-        SCENARIOS[0][0]: scenario_default,
-        SCENARIOS[1][0]: lambda o: scenario_namespaced(o, rendered[SCENARIOS[0][0]]),
-        SCENARIOS[2][0]: scenario_service_monitor,
-        SCENARIOS[3][0]: scenario_crds_as_templates,
-        SCENARIOS[4][0]: scenario_no_leader_election,
-        SCENARIOS[5][0]: scenario_grafana_dashboard,
+        SCENARIOS[0][0]: scenario_cluster_wide,
+        SCENARIOS[1][0]: lambda o: scenario_default(o, rendered[cluster_wide]),
+        SCENARIOS[2][0]: lambda o: scenario_namespaced(o, rendered[cluster_wide]),
+        SCENARIOS[3][0]: scenario_service_monitor,
+        SCENARIOS[4][0]: scenario_crds_as_templates,
+        SCENARIOS[5][0]: scenario_no_leader_election,
+        SCENARIOS[6][0]: scenario_grafana_dashboard,
     }
     for label, values in SCENARIOS:
         print(f"== {label}")

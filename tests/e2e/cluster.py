@@ -795,6 +795,9 @@ def install_chart():
                 {"name": "KUBERNETES_SERVICE_PORT", "value": str(API_PORT)},
             ],
         },
+        # Namespaced, as the chart's default is, for the namespace the suites run their
+        # benchmarks in: a Role there, no cluster-wide pods or Secrets.
+        "watch": {"namespaces": ["default"]},
         "benchmarkDefaults": {"scheduler": "volcano" if have_volcano() else "default"},
         # The suite's S3 server, plain http on the bridge (the administrator's choice).
         "export": {"allowedEndpoints": [S3_URL], "allowPlainHttp": True},

@@ -49,9 +49,28 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{/*
-The operator instances: one watching every namespace, or one per listed namespace (the
-operator takes a single --namespace). Each entry: name (Deployment), namespace (watched,
-"" for all), lease (leader election Lease name). Returned as JSON for fromJson.
+The namespaces the operator watches, with a Role in each: watch.namespaces, or the
+release namespace by default; none (an empty list) with watch.allNamespaces, which uses
+a ClusterRole instead. Returned as JSON for fromJsonArray.
+*/}}
+{{- define "perfsweep.watchedNamespaces" -}}
+{{- if and .Values.watch.allNamespaces .Values.watch.namespaces -}}
+{{- fail "watch.allNamespaces and watch.namespaces exclude each other: list the namespaces, or watch them all" -}}
+{{- end -}}
+{{- if .Values.watch.allNamespaces -}}
+{{- list | toJson -}}
+{{- else if .Values.watch.namespaces -}}
+{{- .Values.watch.namespaces | toJson -}}
+{{- else -}}
+{{- list .Release.Namespace | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The operator instances: one watching every namespace (watch.allNamespaces), one for the
+release namespace (the default), or one per listed namespace (the operator takes a
+single --namespace). Each entry: name (Deployment), namespace (watched, "" for all),
+lease (leader election Lease name). Returned as JSON for fromJson.
 */}}
 {{- define "perfsweep.instances" -}}
 {{- $fullname := include "perfsweep.fullname" . -}}
@@ -62,7 +81,8 @@ operator takes a single --namespace). Each entry: name (Deployment), namespace (
 {{- $instances = append $instances (dict "name" (printf "%s-%s" $fullname . | trunc 63 | trimSuffix "-") "namespace" . "lease" (printf "%s-%s" $lease . | trunc 63 | trimSuffix "-")) -}}
 {{- end -}}
 {{- else -}}
-{{- $instances = append $instances (dict "name" $fullname "namespace" "" "lease" $lease) -}}
+{{- $watched := include "perfsweep.watchedNamespaces" . | fromJsonArray -}}
+{{- $instances = append $instances (dict "name" $fullname "namespace" (first $watched | default "") "lease" $lease) -}}
 {{- end -}}
 {{- dict "items" $instances | toJson -}}
 {{- end -}}

@@ -2,8 +2,8 @@
 What the operator does to the cluster, exactly: derived from operator/src/controller/
 (the CLI's own calls do not count) and checked by operator/tests/controller/rbac_completeness.rs,
 which runs the operator against an API double and fails on a request these rules do not
-allow or a rule no request needs. Shared by the ClusterRole (all namespaces) and the
-per-namespace Roles (watch.namespaces). Secrets are read only by name (get, never list
+allow or a rule no request needs. Shared by the per-namespace Roles (the default: the
+release namespace, or watch.namespaces) and the ClusterRole (watch.allNamespaces). Secrets are read only by name (get, never list
 or watch): the one an outputLocation names for its credentials. The one
 cluster-scoped permissions, reading nodes (get, list) and perfsweep's own CRDs (get, by
 name), are in perfsweep.nodeRules: in the ClusterRole cluster-wide, in a ClusterRole of

@@ -88,9 +88,11 @@ pub fn repo_root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
-/// The chart rendered with default values for release namespace [`NS`] (by Helm's Go
-/// SDK, `charts/tests/render.py`), or `None` (after saying why) when helm-python-sdk is
-/// not installed outside CI; under `CI` that is a failure. Rendered once per test binary.
+/// The chart rendered for release namespace [`NS`] (by Helm's Go SDK,
+/// `charts/tests/render.py`) in its cluster-wide mode (`watch.allNamespaces`), as the
+/// tests run the operator on every namespace; or `None` (after saying why) when
+/// helm-python-sdk is not installed outside CI; under `CI` that is a failure. Rendered
+/// once per test binary.
 pub fn render_chart() -> Option<Vec<Value>> {
     static RENDERED: std::sync::OnceLock<Option<Vec<Value>>> = std::sync::OnceLock::new();
     RENDERED.get_or_init(render_chart_now).clone()
@@ -101,6 +103,7 @@ fn render_chart_now() -> Option<Vec<Value>> {
     let output = std::process::Command::new("python3")
         .arg(&script)
         .args(["--namespace", NS])
+        .args(["--set-json", r#"watch={"allNamespaces":true}"#])
         .output();
     let skip = |reason: String| {
         assert!(

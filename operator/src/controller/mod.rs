@@ -44,6 +44,15 @@ pub enum Error {
         #[source]
         source: crate::token::RandomUnavailable,
     },
+    /// A benchmark's reconcile failed at `stage`: retried, but never past `deadline`
+    /// (when the benchmark fails naming the stage).
+    #[error("{stage}: {source}")]
+    Stuck {
+        stage: &'static str,
+        deadline: Option<jiff::Timestamp>,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {

@@ -1,17 +1,34 @@
 //! Apply: create the rendered objects that are missing, keep the evidence, delete what a
 //! finished benchmark leaves, publish events.
 
-use super::{
-    Api, BTreeMap, Benchmark, ConfigMap, Debug, DeserializeOwned, Engine, Error, EventType,
-    Failure, ObjectMeta, Observation, OwnerReference, PersistentVolumeClaim, Pod, PodGroup,
-    PostParams, Prepared, Reason, Rendered, Resource, ResourceExt, Secret, Serialize, Service,
-    Target, caches, labels, plumbing, render,
-};
-use caches::Named;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, PostParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::outcome::{Failure, Reason};
+use perfsweep_benchmarks::render::{self, Rendered};
+use perfsweep_benchmarks::volcano::PodGroup;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::Engine;
+use super::kind::Benchmark;
+use super::observe::Observation;
+use super::prepare::Prepared;
+use super::step::{At, Stage, Step};
+use super::target::Target;
+use crate::controller::caches::{self, Named};
+use crate::controller::{Error, plumbing};
 
 /// Apply, step one: the rendered objects that are missing. Returns what was created, or
-/// the failure that keeps them from being created.
+/// the failure that keeps them from being created (every operator error here is
+/// [`Stage::Creating`]).
 ///
 /// A gang's PodGroup is created first and owns everything else the benchmark runs with
 /// (Service, Secrets, claims, pods): deleting the PodGroup lets the garbage collector
@@ -21,7 +38,7 @@ pub(super) async fn create_missing(
     target: &Target,
     prepared: &Prepared,
     observation: &Observation,
-) -> Result<Result<Vec<String>, Failure>, Error> {
+) -> Step<Vec<String>> {
     let ctx = &engine.ctx;
     let mut created = Vec::new();
     let mut group_owner = observation.pod_group.as_ref().and_then(gang_owner);
@@ -29,15 +46,15 @@ pub(super) async fn create_missing(
         && observation.pod_group.is_none()
     {
         if !engine.volcano {
-            return Ok(Err(volcano_missing()));
+            return Err(volcano_missing().into());
         }
-        let stored = match create(&target.api::<PodGroup>(ctx), group, target).await? {
+        let stored = match create(&target.api::<PodGroup>(ctx), group, target).await.at(Stage::Creating)? {
             Created::Yes(stored) => {
                 created.push(format!("PodGroup {}", group.name_any()));
                 Some(stored)
             }
             Created::Existed(stored) => stored,
-            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
         };
         group_owner = stored.as_ref().and_then(gang_owner);
         let noted = stored.unwrap_or_else(|| group.clone());
@@ -58,45 +75,47 @@ pub(super) async fn create_missing(
         })
         .collect();
     if missing.is_empty() {
-        return Ok(Ok(created));
+        return Ok(created);
     }
     let service = &prepared.rendered.service;
     let service = &Service {
         metadata: owned(&service.metadata),
         ..service.clone()
     };
-    match create(&target.api::<Service>(ctx), service, target).await? {
+    match create(&target.api::<Service>(ctx), service, target).await.at(Stage::Creating)? {
         Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
         Created::Existed(_) => {}
-        Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+        Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
     }
     let policy = &prepared.rendered.network_policy;
     let policy = &NetworkPolicy {
         metadata: owned(&policy.metadata),
         ..policy.clone()
     };
-    match create(&target.api::<NetworkPolicy>(ctx), policy, target).await? {
+    match create(&target.api::<NetworkPolicy>(ctx), policy, target).await.at(Stage::Creating)? {
         Created::Yes(_) => created.push(format!("NetworkPolicy {}", policy.name_any())),
         Created::Existed(_) => {}
-        Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+        Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
     }
     for secret in &prepared.rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
         // exists already keeps its token (create answers Existed).
         let mut secret = if render::launch::needs_token(secret) {
-            let token = crate::token::random().map_err(|source| Error::Random {
-                what: format!("the launch token of {}", target.describe()),
-                source,
-            })?;
+            let token = crate::token::random()
+                .map_err(|source| Error::Random {
+                    what: format!("the launch token of {}", target.describe()),
+                    source,
+                })
+                .at(Stage::Creating)?;
             render::launch::with_token(secret, &token)
         } else {
             secret.clone()
         };
         secret.metadata = owned(&secret.metadata);
-        match create(&target.api::<Secret>(ctx), &secret, target).await? {
+        match create(&target.api::<Secret>(ctx), &secret, target).await.at(Stage::Creating)? {
             Created::Yes(_) => created.push(format!("Secret {}", secret.name_any())),
             Created::Existed(_) => {}
-            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
         }
     }
     for claim in &prepared.rendered.claims {
@@ -104,12 +123,12 @@ pub(super) async fn create_missing(
             metadata: owned(&claim.metadata),
             ..claim.clone()
         };
-        match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target).await? {
+        match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target).await.at(Stage::Creating)? {
             Created::Yes(_) => {
                 created.push(format!("PersistentVolumeClaim {}", claim.name_any()));
             }
             Created::Existed(_) => {}
-            Created::Rejected(failure) | Created::NotYet(failure) => return Ok(Err(failure)),
+            Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
         }
     }
     let pods = target.api::<Pod>(ctx);
@@ -119,13 +138,13 @@ pub(super) async fn create_missing(
             metadata: owned(&pod.metadata),
             ..pod.clone()
         };
-        let stored = match create(&pods, &pod, target).await? {
+        let stored = match create(&pods, &pod, target).await.at(Stage::Creating)? {
             Created::Yes(stored) => {
                 pod_count += 1;
                 Some(stored)
             }
             Created::Existed(stored) => stored,
-            Created::Rejected(failure) => return Ok(Err(failure)),
+            Created::Rejected(failure) => return Err(failure.into()),
             Created::NotYet(why) => {
                 // The others would be refused alike; the PodGroup's next change (or the
                 // next look) brings the reconcile that creates them.
@@ -144,7 +163,7 @@ pub(super) async fn create_missing(
             if pod_count == 1 { "" } else { "s" }
         ));
     }
-    Ok(Ok(created))
+    Ok(created)
 }
 
 /// The owner reference that makes an object a member of the gang `group`; `None` for a

@@ -29,7 +29,8 @@ use perfsweep_benchmarks::output::OutputLocation;
 use perfsweep_benchmarks::status::{ExportProgress, condition, condition_status, set_condition};
 use serde_json::Value;
 
-use super::{Benchmark, Engine, STALE_RETRY, Target, bounded, publish, write_status};
+use super::step::{Note, Stage, Update};
+use super::{Benchmark, Engine, Target, bounded};
 use crate::controller::Error;
 use crate::export::{self, Credentials, Destination, Retry, Store};
 use crate::records::{Kept, cluster_record};
@@ -114,21 +115,22 @@ pub(super) async fn export<K: Benchmark>(
     benchmark: &K,
     target: &Target,
     engine: &Engine,
-) -> Result<Action, Error> {
+) -> Result<Update<K::Result>, Error> {
+    let old = benchmark.benchmark_status().cloned().unwrap_or_default();
+    let done = |then: Action| Ok(Update::nothing(&old, then, Stage::CleaningUp));
     let object = serde_json::to_value(benchmark).map_err(|source| Error::Serialize {
         what: "a benchmark",
         source,
     })?;
     let location = match object.pointer("/spec/outputLocation") {
-        None | Some(Value::Null) => return Ok(Action::await_change()),
+        None | Some(Value::Null) => return done(Action::await_change()),
         Some(value) => serde_json::from_value::<OutputLocation>(value.clone()),
     };
-    let old = benchmark.benchmark_status().cloned().unwrap_or_default();
     let settled = old.conditions.iter().any(|c| {
         c.type_ == CONDITION && (c.status == condition_status::TRUE || c.reason == FAILED)
     });
     if settled {
-        return Ok(Action::await_change());
+        return done(Action::await_change());
     }
     let policy = &engine.export;
     let attempts = old.export.as_ref().map_or(0, |p| p.attempts);
@@ -141,7 +143,7 @@ pub(super) async fn export<K: Benchmark>(
         let now = Timestamp::now();
         if now < due {
             let wait = now.duration_until(due).unsigned_abs();
-            return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
+            return done(Action::requeue(wait.max(Duration::from_millis(10))));
         }
     }
     let attempt = attempts + 1;
@@ -195,9 +197,6 @@ pub(super) async fn export<K: Benchmark>(
         &mut status.conditions,
         condition(CONDITION, value, reason, &message, target.generation, now),
     );
-    if !write_status(benchmark, engine, target, &old, &status).await? {
-        return Ok(Action::requeue(STALE_RETRY));
-    }
     let type_ = if value == condition_status::TRUE {
         tracing::info!(benchmark = %target.describe(), %message, "exported");
         EventType::Normal
@@ -205,8 +204,16 @@ pub(super) async fn export<K: Benchmark>(
         tracing::warn!(benchmark = %target.describe(), %message, "export failed");
         EventType::Warning
     };
-    publish(engine, benchmark, type_, reason, "Export", &message).await;
-    Ok(action)
+    Ok(Update {
+        status,
+        events: vec![Note {
+            type_,
+            reason,
+            action: "Export",
+            note: message,
+        }],
+        ..Update::nothing(&old, action, Stage::CleaningUp)
+    })
 }
 
 /// One attempt: credentials, the record and evidence, the upload. `Ok` says what was

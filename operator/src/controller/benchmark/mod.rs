@@ -25,9 +25,9 @@ mod observe;
 pub mod outcome;
 mod prepare;
 mod status;
+mod step;
 mod target;
 
-use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -36,30 +36,19 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, LogParams, Patch, PatchParams, PostParams};
-use kube::core::{DeserializeGuard, NamespaceResourceScope};
+use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::common::CommonSpec;
 use perfsweep_benchmarks::kinds;
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::plan::process_name;
-use perfsweep_benchmarks::registry::{self, KindInfo};
-use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
+use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::render::{self, Rendered};
 use perfsweep_benchmarks::status::{
     BenchmarkStatus, Phase, condition, condition_status, set_condition,
 };
 use perfsweep_benchmarks::volcano::PodGroup;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
 
 use self::apply::{create_missing, keep_evidence, publish, release};
 use self::assess::{Assessment, Failure, Reason};
@@ -67,14 +56,12 @@ pub use self::kind::Benchmark;
 use self::observe::{
     Observation, observe, observe_environment, read_progress, read_result, reported_failure,
 };
-use self::outcome::Success;
 use self::prepare::{Prepared, prepare};
-use self::status::{
-    Claim, accepted_condition, bounded, claim, condition_of, finished, write_status,
-};
+use self::status::{Claim, accepted_condition, bounded, claim, condition_of, finished};
+use self::step::{At, Halt, Note, Stage, Stuck, Update};
 use self::target::Target;
 use super::caches::{self, Owned, Routes, Trigger};
-use super::{Context, Error, Settings, default_watcher, plumbing, scoped_api, unreadable};
+use super::{Context, Error, Settings, default_watcher, scoped_api, unreadable};
 
 /// The container that runs `perfsweep agent` in every benchmark pod; its log ends with
 /// the agent's report.
@@ -99,50 +86,6 @@ pub const OPERATOR_ERROR_CONDITION: &str = "OperatorError";
 /// sees the deadline passed.
 const PAST_DEADLINE: Duration = Duration::from_millis(50);
 
-/// What the controller was doing for a benchmark when a request failed: every stage is
-/// bounded by the benchmark's timeout, and a benchmark that ends at its deadline says in
-/// which stage and on which error it was stuck.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    Preparing,
-    Creating,
-    WaitingForPods,
-    Running,
-    ReadingResult,
-    CleaningUp,
-}
-
-impl Stage {
-    fn describe(self) -> &'static str {
-        match self {
-            Self::Preparing => "preparing",
-            Self::Creating => "creating its objects",
-            Self::WaitingForPods => "waiting for its pods",
-            Self::Running => "running",
-            Self::ReadingResult => "reading the result",
-            Self::CleaningUp => "cleaning up",
-        }
-    }
-
-    /// The failure of a benchmark whose deadline passed while this stage kept failing.
-    fn failure(self, error: &Error, timeout: Duration) -> Failure {
-        let timeout = perfsweep_benchmarks::duration::format(timeout);
-        match self {
-            Self::ReadingResult => Failure::new(
-                Reason::ResultUnreadable,
-                format!("the result could not be read within the timeout of {timeout}: {error}"),
-            ),
-            stage => Failure::new(
-                Reason::TimedOut,
-                format!(
-                    "the benchmark did not finish within its timeout of {timeout} ({}; last error: {error})",
-                    stage.describe()
-                ),
-            ),
-        }
-    }
-}
-
 /// The reason of the `OperatorError` condition and event: what kind of failure it was.
 fn operator_error_reason(error: &Error) -> Reason {
     match error {
@@ -159,6 +102,7 @@ fn operator_error_reason(error: &Error) -> Reason {
         Error::MissingNamespace { .. } | Error::Serialize { .. } | Error::Random { .. } => {
             Reason::OperatorError
         }
+        Error::Stuck { source, .. } => operator_error_reason(source),
     }
 }
 
@@ -393,116 +337,125 @@ fn error_policy_guarded<K: Benchmark>(
     }
 }
 
+/// One look at a benchmark, in the steps its files are named for: dereference
+/// ([`target`]) → validate and build, once ([`prepare`]) → observe ([`observe`]) and
+/// decide ([`decide`], pure) → apply ([`apply`]) → update status ([`status::update`],
+/// the one place a reconcile's status is written). Every step that talks to the cluster
+/// returns a [`Step`]: done, the benchmark fails, or the operator is [`Stuck`] at a
+/// stage, which becomes an `OperatorError` condition (or, past the deadline, a failure
+/// naming the stage).
 pub async fn reconcile<K: Benchmark>(benchmark: &K, engine: Arc<Engine>) -> Result<Action, Error> {
-    let kind = K::kind(&());
-    let Some(info) = registry::lookup(&kind) else {
-        tracing::error!(%kind, "no such benchmark kind in the registry");
+    let Some(mut target) = dereference(benchmark, &engine)? else {
         return Ok(Action::await_change());
     };
-    let mut target = Target::of(benchmark, info)?;
-    target.defaults = engine.defaults.clone();
-    if benchmark.meta().deletion_timestamp.is_some() {
-        // What it created goes with it through owner references.
-        return Ok(Action::await_change());
-    }
-    let old = benchmark.benchmark_status().cloned().unwrap_or_default();
-    // Validated and built once: every step below works from this.
+    let stored = benchmark.benchmark_status().cloned().unwrap_or_default();
     let prepared = prepare(benchmark, &target);
-    let mut stage = Stage::Preparing;
-    let outcome = if old.phase.is_some_and(Phase::is_finished) {
-        stage = Stage::CleaningUp;
-        tidy_up(benchmark, &target, &old, prepared.as_ref().ok(), &engine).await
-    } else {
-        advance(
-            benchmark,
-            &mut target,
-            old.clone(),
-            &prepared,
-            &engine,
-            &mut stage,
-        )
-        .await
+    let update = match &prepared {
+        _ if stored.phase.is_some_and(Phase::is_finished) => {
+            let rendered = prepared.as_ref().ok().map(|p| &p.rendered);
+            tidy_up(benchmark, &target, &stored, rendered, &engine).await
+        }
+        Ok(prepared) => advance(benchmark, &mut target, &stored, prepared, &engine).await,
+        Err(failure) => Ok(Update::ended(
+            &stored,
+            finished(&stored, &target, Err(failure.clone()), Timestamp::now()),
+            Some(failure),
+            None,
+            Stage::Preparing,
+        )),
     };
-    match outcome {
+    let prepared = prepared.as_ref().ok();
+    let written = match update {
+        Ok(update) => status::update(benchmark, &target, update, prepared, &engine).await,
+        Err(stuck) => Err(stuck),
+    };
+    match written {
         Ok(action) => {
             engine.ctx.backoff.reset(&target.describe());
             Ok(action)
         }
-        Err(error) => {
-            let prepared = prepared.as_ref().ok();
-            on_operator_error(benchmark, &target, &old, prepared, error, stage, &engine).await
-        }
+        Err(stuck) => on_stuck(benchmark, &target, &stored, prepared, stuck, &engine).await,
     }
 }
 
-/// A finished benchmark: delete what is left of it, export it, and drop an
-/// `OperatorError` condition that no longer holds.
+/// The benchmark being reconciled, with the cluster's defaults; `None` for one being
+/// deleted (what it created goes with it through owner references) or of a kind the
+/// registry does not know.
+fn dereference<K: Benchmark>(benchmark: &K, engine: &Engine) -> Result<Option<Target>, Error> {
+    let kind = K::kind(&());
+    let Some(info) = registry::lookup(&kind) else {
+        tracing::error!(%kind, "no such benchmark kind in the registry");
+        return Ok(None);
+    };
+    if benchmark.meta().deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    let mut target = Target::of(benchmark, info)?;
+    target.defaults = engine.defaults.clone();
+    Ok(Some(target))
+}
+
+/// A finished benchmark: delete what is left of it, drop an `OperatorError` condition
+/// that no longer holds, and export it.
 async fn tidy_up<K: Benchmark>(
     benchmark: &K,
     target: &Target,
-    old: &BenchmarkStatus<K::Result>,
-    prepared: Option<&Prepared>,
+    stored: &BenchmarkStatus<K::Result>,
+    rendered: Option<&Rendered>,
     engine: &Engine,
-) -> Result<Action, Error> {
-    release(engine, target, prepared.map(|p| &p.rendered)).await?;
-    if condition_of(old, OPERATOR_ERROR_CONDITION).is_some() {
-        let mut status = old.clone();
+) -> Result<Update<K::Result>, Stuck> {
+    release(engine, target, rendered)
+        .await
+        .at(Stage::CleaningUp)?;
+    if condition_of(stored, OPERATOR_ERROR_CONDITION).is_some() {
+        let mut status = stored.clone();
         status
             .conditions
             .retain(|c| c.type_ != OPERATOR_ERROR_CONDITION);
-        write_status(benchmark, engine, target, old, &status).await?;
         // The export (which writes status too) follows on the next look.
-        return Ok(Action::requeue(STALE_RETRY));
+        return Ok(Update {
+            status,
+            ..Update::nothing(stored, Action::requeue(STALE_RETRY), Stage::CleaningUp)
+        });
     }
-    export::export(benchmark, target, engine).await
-}
-
-/// When and how long: the benchmark's deadline (creation plus `timeout`), if its spec
-/// can be prepared.
-fn deadline_of<K: Benchmark>(benchmark: &K, target: &Target) -> Option<(Timestamp, Duration)> {
-    let timeout = prepare(benchmark, target).ok()?.timeout;
-    Some((assess::later(target.created, timeout), timeout))
+    export::export(benchmark, target, engine)
+        .await
+        .at(Stage::CleaningUp)
 }
 
 /// A request of this reconcile failed. Past the benchmark's deadline the benchmark ends,
 /// naming the stage it was stuck in and the error; before it, the error is shown in the
 /// status (`OperatorError`) and as a Warning event, and the reconcile is retried.
-async fn on_operator_error<K: Benchmark>(
+async fn on_stuck<K: Benchmark>(
     benchmark: &K,
     target: &Target,
-    old: &BenchmarkStatus<K::Result>,
+    stored: &BenchmarkStatus<K::Result>,
     prepared: Option<&Prepared>,
-    error: Error,
-    stage: Stage,
+    stuck: Stuck,
     engine: &Engine,
 ) -> Result<Action, Error> {
+    let Stuck { stage, error } = stuck;
     let now = Timestamp::now();
-    let running = !old.phase.is_some_and(Phase::is_finished);
-    if running
-        && let Some(prepared) = prepared
-        && let timeout = prepared.timeout
-        && let deadline = assess::later(target.created, timeout)
+    let running = !stored.phase.is_some_and(Phase::is_finished);
+    let deadline = prepared
+        .filter(|_| running)
+        .map(|prepared| assess::later(target.created, prepared.timeout));
+    if let Some(prepared) = prepared
+        && let Some(deadline) = deadline
         && deadline <= now
     {
+        let timeout = prepared.timeout;
         let failure = stage.failure(&error, timeout);
         tracing::warn!(benchmark = %target.describe(), %error, stage = stage.describe(), "the deadline passed; the benchmark fails");
-        let status = finished(old, target, Err(failure.clone()), now);
-        let rendered = Some(&prepared.rendered);
-        return conclude(
-            benchmark,
-            target,
-            old,
-            &status,
-            Some(&failure),
-            None,
-            rendered,
-            engine,
-        )
-        .await;
+        let status = finished(stored, target, Err(failure.clone()), now);
+        let ended = Update::ended(stored, status, Some(&failure), None, Stage::CleaningUp);
+        return status::update(benchmark, target, ended, Some(prepared), engine)
+            .await
+            .map_err(|stuck| stuck.error);
     }
     let reason = operator_error_reason(&error);
     let message = bounded(&format!("{}: {error}", stage.describe()));
-    let mut status = old.clone();
+    let mut status = stored.clone();
     set_condition(
         &mut status.conditions,
         condition(
@@ -514,9 +467,15 @@ async fn on_operator_error<K: Benchmark>(
             now,
         ),
     );
-    if let Err(write_error) = write_status(benchmark, engine, target, old, &status).await {
-        tracing::warn!(benchmark = %target.describe(), error = %write_error, "cannot record the operator's error in status");
+    let shown = Update {
+        status,
+        ..Update::nothing(stored, Action::await_change(), stage)
+    };
+    if let Err(write) = status::update(benchmark, target, shown, prepared, engine).await {
+        tracing::warn!(benchmark = %target.describe(), error = %write.error, "cannot record the operator's error in status");
     }
+    // Announced whether or not the status could say it: the event may get through
+    // where the status write did not.
     publish(
         engine,
         benchmark,
@@ -526,7 +485,11 @@ async fn on_operator_error<K: Benchmark>(
         &message,
     )
     .await;
-    Err(error)
+    Err(Error::Stuck {
+        stage: stage.describe(),
+        deadline,
+        source: Box::new(error),
+    })
 }
 
 pub fn error_policy<K: Benchmark>(benchmark: &K, error: &Error, engine: Arc<Engine>) -> Action {
@@ -538,20 +501,15 @@ pub fn error_policy<K: Benchmark>(benchmark: &K, error: &Error, engine: Arc<Engi
     );
     let mut delay = engine.ctx.backoff.next_delay(&key);
     // Retries never carry a benchmark past its deadline unseen: every stage of it is
-    // bounded by its timeout.
-    if let Some(info) = registry::lookup(&K::kind(&()))
-        && let Ok(mut target) = Target::of(benchmark, info)
-        && !benchmark
-            .benchmark_status()
-            .and_then(|s| s.phase)
-            .is_some_and(Phase::is_finished)
+    // bounded by its timeout, which the error carries.
+    if let Error::Stuck {
+        deadline: Some(deadline),
+        ..
+    } = error
     {
-        target.defaults = engine.defaults.clone();
-        if let Some((deadline, _)) = deadline_of(benchmark, &target) {
-            let left = Timestamp::now().duration_until(deadline);
-            if left.is_positive() {
-                delay = delay.min(left.unsigned_abs().saturating_add(PAST_DEADLINE));
-            }
+        let left = Timestamp::now().duration_until(*deadline);
+        if left.is_positive() {
+            delay = delay.min(left.unsigned_abs().saturating_add(PAST_DEADLINE));
         }
     }
     tracing::warn!(benchmark = %key, %error, retry_in = ?delay, "reconcile failed");
@@ -559,65 +517,57 @@ pub fn error_policy<K: Benchmark>(benchmark: &K, error: &Error, engine: Arc<Engi
 }
 
 /// An unfinished benchmark: observe its pods (caches) → decide what they mean and what
-/// to do (pure: [`decide::next`]) → create what is missing → update status while it goes
-/// on; once it ends, [`finish`] it.
+/// to do (pure: [`decide::next`]) → create what is missing → the status it goes on
+/// with; once it ends, [`finish`] it.
 async fn advance<K: Benchmark>(
     benchmark: &K,
     target: &mut Target,
-    mut old: BenchmarkStatus<K::Result>,
-    prepared: &Result<Prepared, Failure>,
+    stored: &BenchmarkStatus<K::Result>,
+    prepared: &Prepared,
     engine: &Engine,
-    stage: &mut Stage,
-) -> Result<Action, Error> {
-    let prepared = match prepared {
-        Ok(prepared) => prepared,
-        Err(failure) => {
-            let status = finished(&old, target, Err(failure.clone()), Timestamp::now());
-            let failure = Some(failure);
-            return conclude(
-                benchmark, target, &old, &status, failure, None, None, engine,
-            )
-            .await;
-        }
-    };
-    *stage = if old.started_at.is_some() {
-        Stage::Running
-    } else {
-        Stage::WaitingForPods
-    };
+) -> Result<Update<K::Result>, Stuck> {
+    let mut stored = stored.clone();
     let observation = observe(engine, target, prepared);
     let now = Timestamp::now();
     let decide::Next {
         mut verdict,
         status,
         create,
-    } = decide::next(target, &old, prepared, &observation, engine.volcano, now);
+    } = decide::next(target, &stored, prepared, &observation, engine.volcano, now);
     if let Some(waiting) = create {
-        *stage = Stage::Creating;
-        if let Claim::Stale = claim(benchmark, engine, target, &mut old, &waiting).await? {
-            return Ok(Action::requeue(STALE_RETRY));
+        // The one status write before the update: it claims the benchmark, so a stale
+        // copy creates nothing.
+        let claimed = claim(benchmark, engine, target, &mut stored, &waiting);
+        if let Claim::Stale = claimed.await.at(Stage::Creating)? {
+            return Ok(Update::nothing(
+                &stored,
+                Action::requeue(STALE_RETRY),
+                Stage::Creating,
+            ));
         }
-        if let Err(failure) = create_missing(engine, target, prepared, &observation).await? {
-            verdict = Assessment::Failed { failure, pod: None };
+        match create_missing(engine, target, prepared, &observation).await {
+            Ok(_) => {}
+            Err(Halt::Fails(failure)) => verdict = Assessment::Failed { failure, pod: None },
+            Err(Halt::Stuck(stuck)) => return Err(stuck),
         }
     }
     if let Some(going_on) = decide::going_on(&status, &verdict, now) {
-        return keep_going(benchmark, target, &old, going_on, prepared, engine, stage).await;
+        return Ok(keep_going(target, stored, going_on, prepared, engine).await);
     }
-    let ended = Ended {
-        old: &old,
+    let ended = Ending {
+        stored: &stored,
         status,
         verdict,
         observation: &observation,
         prepared,
         now,
     };
-    finish(benchmark, target, ended, engine, stage).await
+    finish::<K>(target, ended, engine).await
 }
 
 /// A benchmark whose pods ended (or failed): what [`finish`] needs.
-struct Ended<'a, R> {
-    old: &'a BenchmarkStatus<R>,
+struct Ending<'a, R> {
+    stored: &'a BenchmarkStatus<R>,
     /// Its status as of this reconcile, before the outcome.
     status: BenchmarkStatus<R>,
     verdict: Assessment,
@@ -627,25 +577,20 @@ struct Ended<'a, R> {
 }
 
 /// Reads the outcome of a benchmark that ended, keeps the evidence of a failed one
-/// (where it ran), and concludes it.
+/// (where it ran): the status it ends with.
 async fn finish<K: Benchmark>(
-    benchmark: &K,
     target: &Target,
-    ended: Ended<'_, K::Result>,
+    ending: Ending<'_, K::Result>,
     engine: &Engine,
-    stage: &mut Stage,
-) -> Result<Action, Error> {
-    let Ended {
-        old,
+) -> Result<Update<K::Result>, Stuck> {
+    let Ending {
+        stored,
         mut status,
         verdict,
         observation,
         prepared,
         now,
-    } = ended;
-    if verdict == Assessment::ReadResult {
-        *stage = Stage::ReadingResult;
-    }
+    } = ending;
     let (failure, evidence) = read_outcome::<K>(
         target,
         &mut status,
@@ -656,54 +601,60 @@ async fn finish<K: Benchmark>(
         now,
     )
     .await?;
-    *stage = Stage::CleaningUp;
     if let Some(failure) = &failure {
         // What there is of a failed run: where it ran, for its record.
         let environment = observe_environment(engine, target, &observation.pods).await;
-        keep_evidence(engine, target, None, &environment).await?;
+        keep_evidence(engine, target, None, &environment)
+            .await
+            .at(Stage::CleaningUp)?;
         status = finished(&status, target, Err(failure.clone()), now);
     }
-    let (failure, evidence) = (failure.as_ref(), evidence.as_deref());
-    let rendered = Some(&prepared.rendered);
-    conclude(
-        benchmark, target, old, &status, failure, evidence, rendered, engine,
-    )
-    .await
+    Ok(Update::ended(
+        stored,
+        status,
+        failure.as_ref(),
+        evidence,
+        Stage::CleaningUp,
+    ))
 }
 
-/// A benchmark that goes on: refresh its progress line, write its status, announce that
-/// it runs; look again when [`decide::going_on`] says.
-async fn keep_going<K: Benchmark>(
-    benchmark: &K,
+/// A benchmark that goes on: its progress line refreshed, the status it runs or waits
+/// with and what that announces; look again when [`decide::going_on`] says.
+async fn keep_going<R: Clone>(
     target: &Target,
-    old: &BenchmarkStatus<K::Result>,
-    going_on: decide::GoingOn<K::Result>,
+    stored: BenchmarkStatus<R>,
+    going_on: decide::GoingOn<R>,
     prepared: &Prepared,
     engine: &Engine,
-    stage: &mut Stage,
-) -> Result<Action, Error> {
+) -> Update<R> {
     let decide::GoingOn {
         mut status,
         mut recheck_in,
         running,
     } = going_on;
-    if running {
-        *stage = Stage::Running;
-        if target.info.reports_progress {
-            if let Some(progress) = read_progress(engine, target, prepared).await {
-                status.progress = Some(progress);
-            }
-            recheck_in = recheck_in.min(PROGRESS_EVERY);
+    if running && target.info.reports_progress {
+        if let Some(progress) = read_progress(engine, target, prepared).await {
+            status.progress = Some(progress);
         }
+        recheck_in = recheck_in.min(PROGRESS_EVERY);
     }
-    if !write_status(benchmark, engine, target, old, &status).await? {
-        return Ok(Action::requeue(STALE_RETRY));
+    let events = decide::going_on_events(&stored, &status, prepared.pods.len())
+        .into_iter()
+        .map(Note::from)
+        .collect();
+    let stage = if stored.started_at.is_some() || running {
+        Stage::Running
+    } else {
+        Stage::WaitingForPods
+    };
+    Update {
+        stored,
+        status,
+        events,
+        ended: None,
+        then: Action::requeue(recheck_in),
+        stage,
     }
-    for (type_, reason, action, note) in decide::going_on_events(old, &status, prepared.pods.len())
-    {
-        publish(engine, benchmark, type_, reason, action, &note).await;
-    }
-    Ok(Action::requeue(recheck_in))
 }
 
 /// A benchmark that ended: its result (kept as evidence, judged by its acceptance
@@ -717,12 +668,14 @@ async fn read_outcome<K: Benchmark>(
     prepared: &Prepared,
     engine: &Engine,
     now: Timestamp,
-) -> Result<(Option<Failure>, Option<String>), Error> {
+) -> Result<(Option<Failure>, Option<String>), Stuck> {
     match verdict {
-        Assessment::ReadResult => match read_result::<K::Result>(engine, target, prepared).await? {
+        Assessment::ReadResult => match read_result::<K::Result>(engine, target, prepared).await {
             Ok(success) => {
                 let environment = observe_environment(engine, target, &observation.pods).await;
-                keep_evidence(engine, target, Some(&success.report), &environment).await?;
+                keep_evidence(engine, target, Some(&success.report), &environment)
+                    .await
+                    .at(Stage::ReadingResult)?;
                 let evidence = success.evidence_sha256.clone();
                 let verdict = success.acceptance.clone();
                 *status = finished(status, target, Ok(success), now);
@@ -734,7 +687,8 @@ async fn read_outcome<K: Benchmark>(
                 }
                 Ok((None, evidence))
             }
-            Err(failure) => Ok((Some(failure), None)),
+            Err(Halt::Fails(failure)) => Ok((Some(failure), None)),
+            Err(Halt::Stuck(stuck)) => Err(stuck),
         },
         Assessment::Failed { failure, pod } => {
             // A deleted pod's own report (interrupted, or a result it finished in its
@@ -753,43 +707,11 @@ async fn read_outcome<K: Benchmark>(
     }
 }
 
-/// A finished benchmark: record the outcome, announce it, delete what it created.
-#[allow(clippy::too_many_arguments)]
-async fn conclude<K: Benchmark>(
-    benchmark: &K,
-    target: &Target,
-    old: &BenchmarkStatus<K::Result>,
-    status: &BenchmarkStatus<K::Result>,
-    failure: Option<&Failure>,
-    evidence: Option<&str>,
-    rendered: Option<&Rendered>,
-    engine: &Engine,
-) -> Result<Action, Error> {
-    if !write_status(benchmark, engine, target, old, status).await? {
-        return Ok(Action::requeue(STALE_RETRY));
-    }
-    for (type_, reason, action, note) in decide::ended_events(status, failure) {
-        publish(engine, benchmark, type_, reason, action, &note).await;
-    }
-    if let Some(digest) = evidence {
-        let patch = json!({"metadata": {"annotations": {EVIDENCE_ANNOTATION: digest}}});
-        target
-            .api::<K>(&engine.ctx)
-            .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(Error::kube(format!(
-                "annotating {} with its evidence digest",
-                target.describe()
-            )))?;
-    }
-    release(engine, target, rendered).await?;
-    Ok(Action::await_change())
-}
-
 #[cfg(test)]
 mod tests {
     use super::status::MAX_MESSAGE_CHARS;
     use super::*;
+    use serde_json::{Value, json};
 
     #[test]
     fn every_kind_has_a_controller() {

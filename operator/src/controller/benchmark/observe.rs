@@ -1,10 +1,19 @@
 //! Observe: the benchmark's pods and PodGroup from the caches (no request), and what
 //! only the API server can tell: the result pods' logs and the nodes the pods ran on.
 
-use super::{
-    AGENT_CONTAINER, Api, DeserializeOwned, Engine, Error, Failure, LogParams, Pod, PodGroup,
-    Prepared, Reason, ResourceExt, Success, Target, caches, outcome,
-};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, LogParams};
+use perfsweep_benchmarks::outcome::{Failure, Reason};
+use perfsweep_benchmarks::volcano::PodGroup;
+use serde::de::DeserializeOwned;
+
+use super::outcome::{self, Success};
+use super::prepare::Prepared;
+use super::step::{Halt, Stage, Step, Stuck};
+use super::target::Target;
+use super::{AGENT_CONTAINER, Engine};
+use crate::controller::{Error, caches};
 
 /// Log lines read for the latest progress line.
 pub(super) const PROGRESS_TAIL_LINES: i64 = 40;
@@ -74,20 +83,17 @@ pub(super) async fn read_result<R: DeserializeOwned>(
     engine: &Engine,
     target: &Target,
     prepared: &Prepared,
-) -> Result<Result<Success<R>, Failure>, Error> {
+) -> Step<Success<R>> {
     let mut logs = Vec::with_capacity(prepared.result_siblings.len() + 1);
     for pod in std::iter::once(&prepared.result_pod).chain(&prepared.result_siblings) {
-        match read_log(engine, target, pod).await? {
-            Ok(log) => logs.push((pod.clone(), log)),
-            Err(failure) => return Ok(Err(failure)),
-        }
+        logs.push((pod.clone(), read_log(engine, target, pod).await?));
     }
     Ok(outcome::evaluate_logs(
         target.info,
         &prepared.result_role,
         &prepared.spec,
         &logs,
-    ))
+    )?)
 }
 
 /// The latest progress line in the tail of the result pod's log; best effort (a log
@@ -123,7 +129,7 @@ pub(super) async fn reported_failure(
     prepared: &Prepared,
 ) -> Option<Failure> {
     let pod = &prepared.result_pod;
-    let log = read_log(engine, target, pod).await.ok()?.ok()?;
+    let log = read_log(engine, target, pod).await.ok()?;
     outcome::reported_failure(target.info, &prepared.result_role, pod, &log)
 }
 
@@ -139,12 +145,12 @@ pub(super) const REPORT_LIMIT_BYTES: i64 = 32 * 1024 * 1024;
 /// [`REPORT_TAIL_LINES`] lines and [`REPORT_LIMIT_BYTES`] bytes, however much the pod
 /// logged); a log the API server will not give (the pod or its node is gone) is a
 /// failure, other errors (the kubelet unreachable, the API server unavailable) are
-/// retried until the benchmark's deadline (`on_operator_error`).
+/// retried until the benchmark's deadline (`on_stuck`).
 pub(super) async fn read_log(
     engine: &Engine,
     target: &Target,
     pod: &str,
-) -> Result<Result<String, Failure>, Error> {
+) -> Step<String> {
     let params = LogParams {
         container: Some(AGENT_CONTAINER.to_owned()),
         tail_lines: Some(REPORT_TAIL_LINES),
@@ -156,7 +162,7 @@ pub(super) async fn read_log(
             if log.len() as u64 >= REPORT_LIMIT_BYTES.unsigned_abs()
                 && perfsweep_benchmarks::report::find(&log).is_err() =>
         {
-            Ok(Err(Failure::new(
+            Err(Halt::Fails(Failure::new(
                 Reason::ResultUnreadable,
                 format!(
                     "pod {pod}: no complete report in the last {REPORT_TAIL_LINES} lines of its log within {} MiB (the most the operator reads)",
@@ -164,23 +170,26 @@ pub(super) async fn read_log(
                 ),
             )))
         }
-        Ok(log) => Ok(Ok(log)),
+        Ok(log) => Ok(log),
         Err(kube::Error::Api(status))
             if (400..500).contains(&status.code) && status.code != 429 =>
         {
-            Ok(Err(Failure::new(
+            Err(Halt::Fails(Failure::new(
                 Reason::ResultUnreadable,
                 format!("pod {pod}: the log cannot be read: {}", status.message),
             )))
         }
-        Err(source) => Err(Error::Kube {
-            action: format!(
-                "reading the log of pod {}/{pod} of {}",
-                target.namespace,
-                target.describe()
-            ),
-            source,
-        }),
+        Err(source) => Err(Halt::Stuck(Stuck {
+            stage: Stage::ReadingResult,
+            error: Error::Kube {
+                action: format!(
+                    "reading the log of pod {}/{pod} of {}",
+                    target.namespace,
+                    target.describe()
+                ),
+                source,
+            },
+        })),
     }
 }
 

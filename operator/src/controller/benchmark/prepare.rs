@@ -1,10 +1,17 @@
 //! Validate and build: a benchmark's spec checked as admission would, its plan, and the
 //! objects it runs as. Pure: no request.
 
-use super::{
-    Benchmark, BenchmarkRef, CommonSpec, Duration, Failure, Reason, RenderError, Rendered,
-    ResourceExt, Target, Value, process_name, render,
-};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use perfsweep_benchmarks::common::CommonSpec;
+use perfsweep_benchmarks::outcome::{Failure, Reason};
+use perfsweep_benchmarks::plan::process_name;
+use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
+use serde_json::Value;
+
+use super::kind::Benchmark;
+use super::target::Target;
 
 /// What a benchmark of this spec runs as.
 pub(super) struct Prepared {

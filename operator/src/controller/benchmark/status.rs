@@ -1,10 +1,26 @@
 //! The status of a benchmark: the one it ends with, its acceptance condition, bounded
 //! messages, and writing it.
 
-use super::{
-    Benchmark, BenchmarkStatus, Engine, Error, Failure, OPERATOR_ERROR_CONDITION, Phase, Success,
-    Target, Time, Timestamp, acceptance, condition, condition_status, plumbing, set_condition,
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::status::{
+    BenchmarkStatus, Phase, condition, condition_status, set_condition,
 };
+use serde_json::json;
+
+use super::apply::{publish, release};
+use super::assess::Failure;
+use super::decide;
+use super::kind::Benchmark;
+use super::outcome::Success;
+use super::prepare::Prepared;
+use super::step::{At, Ended, Note, Stage, Stuck, Update};
+use super::target::Target;
+use super::{EVIDENCE_ANNOTATION, Engine, OPERATOR_ERROR_CONDITION, STALE_RETRY};
+use crate::controller::{Error, plumbing};
 
 pub(super) fn condition_of<'a, R>(
     status: &'a BenchmarkStatus<R>,
@@ -122,9 +138,89 @@ pub(super) fn bounded(message: &str) -> String {
     out
 }
 
+impl<R: Clone> Update<R> {
+    /// The update of a benchmark that ended with `status` (and `failure`, if it failed):
+    /// announced, its evidence digest annotated, what it created deleted.
+    pub(super) fn ended(
+        stored: &BenchmarkStatus<R>,
+        status: BenchmarkStatus<R>,
+        failure: Option<&Failure>,
+        evidence: Option<String>,
+        stage: Stage,
+    ) -> Self {
+        let events = decide::ended_events(&status, failure)
+            .into_iter()
+            .map(Note::from)
+            .collect();
+        Self {
+            stored: stored.clone(),
+            status,
+            events,
+            ended: Some(Ended { evidence }),
+            then: Action::await_change(),
+            stage,
+        }
+    }
+}
+
+/// Update status, the last step of every reconcile and the only place it writes status
+/// (besides [`claim`], which must precede the creates): writes `update.status` on the
+/// resourceVersion it was decided on, then publishes its events; for a benchmark that
+/// ended, annotates the evidence digest and deletes what it created (`rendered`).
+pub(super) async fn update<K: Benchmark>(
+    benchmark: &K,
+    target: &Target,
+    update: Update<K::Result>,
+    prepared: Option<&Prepared>,
+    engine: &Engine,
+) -> Result<Action, Stuck> {
+    let Update {
+        stored,
+        status,
+        events,
+        ended,
+        then,
+        stage,
+    } = update;
+    if !write_status(benchmark, engine, target, &stored, &status)
+        .await
+        .at(stage)?
+    {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
+    for Note {
+        type_,
+        reason,
+        action,
+        note,
+    } in events
+    {
+        publish(engine, benchmark, type_, reason, action, &note).await;
+    }
+    let Some(Ended { evidence }) = ended else {
+        return Ok(then);
+    };
+    if let Some(digest) = evidence {
+        let patch = json!({"metadata": {"annotations": {EVIDENCE_ANNOTATION: digest}}});
+        target
+            .api::<K>(&engine.ctx)
+            .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::kube(format!(
+                "annotating {} with its evidence digest",
+                target.describe()
+            )))
+            .at(stage)?;
+    }
+    release(engine, target, prepared.map(|p| &p.rendered))
+        .await
+        .at(stage)?;
+    Ok(then)
+}
+
 /// Writes `status` unless it equals `old` (condition timestamps aside), on the
 /// resourceVersion it was decided on. `false`: the benchmark changed meanwhile.
-pub(super) async fn write_status<K: Benchmark>(
+async fn write_status<K: Benchmark>(
     benchmark: &K,
     engine: &Engine,
     target: &Target,

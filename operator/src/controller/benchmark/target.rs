@@ -1,10 +1,14 @@
 //! The benchmark being reconciled, dereferenced once: its identity, kind and the
 //! installation's defaults.
 
-use super::{
-    Api, Benchmark, Context, Error, KindInfo, NamespaceResourceScope, Resource, ResourceExt,
-    Timestamp,
-};
+use jiff::Timestamp;
+use kube::api::Api;
+use kube::core::NamespaceResourceScope;
+use kube::{Resource, ResourceExt};
+use perfsweep_benchmarks::registry::KindInfo;
+
+use super::kind::Benchmark;
+use crate::controller::{Context, Error};
 
 /// The benchmark being reconciled, dereferenced once.
 pub(super) struct Target {

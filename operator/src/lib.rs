@@ -20,6 +20,7 @@ pub mod health;
 pub mod local;
 pub mod metrics;
 pub mod output_dir;
+pub mod prometheus;
 pub mod records;
 pub mod telemetry;
 pub mod token;

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod layout;
 pub mod output;
+pub mod prometheus;
 pub mod publish;
 pub mod retention;
 pub mod row;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use perfsweep_warehouse::derive::{Mode, Options};
 use perfsweep_warehouse::output::Format;
+use perfsweep_warehouse::prometheus as telemetry;
 use perfsweep_warehouse::{Warehouse, build, changed, publish, retention};
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +59,29 @@ pub enum WarehouseCommand {
         /// Price of the serving deployment per hour, for cost per request and per token.
         #[arg(long)]
         price_per_hour: Option<f64>,
+    },
+    /// Pull telemetry slices from Prometheus for the runs in SOURCES (results
+    /// directories or record files): per run and node it ran on, the mean CPU, memory,
+    /// network and disk (node_exporter) and GPU (DCGM exporter) series over the run's
+    /// window. Written as slice documents under OUTPUT, one file per run, which
+    /// `warehouse build` loads into telemetry_slice_fact.
+    Telemetry {
+        #[arg(required = true)]
+        sources: Vec<PathBuf>,
+        /// Prometheus' base URL, e.g. http://prometheus.monitoring:9090.
+        #[arg(long)]
+        prometheus: String,
+        #[arg(long)]
+        output: PathBuf,
+        /// The series label whose value is the node's name, as the records name it.
+        #[arg(long, default_value = "node")]
+        node_label: String,
+        /// Prometheus' scrape interval in seconds: the averaging step (rates span four).
+        #[arg(long, default_value_t = 15)]
+        scrape_interval: u64,
+        /// Network devices left out (a regular expression).
+        #[arg(long, default_value_t = perfsweep_warehouse::prometheus::Settings::default().exclude_devices)]
+        exclude_devices: String,
     },
     /// Run one SQL statement over the warehouse's tables and saved views
     /// (latest_per_case, trend_per_case, serving_trend, regressions, worst_nodes,
@@ -155,6 +179,30 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
                 summary.evidence_copied,
                 summary.files_written,
                 output.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        WarehouseCommand::Telemetry {
+            sources,
+            prometheus,
+            output,
+            node_label,
+            scrape_interval,
+            exclude_devices,
+        } => {
+            let settings = telemetry::Settings {
+                node_label,
+                scrape_interval: std::time::Duration::from_secs(scrape_interval.max(1)),
+                exclude_devices,
+            };
+            let pulled = pull_telemetry(&sources, &prometheus, &output, &settings).await?;
+            println!(
+                "{} run(s) read: {} telemetry slice(s) from {prometheus} written to {} ({} run(s) with no window: no node or no times; {} run(s) Prometheus had nothing for)",
+                pulled.runs,
+                pulled.slices,
+                output.display(),
+                pulled.without_window,
+                pulled.without_series
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -293,4 +341,72 @@ async fn open(location: &std::path::Path) -> anyhow::Result<Warehouse> {
         location.display()
     );
     Ok(Warehouse::open(location).await?)
+}
+
+/// What `warehouse telemetry` did.
+struct Pulled {
+    runs: usize,
+    slices: usize,
+    without_window: usize,
+    without_series: usize,
+}
+
+/// The slices of every run in `sources`, asked of the Prometheus at `base`, written to
+/// `output` as `telemetry-<digest>.jsonl`, one file per run (named by the run, so a
+/// second pull rewrites the same file).
+async fn pull_telemetry(
+    sources: &[PathBuf],
+    base: &str,
+    output: &std::path::Path,
+    settings: &telemetry::Settings,
+) -> anyhow::Result<Pulled> {
+    let read = perfsweep_warehouse::source::read_sources(sources)?;
+    let prometheus = crate::prometheus::Prometheus::new(base)?;
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let mut pulled = Pulled {
+        runs: read.records.len(),
+        slices: 0,
+        without_window: 0,
+        without_series: 0,
+    };
+    for sourced in &read.records {
+        let Some(window) = telemetry::window(&sourced.record) else {
+            pulled.without_window += 1;
+            continue;
+        };
+        let mut answers = Vec::new();
+        for query in telemetry::queries(&window, settings) {
+            let (status, body) = prometheus.get(&query.path()).await?;
+            let values = telemetry::parse_vector(&body, &settings.node_label).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} of run {} ({}): HTTP {status}: {e}",
+                    query.metric,
+                    window.run_id,
+                    sourced.origin
+                )
+            })?;
+            answers.push((query.metric, values));
+        }
+        let slices = telemetry::slices(&window, &answers);
+        if slices.is_empty() {
+            pulled.without_series += 1;
+            continue;
+        }
+        let mut lines = String::new();
+        for slice in &slices {
+            lines.push_str(&serde_json::to_string(slice).context("a telemetry slice")?);
+            lines.push('\n');
+        }
+        let name = perfsweep_benchmarks::digest::sha256_hex(&serde_json::json!([
+            window.run_id,
+            window.benchmark.kind,
+            window.benchmark.name,
+            window.benchmark.repetition,
+        ]));
+        let file = output.join(format!("telemetry-{}.jsonl", &name[..16]));
+        std::fs::write(&file, lines).with_context(|| format!("cannot write {}", file.display()))?;
+        pulled.slices += slices.len();
+    }
+    Ok(pulled)
 }

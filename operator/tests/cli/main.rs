@@ -7,6 +7,8 @@
 
 #[path = "../local_support/mod.rs"]
 mod local_support;
+#[path = "../prometheus/mod.rs"]
+mod prometheus;
 
 mod agent_signal;
 mod chart_crds;

@@ -198,3 +198,127 @@ fn build_query_publish_explain_and_what_changed_over_real_records() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node_exporter (Debian's prometheus-node-exporter) on loopback, with the collectors
+/// the slices read; killed on drop.
+struct NodeExporter(std::process::Child);
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 25: telemetry slices from a real Prometheus for the runs of a real local sweep.
+/// node_exporter on this machine is scraped every second, its series labelled with the
+/// node name the records carry (this machine's hostname, as a cluster's relabelling
+/// would); `warehouse telemetry` asks Prometheus for each run's window, and `build`
+/// loads one slice per run and node into telemetry_slice_fact.
+#[test]
+fn telemetry_slices_from_a_real_prometheus_load_for_every_run() {
+    if !tool_or_skip("iperf3", "iperf3")
+        || !tool_or_skip("prometheus-node-exporter", "prometheus-node-exporter")
+    {
+        return;
+    }
+    let exporter_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let exporter = NodeExporter(
+        std::process::Command::new("prometheus-node-exporter")
+            .arg(format!("--web.listen-address=127.0.0.1:{exporter_port}"))
+            .args([
+                "--collector.disable-defaults",
+                "--collector.cpu",
+                "--collector.meminfo",
+                "--collector.netdev",
+                "--collector.diskstats",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("node_exporter starts"),
+    );
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the hostname")
+        .trim()
+        .to_owned();
+    let Some(prometheus) = crate::prometheus::Prometheus::scraping(
+        &format!("127.0.0.1:{exporter_port}"),
+        &[("node", hostname.as_str())],
+    ) else {
+        return;
+    };
+    // A few scrapes before the runs, so that their first rates have samples.
+    let started = std::time::Instant::now();
+    loop {
+        match prometheus.target_up() {
+            Ok(()) if started.elapsed() > std::time::Duration::from_secs(4) => break,
+            Err(targets) if started.elapsed() > std::time::Duration::from_secs(60) => {
+                panic!("node_exporter was not scraped within 60 s: {targets}")
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(500)),
+        }
+    }
+
+    let dir = scratch("warehouse-telemetry");
+    let sweep = SWEEP
+        .replace("name: wh-iperf", "name: wh-telemetry")
+        .replace("duration: 1", "duration: 2")
+        .replace("port: 15331", "port: 15341")
+        .replace("repetitions: 3", "repetitions: 2")
+        .replace("streams: [1, 2]", "streams: [1]");
+    let (runs, _) = run_local_sweep(&dir, "runs", &sweep);
+    // Let Prometheus scrape past the last run's end.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let slices = dir.join("telemetry");
+    let pulled = warehouse(&[
+        "telemetry",
+        path(&runs),
+        "--prometheus",
+        &prometheus.url(),
+        "--output",
+        path(&slices),
+        "--scrape-interval",
+        "1",
+        // Loopback carries this machine's benchmark traffic: keep it.
+        "--exclude-devices",
+        "^$",
+    ]);
+    assert!(pulled.status.success());
+    assert!(
+        String::from_utf8_lossy(&pulled.stdout).contains("2 telemetry slice(s)"),
+        "one slice per run on its one node"
+    );
+    let wh = dir.join("wh");
+    let built = warehouse(&["build", path(&runs), path(&slices), "--output", path(&wh)]);
+    assert!(built.status.success());
+    assert!(String::from_utf8_lossy(&built.stdout).contains("2 telemetry slice(s)"));
+    let rows = json(&warehouse(&[
+        "query",
+        path(&wh),
+        "SELECT t.node, t.cpu_utilization_percent AS cpu, t.memory_used_bytes AS memory, \
+         t.network_receive_bytes_per_second AS received, r.run_key IS NOT NULL AS joined \
+         FROM telemetry_slice_fact t LEFT JOIN benchmark_run_fact r ON r.run_key = t.run_key \
+         ORDER BY t.window_start",
+        "--format",
+        "json",
+    ]));
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        assert_eq!(row["node"], hostname.as_str());
+        assert_eq!(row["joined"], true, "a slice joins its run: {row}");
+        let cpu = row["cpu"].as_f64().expect("CPU utilization");
+        assert!(cpu > 0.0 && cpu <= 100.0, "{row}");
+        assert!(row["memory"].as_f64().is_some_and(|m| m > 0.0), "{row}");
+        // iperf3 moved gigabits over loopback in the window.
+        assert!(
+            row["received"].as_f64().is_some_and(|r| r > 1e6),
+            "{row}"
+        );
+    }
+    drop(exporter);
+}

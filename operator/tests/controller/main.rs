@@ -8,6 +8,8 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../prometheus/mod.rs"]
+mod prometheus;
 
 mod acceptance;
 mod benchmark_lifecycle;

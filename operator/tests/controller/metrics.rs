@@ -3,10 +3,11 @@
 //! from their caches, and a real Prometheus scrapes it (skipped with a reason when
 //! Prometheus is missing outside CI; CI installs Debian's package).
 
+use crate::prometheus::Prometheus;
 use crate::support;
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfsweep::controller::Settings;
@@ -117,7 +118,7 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
     // Prometheus itself scrapes the endpoint: its OpenMetrics parser is strict (the
     // `# EOF`, the suffixes, the escaping), and its query API shows the histogram per
     // controller.
-    if let Some(prometheus) = Prometheus::start(port) {
+    if let Some(prometheus) = Prometheus::scraping(&format!("127.0.0.1:{port}"), &[]) {
         let series = wait_until(
             WAIT,
             "Prometheus to have scraped a reconcile-duration histogram per controller",
@@ -138,10 +139,9 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
         )
         .await;
         eprintln!("Prometheus has: {series}");
-        let targets = prometheus.targets().expect("Prometheus lists its targets");
-        let target = &targets["data"]["activeTargets"][0];
-        assert_eq!(target["health"], "up", "{targets}");
-        assert_eq!(target["lastError"], "", "{targets}");
+        if let Err(targets) = prometheus.target_up() {
+            panic!("the scrape is up and without error: {targets}");
+        }
         let buckets = prometheus
             .query("perfsweep_reconcile_duration_seconds_bucket")
             .expect("the buckets");
@@ -245,96 +245,4 @@ async fn benign_watch_events_are_no_reconcile_errors() {
     );
     let _ = stop.send(());
     let _ = tokio::time::timeout(WAIT, operator).await;
-}
-
-/// A real Prometheus (Debian's `prometheus`) scraping `127.0.0.1:<target>` every second,
-/// with its data in a scratch directory; killed on drop.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Prometheus {
-    /// `None` (with the reason printed) when Prometheus is not installed outside CI; in
-    /// CI a missing Prometheus fails the test.
-    fn start(target: u16) -> Option<Self> {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("perfsweep-prometheus-{port}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: perfsweep\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
-            ),
-        )
-        .expect("writing the Prometheus config");
-        let log = std::fs::File::create(dir.join("prometheus.log")).expect("a log file");
-        let spawned = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn();
-        match spawned {
-            Ok(child) => Some(Self { child, port, dir }),
-            Err(error) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "prometheus is missing in CI ({error}); .ci/run installs the Debian package prometheus"
-                );
-                eprintln!(
-                    "SKIPPED the Prometheus scrape: prometheus is not installed ({error}); apt-get install --no-install-recommends prometheus"
-                );
-                None
-            }
-        }
-    }
-
-    /// `GET <path>` on Prometheus' API, as JSON.
-    fn get(&self, path: &str) -> Result<serde_json::Value, String> {
-        let mut stream =
-            std::net::TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .map_err(|e| e.to_string())?;
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .map_err(|e| e.to_string())?;
-        let (_, body) = response
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no HTTP response: {response}"))?;
-        serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))
-    }
-
-    /// An instant query (a bare metric name: nothing to URL-encode).
-    fn query(&self, metric: &str) -> Result<serde_json::Value, String> {
-        self.get(&format!("/api/v1/query?query={metric}"))
-    }
-
-    fn targets(&self) -> Result<serde_json::Value, String> {
-        self.get("/api/v1/targets")
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
-            eprintln!("Prometheus' log:\n{log}");
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

@@ -144,9 +144,7 @@ pub fn queries(window: &Window, settings: &Settings) -> Vec<Query> {
         ),
         (
             "nvlink_bytes_per_second",
-            format!(
-                "sum by ({by}) (DCGM_FI_PROF_NVLINK_TX_BYTES + DCGM_FI_PROF_NVLINK_RX_BYTES)"
-            ),
+            format!("sum by ({by}) (DCGM_FI_PROF_NVLINK_TX_BYTES + DCGM_FI_PROF_NVLINK_RX_BYTES)"),
         ),
         (
             "pcie_bytes_per_second",
@@ -233,9 +231,7 @@ pub fn slices(window: &Window, answers: &[(&str, BTreeMap<String, f64>)]) -> Vec
         .filter_map(|node| {
             let metrics: BTreeMap<String, f64> = answers
                 .iter()
-                .filter_map(|(metric, values)| {
-                    values.get(node).map(|v| ((*metric).to_owned(), *v))
-                })
+                .filter_map(|(metric, values)| values.get(node).map(|v| ((*metric).to_owned(), *v)))
                 .collect();
             (!metrics.is_empty()).then(|| TelemetrySlice {
                 schema_version: TELEMETRY_SCHEMA_VERSION.to_owned(),
@@ -347,7 +343,10 @@ mod tests {
             "node",
         )
         .expect("a vector");
-        assert_eq!(cpu, BTreeMap::from([("node-a".into(), 96.5), ("node-c".into(), 3.0)]));
+        assert_eq!(
+            cpu,
+            BTreeMap::from([("node-a".into(), 96.5), ("node-c".into(), 3.0)])
+        );
         let gpu = parse_vector(
             br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
             "node",
@@ -361,7 +360,10 @@ mod tests {
         .expect("a window");
         let slices = slices(
             &window,
-            &[("cpu_utilization_percent", cpu), ("gpu_utilization_percent", gpu)],
+            &[
+                ("cpu_utilization_percent", cpu),
+                ("gpu_utilization_percent", gpu),
+            ],
         );
         assert_eq!(slices.len(), 1, "node-b had nothing: no slice");
         assert_eq!(slices[0].node, "node-a");

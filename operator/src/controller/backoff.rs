@@ -110,13 +110,20 @@ mod tests {
             backoff.next_delay_at("a", now, spread).as_secs_f64()
         };
         assert!((sixth(0.0) - 25.6).abs() < 0.001, "{}", sixth(0.0));
-        assert!((sixth(0.999_999) - 38.4).abs() < 0.001, "{}", sixth(0.999_999));
+        assert!(
+            (sixth(0.999_999) - 38.4).abs() < 0.001,
+            "{}",
+            sixth(0.999_999)
+        );
         let capped = PerObjectBackoff::default();
         for _ in 0..20 {
             assert!(capped.next_delay_at("a", now, 0.999) <= MAX);
         }
         let spreads: Vec<f64> = (0..100).map(|_| spread()).collect();
-        assert!(spreads.iter().all(|s| (0.0..1.0).contains(s)), "{spreads:?}");
+        assert!(
+            spreads.iter().all(|s| (0.0..1.0).contains(s)),
+            "{spreads:?}"
+        );
     }
 
     #[test]

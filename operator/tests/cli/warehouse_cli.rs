@@ -315,10 +315,7 @@ fn telemetry_slices_from_a_real_prometheus_load_for_every_run() {
         assert!(cpu > 0.0 && cpu <= 100.0, "{row}");
         assert!(row["memory"].as_f64().is_some_and(|m| m > 0.0), "{row}");
         // iperf3 moved gigabits over loopback in the window.
-        assert!(
-            row["received"].as_f64().is_some_and(|r| r > 1e6),
-            "{row}"
-        );
+        assert!(row["received"].as_f64().is_some_and(|r| r > 1e6), "{row}");
     }
     drop(exporter);
 }

@@ -6,10 +6,10 @@
 //! One test binary per area (each links the whole operator once, not once per file);
 //! every file below is one module, as it was one binary before.
 
-#[path = "../support/mod.rs"]
-mod support;
 #[path = "../prometheus/mod.rs"]
 mod prometheus;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod acceptance;
 mod benchmark_lifecycle;

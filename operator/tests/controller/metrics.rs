@@ -7,7 +7,6 @@ use crate::prometheus::Prometheus;
 use crate::support;
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfsweep::controller::Settings;

@@ -3,6 +3,9 @@
 //! the test fails. Outside CI a missing Prometheus skips the test with the reason; in CI
 //! (which installs it) it fails.
 
+// Included by two test binaries (controller, cli), each of which uses only part of it.
+#![allow(dead_code)]
+
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -49,7 +52,10 @@ impl Prometheus {
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("a log file");
         let spawned = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(log)

@@ -48,7 +48,10 @@ pub(super) async fn create_missing(
         if !engine.volcano {
             return Err(volcano_missing().into());
         }
-        let stored = match create(&target.api::<PodGroup>(ctx), group, target).await.at(Stage::Creating)? {
+        let stored = match create(&target.api::<PodGroup>(ctx), group, target)
+            .await
+            .at(Stage::Creating)?
+        {
             Created::Yes(stored) => {
                 created.push(format!("PodGroup {}", group.name_any()));
                 Some(stored)
@@ -82,7 +85,10 @@ pub(super) async fn create_missing(
         metadata: owned(&service.metadata),
         ..service.clone()
     };
-    match create(&target.api::<Service>(ctx), service, target).await.at(Stage::Creating)? {
+    match create(&target.api::<Service>(ctx), service, target)
+        .await
+        .at(Stage::Creating)?
+    {
         Created::Yes(_) => created.push(format!("Service {}", service.name_any())),
         Created::Existed(_) => {}
         Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
@@ -92,7 +98,10 @@ pub(super) async fn create_missing(
         metadata: owned(&policy.metadata),
         ..policy.clone()
     };
-    match create(&target.api::<NetworkPolicy>(ctx), policy, target).await.at(Stage::Creating)? {
+    match create(&target.api::<NetworkPolicy>(ctx), policy, target)
+        .await
+        .at(Stage::Creating)?
+    {
         Created::Yes(_) => created.push(format!("NetworkPolicy {}", policy.name_any())),
         Created::Existed(_) => {}
         Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
@@ -112,7 +121,10 @@ pub(super) async fn create_missing(
             secret.clone()
         };
         secret.metadata = owned(&secret.metadata);
-        match create(&target.api::<Secret>(ctx), &secret, target).await.at(Stage::Creating)? {
+        match create(&target.api::<Secret>(ctx), &secret, target)
+            .await
+            .at(Stage::Creating)?
+        {
             Created::Yes(_) => created.push(format!("Secret {}", secret.name_any())),
             Created::Existed(_) => {}
             Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
@@ -123,7 +135,10 @@ pub(super) async fn create_missing(
             metadata: owned(&claim.metadata),
             ..claim.clone()
         };
-        match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target).await.at(Stage::Creating)? {
+        match create(&target.api::<PersistentVolumeClaim>(ctx), claim, target)
+            .await
+            .at(Stage::Creating)?
+        {
             Created::Yes(_) => {
                 created.push(format!("PersistentVolumeClaim {}", claim.name_any()));
             }

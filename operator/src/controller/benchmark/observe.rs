@@ -146,11 +146,7 @@ pub(super) const REPORT_LIMIT_BYTES: i64 = 32 * 1024 * 1024;
 /// logged); a log the API server will not give (the pod or its node is gone) is a
 /// failure, other errors (the kubelet unreachable, the API server unavailable) are
 /// retried until the benchmark's deadline (`on_stuck`).
-pub(super) async fn read_log(
-    engine: &Engine,
-    target: &Target,
-    pod: &str,
-) -> Step<String> {
+pub(super) async fn read_log(engine: &Engine, target: &Target, pod: &str) -> Step<String> {
     let params = LogParams {
         container: Some(AGENT_CONTAINER.to_owned()),
         tail_lines: Some(REPORT_TAIL_LINES),

@@ -8,8 +8,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use perfsweep_benchmarks::status::BenchmarkStatus;
 
-use perfsweep_benchmarks::outcome::{Failure, Reason};
 use crate::controller::Error;
+use perfsweep_benchmarks::outcome::{Failure, Reason};
 
 /// What the controller was doing for a benchmark when a request failed: every stage is
 /// bounded by the benchmark's timeout, and a benchmark that ends at its deadline says in
@@ -107,7 +107,9 @@ pub(super) struct Note {
 }
 
 impl From<(EventType, &'static str, &'static str, String)> for Note {
-    fn from((type_, reason, action, note): (EventType, &'static str, &'static str, String)) -> Self {
+    fn from(
+        (type_, reason, action, note): (EventType, &'static str, &'static str, String),
+    ) -> Self {
         Self {
             type_,
             reason,

@@ -184,8 +184,46 @@ pub fn scene_with(
 ) -> Result<Scene, PlotError> {
     let (x_name, mut series) = collect(cases, spec)?;
     let y_defs = y_defs(cases, spec);
-    // A 95% interval of a throughput or a latency may reach below zero with few
-    // repetitions; the quantity itself cannot, so the whisker stops at zero.
+    clamp_whiskers_at_zero(&mut series, &y_defs);
+    let y_scale = y_display_scale(&series, thresholds, &y_defs);
+    let x_scale = x_display_scale(cases, spec, &series);
+    rescale(&mut series, x_scale.as_ref(), y_scale.as_ref());
+    let y_factor = y_scale.as_ref().map_or(1.0, |s| s.factor);
+    let thresholds: Vec<(f64, &str)> = thresholds
+        .iter()
+        .map(|t| (t.value * y_factor, t.label.as_str()))
+        .filter(|(v, _)| v.is_finite())
+        .collect();
+    let labels = Labels::new(
+        cases,
+        spec,
+        x_name,
+        x_scale.as_ref(),
+        y_scale.as_ref(),
+        &y_defs,
+    );
+    let frame = Frame::fit(&series, &thresholds);
+
+    let mut shapes = Vec::new();
+    draw_axes(&mut shapes, &frame, labels);
+    draw_thresholds(&mut shapes, &frame, &thresholds);
+    for (index, (name, points)) in series.iter().enumerate() {
+        draw_series(&mut shapes, &frame, index, name, points);
+    }
+    Ok(Scene {
+        width: WIDTH,
+        height: HEIGHT,
+        shapes,
+    })
+}
+
+/// The plot area's size in pixels, inside the margins.
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
+const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
+
+/// A 95% interval of a throughput or a latency may reach below zero with few
+/// repetitions; the quantity itself cannot, so the whisker stops at zero.
+fn clamp_whiskers_at_zero(series: &mut Series, y_defs: &[&'static crate::metrics::MetricDef]) {
     if !y_defs.is_empty() && y_defs.iter().all(|d| d.valid.min >= 0.0) {
         for point in series.iter_mut().flat_map(|(_, points)| points) {
             if let Some((low, _)) = &mut point.y_err {
@@ -193,6 +231,15 @@ pub fn scene_with(
             }
         }
     }
+}
+
+/// The unit the y axis is shown in, fitted to the largest value (thresholds included);
+/// none unless every y metric declares the same unit.
+fn y_display_scale(
+    series: &Series,
+    thresholds: &[Threshold],
+    y_defs: &[&'static crate::metrics::MetricDef],
+) -> Option<DisplayScale> {
     let y_unit = y_defs
         .first()
         .filter(|first| y_defs.iter().all(|d| d.unit == first.unit))
@@ -203,7 +250,11 @@ pub fn scene_with(
         .flat_map(|p| [p.y, p.y_err.map_or(p.y, |e| e.1)])
         .chain(thresholds.iter().map(|t| t.value))
         .fold(0.0f64, |a, v| a.max(v.abs()));
-    let y_scale = y_unit.map(|unit| display_scale(unit, largest_y));
+    y_unit.map(|unit| display_scale(unit, largest_y))
+}
+
+/// The unit the x axis is shown in when it is a metric that declares one.
+fn x_display_scale(cases: &[Case], spec: &PlotSpec, series: &Series) -> Option<DisplayScale> {
     let x_def = match &spec.x {
         Axis::Metric(m) => cases.iter().find_map(|c| metric_def(&c.kind, m)),
         Axis::Parameter(_) => None,
@@ -216,151 +267,184 @@ pub fn scene_with(
             XValue::Category(_) => None,
         })
         .fold(0.0f64, f64::max);
-    let x_scale = x_def.map(|d| display_scale(d.unit, largest_x));
-    rescale(&mut series, x_scale.as_ref(), y_scale.as_ref());
-    let y_factor = y_scale.as_ref().map_or(1.0, |s| s.factor);
-    let thresholds: Vec<(f64, &str)> = thresholds
-        .iter()
-        .map(|t| (t.value * y_factor, t.label.as_str()))
-        .filter(|(v, _)| v.is_finite())
-        .collect();
-    let x_label = match (&x_scale, &spec.x) {
-        (Some(scale), Axis::Metric(m)) => axis_title(m, &scale.unit),
-        _ => x_name.clone(),
-    };
-    let y_names = y_label(cases, spec);
-    let y_label = match &y_scale {
-        Some(scale) => {
-            y_defs
-                .iter()
-                .map(|d| axis_title(d.name, ""))
-                .collect::<Vec<_>>()
-                .join(" / ")
-                + &format!(" ({})", scale.unit)
-        }
-        None => y_names.clone(),
-    };
-    let categories: Vec<String> = {
-        let mut seen = Vec::new();
-        for point in series.iter().flat_map(|(_, points)| points) {
-            if let XValue::Category(c) = &point.x
-                && !seen.contains(c)
-            {
-                seen.push(c.clone());
+    x_def.map(|d| display_scale(d.unit, largest_x))
+}
+
+/// The chart's title and axis titles.
+struct Labels {
+    title: String,
+    x: String,
+    y: String,
+}
+
+impl Labels {
+    fn new(
+        cases: &[Case],
+        spec: &PlotSpec,
+        x_name: String,
+        x_scale: Option<&DisplayScale>,
+        y_scale: Option<&DisplayScale>,
+        y_defs: &[&'static crate::metrics::MetricDef],
+    ) -> Labels {
+        let x = match (x_scale, &spec.x) {
+            (Some(scale), Axis::Metric(m)) => axis_title(m, &scale.unit),
+            _ => x_name.clone(),
+        };
+        let y_names = y_label(cases, spec);
+        let y = match y_scale {
+            Some(scale) => {
+                y_defs
+                    .iter()
+                    .map(|d| axis_title(d.name, ""))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+                    + &format!(" ({})", scale.unit)
             }
+            None => y_names.clone(),
+        };
+        let title = spec
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{y_names} by {x_name}"));
+        Labels { title, x, y }
+    }
+}
+
+/// The data ranges the plot area shows, and how a value maps to a pixel.
+struct Frame {
+    /// The x values of a categorical axis, in display order; empty for a numeric one.
+    categories: Vec<String>,
+    x_min: f64,
+    x_max: f64,
+    y_min: f64,
+    y_max: f64,
+}
+
+impl Frame {
+    /// Ranges that hold every point, whisker and threshold, with a margin.
+    fn fit(series: &Series, thresholds: &[(f64, &str)]) -> Frame {
+        let categories = categories(series);
+        let points = || series.iter().flat_map(|(_, points)| points);
+        let (mut x_min, mut x_max) = bounds(points().flat_map(|p| {
+            let x = x_position(&categories, &p.x);
+            let (low, high) = p.x_err.unwrap_or((x, x));
+            [x, low, high]
+        }));
+        let (mut y_min, mut y_max) = bounds(
+            points()
+                .flat_map(|p| {
+                    let (low, high) = p.y_err.unwrap_or((p.y, p.y));
+                    [p.y, low, high]
+                })
+                .chain(thresholds.iter().map(|(v, _)| *v)),
+        );
+        if y_min >= 0.0 {
+            y_min = 0.0;
         }
-        seen.sort_by(|a, b| category_order(a, b));
-        seen
-    };
-    let x_of = |x: &XValue| match x {
+        if categories.is_empty() {
+            (x_min, x_max) = pad(x_min, x_max);
+        } else {
+            x_min = -0.5;
+            x_max = categories.len() as f64 - 0.5;
+        }
+        (y_min, y_max) = pad(y_min, y_max);
+        if y_min < 0.0 && points().all(|p| p.y_err.map_or(p.y, |e| e.0) >= 0.0) {
+            y_min = 0.0;
+        }
+        Frame {
+            categories,
+            x_min,
+            x_max,
+            y_min,
+            y_max,
+        }
+    }
+
+    fn x_of(&self, x: &XValue) -> f64 {
+        x_position(&self.categories, x)
+    }
+
+    fn sx(&self, x: f64) -> f64 {
+        LEFT + (x - self.x_min) / (self.x_max - self.x_min) * PLOT_W
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        TOP + PLOT_H - (y - self.y_min) / (self.y_max - self.y_min) * PLOT_H
+    }
+}
+
+/// Where `x` stands on the axis: a category at its index.
+fn x_position(categories: &[String], x: &XValue) -> f64 {
+    match x {
         XValue::Number(v) => *v,
         XValue::Category(c) => categories.iter().position(|k| k == c).unwrap_or(0) as f64,
-    };
-    let points = || series.iter().flat_map(|(_, points)| points);
-    let (mut x_min, mut x_max) = bounds(points().flat_map(|p| {
-        let x = x_of(&p.x);
-        let (low, high) = p.x_err.unwrap_or((x, x));
-        [x, low, high]
-    }));
-    let (mut y_min, mut y_max) = bounds(
-        points()
-            .flat_map(|p| {
-                let (low, high) = p.y_err.unwrap_or((p.y, p.y));
-                [p.y, low, high]
-            })
-            .chain(thresholds.iter().map(|(v, _)| *v)),
-    );
-    if y_min >= 0.0 {
-        y_min = 0.0;
     }
-    if categories.is_empty() {
-        (x_min, x_max) = pad(x_min, x_max);
-    } else {
-        x_min = -0.5;
-        x_max = categories.len() as f64 - 0.5;
+}
+
+/// The distinct categories of the x values, in [`category_order`].
+fn categories(series: &Series) -> Vec<String> {
+    let mut seen = Vec::new();
+    for point in series.iter().flat_map(|(_, points)| points) {
+        if let XValue::Category(c) = &point.x
+            && !seen.contains(c)
+        {
+            seen.push(c.clone());
+        }
     }
-    (y_min, y_max) = pad(y_min, y_max);
-    if y_min < 0.0 && points().all(|p| p.y_err.map_or(p.y, |e| e.0) >= 0.0) {
-        y_min = 0.0;
-    }
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let sx = |x: f64| LEFT + (x - x_min) / (x_max - x_min) * plot_w;
-    let sy = |y: f64| TOP + plot_h - (y - y_min) / (y_max - y_min) * plot_h;
-    let styled = |at: (f64, f64), text: String, anchor: Anchor, size: f64, color| Shape::Text {
+    seen.sort_by(|a, b| category_order(a, b));
+    seen
+}
+
+fn styled(at: (f64, f64), text: String, anchor: Anchor, size: f64, color: &'static str) -> Shape {
+    Shape::Text {
         at,
         text,
         anchor,
         size,
         color,
         vertical: false,
-    };
-    let text = |at, text, anchor| styled(at, text, anchor, 12.0, "#000");
+    }
+}
 
-    let mut shapes = vec![Shape::Rect {
+fn text(at: (f64, f64), text: String, anchor: Anchor) -> Shape {
+    styled(at, text, anchor, 12.0, "#000")
+}
+
+/// The background, the title, the plot area with its grid and ticks, the axis titles
+/// and the note on what points and bars mean.
+fn draw_axes(shapes: &mut Vec<Shape>, frame: &Frame, labels: Labels) {
+    shapes.push(Shape::Rect {
         x: 0.0,
         y: 0.0,
         w: WIDTH,
         h: HEIGHT,
         fill: Some("white"),
         stroke: None,
-    }];
-    let title = spec
-        .title
-        .clone()
-        .unwrap_or_else(|| format!("{y_names} by {x_name}"));
+    });
     shapes.push(styled(
-        (LEFT + plot_w / 2.0, 24.0),
-        title,
+        (LEFT + PLOT_W / 2.0, 24.0),
+        labels.title,
         Anchor::Middle,
         15.0,
         "#000",
     ));
-    // Axes, grid and ticks.
     shapes.push(Shape::Rect {
         x: LEFT,
         y: TOP,
-        w: plot_w,
-        h: plot_h,
+        w: PLOT_W,
+        h: PLOT_H,
         fill: None,
         stroke: Some("#333"),
     });
-    for tick in ticks(y_min, y_max) {
-        let y = sy(tick);
-        shapes.push(Shape::Line {
-            from: (LEFT, y),
-            to: (LEFT + plot_w, y),
-            color: "#ddd",
-        });
-        shapes.push(text((LEFT - 6.0, y + 4.0), si(tick), Anchor::End));
-    }
-    if categories.is_empty() {
-        for tick in ticks(x_min, x_max) {
-            let x = sx(tick);
-            shapes.push(Shape::Line {
-                from: (x, TOP),
-                to: (x, TOP + plot_h),
-                color: "#eee",
-            });
-            shapes.push(text((x, TOP + plot_h + 18.0), si(tick), Anchor::Middle));
-        }
-    } else {
-        for (i, category) in categories.iter().enumerate() {
-            shapes.push(text(
-                (sx(i as f64), TOP + plot_h + 18.0),
-                category.clone(),
-                Anchor::Middle,
-            ));
-        }
-    }
+    draw_grid(shapes, frame);
     shapes.push(text(
-        (LEFT + plot_w / 2.0, HEIGHT - 30.0),
-        x_label,
+        (LEFT + PLOT_W / 2.0, HEIGHT - 30.0),
+        labels.x,
         Anchor::Middle,
     ));
     shapes.push(Shape::Text {
-        at: (20.0, TOP + plot_h / 2.0),
-        text: y_label,
+        at: (20.0, TOP + PLOT_H / 2.0),
+        text: labels.y,
         anchor: Anchor::Middle,
         size: 12.0,
         color: "#000",
@@ -373,82 +457,123 @@ pub fn scene_with(
         11.0,
         "#555",
     ));
-    for (value, label) in &thresholds {
-        let y = sy(*value);
+}
+
+/// Grid lines with their tick labels; a categorical x axis has a label per category
+/// and no vertical grid.
+fn draw_grid(shapes: &mut Vec<Shape>, frame: &Frame) {
+    for tick in ticks(frame.y_min, frame.y_max) {
+        let y = frame.sy(tick);
+        shapes.push(Shape::Line {
+            from: (LEFT, y),
+            to: (LEFT + PLOT_W, y),
+            color: "#ddd",
+        });
+        shapes.push(text((LEFT - 6.0, y + 4.0), si(tick), Anchor::End));
+    }
+    if frame.categories.is_empty() {
+        for tick in ticks(frame.x_min, frame.x_max) {
+            let x = frame.sx(tick);
+            shapes.push(Shape::Line {
+                from: (x, TOP),
+                to: (x, TOP + PLOT_H),
+                color: "#eee",
+            });
+            shapes.push(text((x, TOP + PLOT_H + 18.0), si(tick), Anchor::Middle));
+        }
+    } else {
+        for (i, category) in frame.categories.iter().enumerate() {
+            shapes.push(text(
+                (frame.sx(i as f64), TOP + PLOT_H + 18.0),
+                category.clone(),
+                Anchor::Middle,
+            ));
+        }
+    }
+}
+
+fn draw_thresholds(shapes: &mut Vec<Shape>, frame: &Frame, thresholds: &[(f64, &str)]) {
+    for (value, label) in thresholds {
+        let y = frame.sy(*value);
         shapes.push(Shape::Dashed {
             from: (LEFT, y),
-            to: (LEFT + plot_w, y),
+            to: (LEFT + PLOT_W, y),
             color: "#cf222e",
         });
         shapes.push(styled(
-            (LEFT + plot_w - 4.0, y - 4.0),
+            (LEFT + PLOT_W - 4.0, y - 4.0),
             label.to_string(),
             Anchor::End,
             11.0,
             "#cf222e",
         ));
     }
-    // Series.
-    for (index, (name, points)) in series.iter().enumerate() {
-        let color = COLORS[index % COLORS.len()];
-        let mut sorted: Vec<&Point> = points.iter().collect();
-        sorted.sort_by(|a, b| x_of(&a.x).total_cmp(&x_of(&b.x)));
-        shapes.push(Shape::SeriesStart(name.clone()));
-        shapes.push(Shape::Polyline {
-            points: sorted.iter().map(|p| (sx(x_of(&p.x)), sy(p.y))).collect(),
-            color,
-            width: 1.5,
-        });
-        for p in sorted {
-            let (x, y) = (sx(x_of(&p.x)), sy(p.y));
-            if let Some((low, high)) = p.y_err {
-                let (low, high) = (sy(low), sy(high));
-                shapes.push(Shape::ErrorBar {
-                    segments: vec![
-                        ((x, low), (x, high)),
-                        ((x - 4.0, low), (x + 4.0, low)),
-                        ((x - 4.0, high), (x + 4.0, high)),
-                    ],
-                    color,
-                });
-            }
-            if let Some((low, high)) = p.x_err {
-                shapes.push(Shape::ErrorBar {
-                    segments: vec![((sx(low), y), (sx(high), y))],
-                    color,
-                });
-            }
-            shapes.push(Shape::Circle {
-                center: (x, y),
-                r: 3.5,
-                color,
-            });
-        }
-        let legend_y = TOP + 10.0 + index as f64 * 18.0;
-        shapes.push(Shape::Rect {
-            x: WIDTH - RIGHT + 16.0,
-            y: legend_y - 4.0,
-            w: 12.0,
-            h: 3.0,
-            fill: Some(color),
-            stroke: None,
-        });
-        shapes.push(text(
-            (WIDTH - RIGHT + 34.0, legend_y),
-            if name.is_empty() {
-                "all cases".to_owned()
-            } else {
-                name.clone()
-            },
-            Anchor::Start,
-        ));
-        shapes.push(Shape::SeriesEnd);
+}
+
+/// The `index`th series: its line through the points in x order, each point with its
+/// error bars, and its legend entry.
+fn draw_series(shapes: &mut Vec<Shape>, frame: &Frame, index: usize, name: &str, points: &[Point]) {
+    let color = COLORS[index % COLORS.len()];
+    let mut sorted: Vec<&Point> = points.iter().collect();
+    sorted.sort_by(|a, b| frame.x_of(&a.x).total_cmp(&frame.x_of(&b.x)));
+    shapes.push(Shape::SeriesStart(name.to_owned()));
+    shapes.push(Shape::Polyline {
+        points: sorted
+            .iter()
+            .map(|p| (frame.sx(frame.x_of(&p.x)), frame.sy(p.y)))
+            .collect(),
+        color,
+        width: 1.5,
+    });
+    for p in sorted {
+        draw_point(shapes, frame, p, color);
     }
-    Ok(Scene {
-        width: WIDTH,
-        height: HEIGHT,
-        shapes,
-    })
+    let legend_y = TOP + 10.0 + index as f64 * 18.0;
+    shapes.push(Shape::Rect {
+        x: WIDTH - RIGHT + 16.0,
+        y: legend_y - 4.0,
+        w: 12.0,
+        h: 3.0,
+        fill: Some(color),
+        stroke: None,
+    });
+    shapes.push(text(
+        (WIDTH - RIGHT + 34.0, legend_y),
+        if name.is_empty() {
+            "all cases".to_owned()
+        } else {
+            name.to_owned()
+        },
+        Anchor::Start,
+    ));
+    shapes.push(Shape::SeriesEnd);
+}
+
+/// A point's error bars (a capped vertical one, a plain horizontal one) under its dot.
+fn draw_point(shapes: &mut Vec<Shape>, frame: &Frame, p: &Point, color: &'static str) {
+    let (x, y) = (frame.sx(frame.x_of(&p.x)), frame.sy(p.y));
+    if let Some((low, high)) = p.y_err {
+        let (low, high) = (frame.sy(low), frame.sy(high));
+        shapes.push(Shape::ErrorBar {
+            segments: vec![
+                ((x, low), (x, high)),
+                ((x - 4.0, low), (x + 4.0, low)),
+                ((x - 4.0, high), (x + 4.0, high)),
+            ],
+            color,
+        });
+    }
+    if let Some((low, high)) = p.x_err {
+        shapes.push(Shape::ErrorBar {
+            segments: vec![((frame.sx(low), y), (frame.sx(high), y))],
+            color,
+        });
+    }
+    shapes.push(Shape::Circle {
+        center: (x, y),
+        r: 3.5,
+        color,
+    });
 }
 
 /// The scene as an SVG document.

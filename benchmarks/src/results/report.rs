@@ -64,6 +64,19 @@ pub struct Overall {
 }
 
 impl Overall {
+    fn tally(verdicts: &[RunVerdict]) -> Self {
+        let mut overall = Self::default();
+        for v in verdicts {
+            match v {
+                RunVerdict::NoCriteria => overall.without_criteria += 1,
+                RunVerdict::Judged(v) if v.accepted => overall.accepted += 1,
+                RunVerdict::Judged(_) => overall.rejected += 1,
+                RunVerdict::Failed { .. } => overall.failed += 1,
+            }
+        }
+        overall
+    }
+
     /// `Some(true)` when every judged run was accepted and none failed; `None` when no
     /// record had criteria.
     pub fn accepted(&self) -> Option<bool> {
@@ -262,20 +275,77 @@ pub fn render_with_fleet(
     fleet: &super::fleet_report::FleetSection,
 ) -> Report {
     let verdicts: Vec<RunVerdict> = records.iter().map(RunVerdict::of).collect();
-    let mut overall = Overall::default();
-    for v in &verdicts {
-        match v {
-            RunVerdict::NoCriteria => overall.without_criteria += 1,
-            RunVerdict::Judged(v) if v.accepted => overall.accepted += 1,
-            RunVerdict::Judged(_) => overall.rejected += 1,
-            RunVerdict::Failed { .. } => overall.failed += 1,
-        }
-    }
+    let overall = Overall::tally(&verdicts);
     let mut run_ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
     run_ids.dedup();
 
     // Sections as (heading, header row, rows); each format renders them its own way.
-    let runs = table(
+    let runs = runs_table(records, &verdicts);
+    let criteria = criteria_table(records);
+    let stats = stats_table(cases);
+    let per_case = case_table(records, &verdicts, cases);
+    let lineage = lineage_table(records);
+    let mut charts = charts(records, cases);
+    charts.extend(llm_iteration_chart(records));
+
+    let intro = format!(
+        "{} runs from run {} ({} cases).",
+        records.len(),
+        run_ids.join(", "),
+        cases.len()
+    );
+    // Where and when, first: what a reader outside the team needs to place the numbers.
+    let provenance = table(
+        &["what", "value"],
+        super::provenance::rows(records)
+            .into_iter()
+            .map(|(k, v)| vec![k, v])
+            .collect(),
+    );
+    let sections: [(&str, &Table); 6] = [
+        ("Where and when", &provenance),
+        ("Verdict per case", &per_case),
+        ("Runs", &runs),
+        ("Acceptance criteria", &criteria),
+        ("Statistics per case", &stats),
+        ("Lineage", &lineage),
+    ];
+    // A failed fleet verdict overrides runs that each met their criteria.
+    let headline = match fleet.passed() {
+        Some(false) => format!(
+            "{} — FLEET NOT ACCEPTED: suspect nodes or links (below)",
+            overall.headline()
+        ),
+        _ => overall.headline(),
+    };
+    let class = match (overall.accepted(), fleet.passed()) {
+        (_, Some(false)) | (Some(false), _) => "bad",
+        (Some(true), _) => "ok",
+        (None, _) => "",
+    };
+    let page = Page {
+        headline: &headline,
+        intro: &intro,
+        fleet,
+        sections: &sections,
+        charts: &charts,
+    };
+
+    Report {
+        overall,
+        markdown: page.markdown(),
+        html: page.html(class),
+        charts: charts
+            .into_iter()
+            .map(|(f, _, svg)| (f, svg))
+            .chain(fleet.heatmaps.iter().cloned())
+            .collect(),
+    }
+}
+
+/// One row per record: what ran, its headline and its verdict with the reason.
+fn runs_table(records: &[ResultRecord], verdicts: &[RunVerdict]) -> Table {
+    table(
         &[
             "benchmark",
             "kind",
@@ -287,7 +357,7 @@ pub fn render_with_fleet(
         ],
         records
             .iter()
-            .zip(&verdicts)
+            .zip(verdicts)
             .map(|(r, v)| {
                 vec![
                     r.benchmark.name.clone(),
@@ -309,23 +379,29 @@ pub fn render_with_fleet(
                 ]
             })
             .collect(),
-    );
-    let criteria = {
-        let mut seen: Vec<(String, String)> = Vec::new();
-        for r in records {
-            for c in acceptance::criteria_of(&r.spec) {
-                let row = (r.benchmark.kind.clone(), c.describe());
-                if !seen.contains(&row) {
-                    seen.push(row);
-                }
+    )
+}
+
+/// Every kind's distinct criteria, in the order the records state them.
+fn criteria_table(records: &[ResultRecord]) -> Table {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for r in records {
+        for c in acceptance::criteria_of(&r.spec) {
+            let row = (r.benchmark.kind.clone(), c.describe());
+            if !seen.contains(&row) {
+                seen.push(row);
             }
         }
-        table(
-            &["kind", "criterion"],
-            seen.into_iter().map(|(k, c)| vec![k, c]).collect(),
-        )
-    };
-    let stats = table(
+    }
+    table(
+        &["kind", "criterion"],
+        seen.into_iter().map(|(k, c)| vec![k, c]).collect(),
+    )
+}
+
+/// One row per case and metric: its summary over the repetitions.
+fn stats_table(cases: &[Case]) -> Table {
+    table(
         &[
             "kind",
             "permutation",
@@ -361,9 +437,12 @@ pub fn render_with_fleet(
                 })
             })
             .collect(),
-    );
-    let per_case = case_table(records, &verdicts, cases);
-    let lineage = table(
+    )
+}
+
+/// One row per record: the ids and digests that trace it to its spec and evidence.
+fn lineage_table(records: &[ResultRecord]) -> Table {
+    table(
         &[
             "benchmark",
             "run id",
@@ -395,109 +474,81 @@ pub fn render_with_fleet(
                 ]
             })
             .collect(),
-    );
-    let mut charts = charts(records, cases);
-    charts.extend(llm_iteration_chart(records));
+    )
+}
 
-    let intro = format!(
-        "{} runs from run {} ({} cases).",
-        records.len(),
-        run_ids.join(", "),
-        cases.len()
-    );
-    // Where and when, first: what a reader outside the team needs to place the numbers.
-    let provenance = table(
-        &["what", "value"],
-        super::provenance::rows(records)
-            .into_iter()
-            .map(|(k, v)| vec![k, v])
-            .collect(),
-    );
-    let sections: [(&str, &Table); 6] = [
-        ("Where and when", &provenance),
-        ("Verdict per case", &per_case),
-        ("Runs", &runs),
-        ("Acceptance criteria", &criteria),
-        ("Statistics per case", &stats),
-        ("Lineage", &lineage),
-    ];
+/// The report's content, which [`Page::markdown`] and [`Page::html`] lay out the same
+/// way: headline, intro, fleet section, the tables, the charts.
+struct Page<'a> {
+    headline: &'a str,
+    intro: &'a str,
+    fleet: &'a super::fleet_report::FleetSection,
+    sections: &'a [(&'a str, &'a Table)],
+    /// `(file name, title, SVG)`.
+    charts: &'a [(String, String, String)],
+}
 
-    let mut md = String::new();
-    let _ = writeln!(md, "# perfsweep acceptance report\n");
-    // A failed fleet verdict overrides runs that each met their criteria.
-    let headline = match fleet.passed() {
-        Some(false) => format!(
-            "{} — FLEET NOT ACCEPTED: suspect nodes or links (below)",
-            overall.headline()
-        ),
-        _ => overall.headline(),
-    };
-    let _ = writeln!(md, "**{headline}**\n");
-    let _ = writeln!(md, "{intro}\n");
-    md.push_str(&fleet.markdown);
-    for (heading, t) in &sections {
-        let _ = writeln!(md, "## {heading}\n");
-        md.push_str(&t.markdown());
-        md.push('\n');
-    }
-    if !charts.is_empty() {
-        let _ = writeln!(md, "## Charts\n");
-        for (file, title, _) in &charts {
-            let _ = writeln!(md, "![{title}]({file})\n");
+impl Page<'_> {
+    /// Markdown that links the charts as files next to it.
+    fn markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "# perfsweep acceptance report\n");
+        let _ = writeln!(md, "**{}**\n", self.headline);
+        let _ = writeln!(md, "{}\n", self.intro);
+        md.push_str(&self.fleet.markdown);
+        for (heading, t) in self.sections {
+            let _ = writeln!(md, "## {heading}\n");
+            md.push_str(&t.markdown());
+            md.push('\n');
         }
-    }
-    let _ = writeln!(
-        md,
-        "Means with 95% confidence intervals (Student t); a case is unstable with fewer \
-         than the minimum repetitions or a coefficient of variation above the threshold. \
-         Every number traces back to its raw evidence file by the SHA-256 above \
-         (`perfsweep parse KIND FILE` re-derives the result)."
-    );
-
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>perfsweep acceptance report</title><style>\
-         body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1.5em}}\
-         td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:90%}}\
-         .ok{{color:#1a7f37;font-weight:bold}}.bad{{color:#cf222e;font-weight:bold}}\
-         </style></head><body>\n<h1>perfsweep acceptance report</h1>\n"
-    );
-    let class = match (overall.accepted(), fleet.passed()) {
-        (_, Some(false)) | (Some(false), _) => "bad",
-        (Some(true), _) => "ok",
-        (None, _) => "",
-    };
-    let _ = writeln!(
-        html,
-        "<p class=\"{class}\">{}</p>\n<p>{}</p>",
-        escape(&headline),
-        escape(&intro)
-    );
-    html.push_str(&fleet.html);
-    for (heading, t) in &sections {
-        let _ = writeln!(html, "<h2>{}</h2>", escape(heading));
-        html.push_str(&t.html());
-    }
-    if !charts.is_empty() {
-        let _ = writeln!(html, "<h2>Charts</h2>");
-        for (_, _, svg) in &charts {
-            let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
-            let _ = writeln!(html, "<figure>{body}</figure>");
+        if !self.charts.is_empty() {
+            let _ = writeln!(md, "## Charts\n");
+            for (file, title, _) in self.charts {
+                let _ = writeln!(md, "![{title}]({file})\n");
+            }
         }
+        let _ = writeln!(
+            md,
+            "Means with 95% confidence intervals (Student t); a case is unstable with fewer \
+             than the minimum repetitions or a coefficient of variation above the threshold. \
+             Every number traces back to its raw evidence file by the SHA-256 above \
+             (`perfsweep parse KIND FILE` re-derives the result)."
+        );
+        md
     }
-    html.push_str("</body></html>\n");
 
-    Report {
-        overall,
-        markdown: md,
-        html,
-        charts: charts
-            .into_iter()
-            .map(|(f, _, svg)| (f, svg))
-            .chain(fleet.heatmaps.iter().cloned())
-            .collect(),
+    /// A standalone HTML page with the charts inline; `class` styles the headline.
+    fn html(&self, class: &str) -> String {
+        let mut html = String::new();
+        let _ = write!(
+            html,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>perfsweep acceptance report</title><style>\
+             body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1.5em}}\
+             td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;font-size:90%}}\
+             .ok{{color:#1a7f37;font-weight:bold}}.bad{{color:#cf222e;font-weight:bold}}\
+             </style></head><body>\n<h1>perfsweep acceptance report</h1>\n"
+        );
+        let _ = writeln!(
+            html,
+            "<p class=\"{class}\">{}</p>\n<p>{}</p>",
+            escape(self.headline),
+            escape(self.intro)
+        );
+        html.push_str(&self.fleet.html);
+        for (heading, t) in self.sections {
+            let _ = writeln!(html, "<h2>{}</h2>", escape(heading));
+            html.push_str(&t.html());
+        }
+        if !self.charts.is_empty() {
+            let _ = writeln!(html, "<h2>Charts</h2>");
+            for (_, _, svg) in self.charts {
+                let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+                let _ = writeln!(html, "<figure>{body}</figure>");
+            }
+        }
+        html.push_str("</body></html>\n");
+        html
     }
 }
 

@@ -478,6 +478,76 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         None => args.dataset.is_none() && scenarios.iter().any(TrafficScenario::is_embedding),
     };
     let workloads = workloads(args, &scenarios, &tokenizer, embeddings).await?;
+    let workers = check_workers(args)?;
+    let service_metadata = distributed::service_metadata(&args.service_metadata)?;
+    check_load_settings(args, workers)?;
+    let shared = Arc::new(shared_settings(args, &target, endpoint, &tokenizer, embeddings).await?);
+    let mut report = empty_report(args, &shared, workers, service_metadata);
+
+    let concurrency_levels = concurrency_levels(args);
+    let listed = concurrency_levels.len() + args.request_rates.len();
+    let mut progress = progress::Progress::new(
+        args.progress,
+        Duration::from_secs_f64(args.progress_interval_s.max(0.1)),
+        workloads.len() * listed,
+        args.saturate
+            .map_or(0, |_| workloads.len() * args.saturation_probes as usize),
+    );
+    let loads = loads(args, &concurrency_levels, &workloads);
+    run_scenarios(
+        &shared,
+        args,
+        &workloads,
+        &loads,
+        &mut report,
+        &mut progress,
+    )
+    .await?;
+
+    if let Some(sync) = &args.sync {
+        // Replica 0's end stops the simulator (when there is one): no worker may still
+        // be sending then.
+        args.hooks
+            .barrier()?
+            .wait(sync, hooks::DONE_BARRIER, args.worker)
+            .await
+            .with_context(|| format!("worker {} waiting for the others to finish", args.worker))?;
+    }
+    report.finalize();
+    if workers > 1 {
+        // A worker's share is not the run: the merge judges the error rate (and an
+        // idle worker, which had no streams, is no failure).
+        report.failure = None;
+    }
+    Ok(report)
+}
+
+/// The closed-loop levels to run: the listed ones, or one stream when no load is named
+/// at all.
+fn concurrency_levels(args: &LoadgenArgs) -> Vec<u32> {
+    if args.concurrency.is_empty() && args.request_rates.is_empty() && args.saturate.is_none() {
+        vec![1]
+    } else {
+        args.concurrency.clone()
+    }
+}
+
+/// Each scenario's iterations: the closed loops, then the open ones.
+fn loads(args: &LoadgenArgs, concurrency_levels: &[u32], workloads: &[Workload]) -> Vec<Load> {
+    if let Some(Workload::Trace(trace)) = workloads.first() {
+        // A trace sets its own load: one open-loop iteration on its schedule.
+        return vec![Load::Open(trace.mean_rate())];
+    }
+    concurrency_levels
+        .iter()
+        .map(|&c| Load::Closed(c))
+        .chain(args.request_rates.iter().map(|&r| Load::Open(r)))
+        .collect()
+}
+
+/// Checks the concurrency levels and this worker's place among the workers; returns
+/// how many workers there are.
+fn check_workers(args: &LoadgenArgs) -> anyhow::Result<u32> {
     if args.concurrency.contains(&0) {
         bail!("concurrency levels must be at least 1");
     }
@@ -500,7 +570,11 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             "--saturate with --workers {workers}: each worker would steer the search by its own share; run the search with one worker"
         );
     }
-    let service_metadata = distributed::service_metadata(&args.service_metadata)?;
+    Ok(workers)
+}
+
+/// Checks the request rates, the arrival settings and the saturation search.
+fn check_load_settings(args: &LoadgenArgs, workers: u32) -> anyhow::Result<()> {
     if let Some(rate) = args
         .request_rates
         .iter()
@@ -527,42 +601,22 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             );
         }
     }
-    let mut params = Map::new();
-    for param in &args.params {
-        let (key, value) = param
-            .split_once('=')
-            .with_context(|| format!("--param {param:?}: expected key=value"))?;
-        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
-        params.insert(key.to_owned(), value);
-    }
-    let mut head_extra = headers::literal(&args.headers)?;
-    head_extra.push_str(&headers::from_environment(&args.header_envs, |variable| {
-        std::env::var(variable).ok()
-    })?);
-    if let Ok(key) = std::env::var(&args.api_key_env)
-        && !key.is_empty()
-    {
-        if key.contains(['\r', '\n']) {
-            bail!("{}: the API key contains a line break", args.api_key_env);
-        }
-        head_extra.push_str(&format!("Authorization: Bearer {key}\r\n"));
-    }
-    let path = match args.api {
-        _ if embeddings => "/v1/embeddings",
-        Api::Chat => "/v1/chat/completions",
-        Api::Completions => "/v1/completions",
-    };
+    Ok(())
+}
+
+/// What every request of the run shares; checks first that the endpoint serves the
+/// models.
+async fn shared_settings(
+    args: &LoadgenArgs,
+    target: &Target,
+    endpoint: Endpoint,
+    tokenizer: &Arc<Tokenizer>,
+    embeddings: bool,
+) -> anyhow::Result<Shared> {
+    let params = parse_params(&args.params)?;
+    let head_extra = extra_headers(args)?;
     let stream = !args.no_stream && !embeddings;
-    let request_head = format!(
-        "POST {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: {}\r\n{head_extra}",
-        target.base_path,
-        target.host_header(),
-        if stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        },
-    );
+    let request_head = request_head(args, target, embeddings, stream, &head_extra);
     let mix_models = model_mix::parse(&args.model_mix)?;
     if !args.skip_model_check {
         check_model(&endpoint, &head_extra, &args.model).await?;
@@ -570,16 +624,12 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             check_model(&endpoint, &head_extra, name).await?;
         }
     }
-    let slo = Slo {
-        ttft_ms: args.slo_ttft_ms,
-        tpot_ms: args.slo_tpot_ms,
-    };
     let prompt_key = match args.api {
         _ if embeddings => "input",
         Api::Chat => "messages",
         Api::Completions => "prompt",
     };
-    let shared = Arc::new(Shared {
+    Ok(Shared {
         endpoint,
         request_head,
         api: args.api,
@@ -597,23 +647,92 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
         vllm_extensions: !args.plain_openai,
         // Each worker draws its own prompts; worker 0 draws what a single process does.
         seed: distribute::worker_seed(args.seed, args.worker),
-        slo,
+        slo: Slo {
+            ttft_ms: args.slo_ttft_ms,
+            tpot_ms: args.slo_tpot_ms,
+        },
         timeout: Duration::from_secs_f64(args.request_timeout_s.max(0.001)),
         wakeup_window: wakeup_window(args),
-    });
+    })
+}
 
-    let mut report = LLMInferenceResult {
+/// `--param key=value` pairs as request body fields: a value that is JSON is sent as
+/// that JSON, any other as a string.
+fn parse_params(params: &[String]) -> anyhow::Result<Map<String, Value>> {
+    let mut parsed = Map::new();
+    for param in params {
+        let (key, value) = param
+            .split_once('=')
+            .with_context(|| format!("--param {param:?}: expected key=value"))?;
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
+        parsed.insert(key.to_owned(), value);
+    }
+    Ok(parsed)
+}
+
+/// The header lines every request carries besides the fixed ones: `--header`,
+/// `--header-env` and the API key, each line ending in CRLF.
+fn extra_headers(args: &LoadgenArgs) -> anyhow::Result<String> {
+    let mut head_extra = headers::literal(&args.headers)?;
+    head_extra.push_str(&headers::from_environment(&args.header_envs, |variable| {
+        std::env::var(variable).ok()
+    })?);
+    if let Ok(key) = std::env::var(&args.api_key_env)
+        && !key.is_empty()
+    {
+        if key.contains(['\r', '\n']) {
+            bail!("{}: the API key contains a line break", args.api_key_env);
+        }
+        head_extra.push_str(&format!("Authorization: Bearer {key}\r\n"));
+    }
+    Ok(head_extra)
+}
+
+/// The request line and headers of every request, up to the body's length.
+fn request_head(
+    args: &LoadgenArgs,
+    target: &Target,
+    embeddings: bool,
+    stream: bool,
+    head_extra: &str,
+) -> String {
+    let path = match args.api {
+        _ if embeddings => "/v1/embeddings",
+        Api::Chat => "/v1/chat/completions",
+        Api::Completions => "/v1/completions",
+    };
+    format!(
+        "POST {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: {}\r\n{head_extra}",
+        target.base_path,
+        target.host_header(),
+        if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        },
+    )
+}
+
+/// The result before any iteration: what was run, against what.
+fn empty_report(
+    args: &LoadgenArgs,
+    shared: &Shared,
+    workers: u32,
+    service_metadata: Option<result::ServiceMetadata>,
+) -> LLMInferenceResult {
+    let slo = shared.slo;
+    LLMInferenceResult {
         format: result::FORMAT.into(),
         model: args.model.clone(),
         url: args.url.clone(),
         api: match args.api {
-            _ if embeddings => "embeddings",
+            _ if shared.embeddings => "embeddings",
             Api::Chat => "chat",
             Api::Completions => "completions",
         }
         .into(),
-        streaming: stream,
-        tokenizer: tokenizer.name().into(),
+        streaming: shared.stream,
+        tokenizer: shared.tokenizer.name().into(),
         max_error_rate_percent: Some(args.max_error_rate_percent),
         workers,
         worker: (workers > 1).then_some(args.worker),
@@ -624,77 +743,48 @@ pub async fn execute(args: &LoadgenArgs) -> anyhow::Result<LLMInferenceResult> {
             attainment_percent: args.slo_attainment_percent,
         }),
         ..Default::default()
-    };
-    let concurrency_levels = if args.concurrency.is_empty()
-        && args.request_rates.is_empty()
-        && args.saturate.is_none()
-    {
-        vec![1]
-    } else {
-        args.concurrency.clone()
-    };
-    let listed = concurrency_levels.len() + args.request_rates.len();
-    let mut progress = progress::Progress::new(
-        args.progress,
-        Duration::from_secs_f64(args.progress_interval_s.max(0.1)),
-        workloads.len() * listed,
-        args.saturate
-            .map_or(0, |_| workloads.len() * args.saturation_probes as usize),
-    );
-    let loads = concurrency_levels
-        .iter()
-        .map(|&c| Load::Closed(c))
-        .chain(args.request_rates.iter().map(|&r| Load::Open(r)));
-    let mut loads: Vec<Load> = loads.collect();
-    if let Some(Workload::Trace(trace)) = workloads.first() {
-        // A trace sets its own load: one open-loop iteration on its schedule.
-        loads = vec![Load::Open(trace.mean_rate())];
     }
+}
+
+/// Every scenario's iterations, one per load, then its saturation search if asked for.
+async fn run_scenarios(
+    shared: &Arc<Shared>,
+    args: &LoadgenArgs,
+    workloads: &[Workload],
+    loads: &[Load],
+    report: &mut LLMInferenceResult,
+    progress: &mut progress::Progress,
+) -> anyhow::Result<()> {
     for (scenario_index, workload) in workloads.iter().enumerate() {
-        for &load in &loads {
+        for &load in loads {
             let number = report.iterations.len();
             let iteration = run_iteration(
-                &shared,
+                shared,
                 args,
                 workload,
                 scenario_index,
                 load,
                 number,
-                &mut progress,
+                progress,
             )
             .await?;
             report.iterations.push(iteration);
         }
         if let Some(kind) = args.saturate {
             let search = saturate(
-                &shared,
+                shared,
                 args,
                 workload,
                 scenario_index,
                 kind,
-                &mut report,
-                &mut progress,
+                report,
+                progress,
             )
             .await?;
             report.saturation.push(search);
         }
     }
-    if let Some(sync) = &args.sync {
-        // Replica 0's end stops the simulator (when there is one): no worker may still
-        // be sending then.
-        args.hooks
-            .barrier()?
-            .wait(sync, hooks::DONE_BARRIER, args.worker)
-            .await
-            .with_context(|| format!("worker {} waiting for the others to finish", args.worker))?;
-    }
-    report.finalize();
-    if workers > 1 {
-        // A worker's share is not the run: the merge judges the error rate (and an
-        // idle worker, which had no streams, is no failure).
-        report.failure = None;
-    }
-    Ok(report)
+    Ok(())
 }
 
 /// The load of one iteration.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use perfsweep_benchmarks::agent_env::{self, AddressSource, EnvValue};
 use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
-use perfsweep_benchmarks::plan::{Plan, process_name};
+use perfsweep_benchmarks::plan::{Plan, Role, process_name};
 use perfsweep_benchmarks::registry::KindInfo;
 use perfsweep_benchmarks::report::AgentReport;
 use serde_json::Value;
@@ -279,14 +279,12 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     let scratch = options
         .scratch
         .join(format!("perfsweep-{}-{name}", std::process::id()));
-    let io_error = |what: &str, e: std::io::Error| {
-        Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"))
-    };
     // One random token per run: the agents accept control requests (and a launcher's
     // commands) only from holders of it, as pods do with their benchmark's Secret.
     let launch_token = crate::token::random()
         .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?;
-    std::fs::create_dir_all(&scratch).map_err(|e| io_error(&scratch.display().to_string(), e))?;
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| local_setup_failed(&scratch.display().to_string(), e))?;
     let _scratch = RemovedOnDrop(scratch.clone());
 
     // Every process gets its own loopback address (127.B.0.2, 127.B.0.3, …, in a block
@@ -298,57 +296,17 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
         &claim::Holder::this_process(name),
     )
     .map_err(|e| Failure::new(Reason::LocalSetupFailed, e.to_string()))?;
-    let mut endpoints = BTreeMap::new();
-    let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (number, (role, index)) in plan.processes().enumerate() {
-        let placed = (index == 0)
-            .then(|| options.role_addresses.get(&role.name).copied())
-            .flatten();
-        let address = placed.or_else(|| block.address(number)).ok_or_else(|| {
-            Failure::new(
-                Reason::PlanInvalid,
-                format!(
-                    "{number} processes do not fit in the loopback block 127.{}.0.0/16",
-                    block.octet()
-                ),
-            )
-        })?;
-        let port = free_port(address).map_err(|e| io_error("allocating a control port", e))?;
-        endpoints.insert((role.name.clone(), index), (address, port));
-        peers
-            .entry(role.name.clone())
-            .or_default()
-            .push(format!("{address}:{port}"));
-    }
-    // The plan's volumes: one directory per name, the same for every process.
-    let volumes = scratch.join("volumes");
-    let host = hostname();
-
-    // Secrets come from our environment (there is no Secret store locally); a missing
-    // one fails the run before anything starts.
-    let mut secrets: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
-    for role in &plan.roles {
-        for secret in &role.secret_env {
-            let variable = secret.local_variable();
-            let value = match std::env::var(&variable) {
-                Err(_) if secret.optional => continue,
-                value => value,
-            };
-            let value = value.map_err(|_| {
-                Failure::new(
-                    Reason::SecretMissing,
-                    format!(
-                        "role {} needs key {:?} of Secret {:?}: set the environment variable {variable} for a local run",
-                        role.name, secret.key, secret.secret
-                    ),
-                )
-            })?;
-            secrets
-                .entry(role.name.as_str())
-                .or_default()
-                .push((secret.name.clone(), value));
-        }
-    }
+    let launch = Launch {
+        plan,
+        options,
+        scratch: &scratch,
+        addresses: Addresses::assign(plan, options, &block)?,
+        // The plan's volumes: one directory per name, the same for every process.
+        volumes: scratch.join("volumes"),
+        host: hostname(),
+        secrets: secrets_from_environment(plan)?,
+        token: launch_token,
+    };
 
     let mut result_process = None;
     let mut others = Vec::new();
@@ -356,75 +314,8 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
     // killed outright if the run is dropped half-way (a signal stopped it).
     let mut groups = tree::Groups::default();
     for (role, index) in plan.processes() {
-        let workdir = scratch.join(process_name(&role.name, index));
-        let (address, port) = endpoints
-            .get(&(role.name.clone(), index))
-            .copied()
-            .unwrap_or((std::net::Ipv4Addr::LOCALHOST, 0));
-        let address = AddressSource::Literal(address.to_string());
-        let site = agent_env::Site {
-            peers: &peers,
-            control_port: port,
-            address: &address,
-            address_variable: None,
-            workdir: workdir.display().to_string(),
-            volumes_dir: Some(volumes.display().to_string()),
-            host: EnvValue::Text(host.clone()),
-            // Loopback's MTU is not the benchmark's to set (named as ignored).
-            mtu: None,
-        };
-        let environment = agent_env::environment(plan, &role.name, index, &site)
-            .map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
-        let mut command = Command::new(&options.agent_program);
-        command
-            .arg("agent")
-            .envs(
-                environment
-                    .into_iter()
-                    .filter_map(|(name, value)| match value {
-                        EnvValue::Text(text) => Some((name, text)),
-                        // Pods only; no site of a local run names one.
-                        EnvValue::PodField(_) => None,
-                    }),
-            )
-            .env(agent_env::LAUNCH_TOKEN, &launch_token);
-        // Every process of a local run is on loopback, but Open MPI's out-of-band channel
-        // (mpirun ↔ its daemons) would advertise and use the host's other interfaces: a
-        // machine whose rules block local traffic on them (a CI sandbox) leaves the
-        // daemons unable to call back and the run waits out its timeout (seen in CI: an
-        // OpenFOAM run's orted never reached mpirun at the host's eth0 address). The
-        // user's own setting wins.
-        if std::env::var_os(OPEN_MPI_OOB_INTERFACES).is_none() {
-            command.env(OPEN_MPI_OOB_INTERFACES, "lo");
-        }
-        command
-            .envs(
-                secrets
-                    .get(role.name.as_str())
-                    .into_iter()
-                    .flatten()
-                    .cloned(),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        tree::own(&mut command);
-        let child = command.spawn().map_err(|e| {
-            io_error(
-                &format!("starting the agent {}", options.agent_program.display()),
-                e,
-            )
-        })?;
-        groups.add(child.id());
-        let is_result = role.name == plan.result_role && index == 0;
-        let process = AgentProcess {
-            label: process_name(&role.name, index),
-            produces_result: role.name == plan.result_role,
-            child,
-            echo_progress: is_result,
-        };
-        if is_result {
+        let process = launch.spawn(role, index, &mut groups)?;
+        if role.name == plan.result_role && index == 0 {
             result_process = Some(process);
         } else {
             others.push(process);
@@ -448,42 +339,221 @@ async fn run_plan(plan: &Plan, name: &str, options: &LocalOptions) -> Result<Fin
         stragglers,
         result_outputs,
     } = watched;
-    let output = match output {
-        ResultProcess::Finished(output) => output,
-        // The backstop is the local runner's deadline, as the operator's is on
-        // Kubernetes (the agent's own is `Timeout`).
-        ResultProcess::TimedOut => {
-            return Err(Failure::new(
-                Reason::TimedOut,
-                format!("no result within {backstop:?}"),
-            ));
-        }
-        // The peer's own log says why; the others only stopped because of it.
-        ResultProcess::PeerFailed(peer) => return Err(Failure::new(Reason::PeerFailed, peer)),
-    };
-    let mut outputs = vec![(
-        result_process.label.clone(),
-        output.stdout.clone(),
-        output.stderr_tail(),
-    )];
-    // The other replicas in index order, as the outcome logic checks them; one that
-    // did not finish is there with nothing to report.
-    let replicas = plan.role(&plan.result_role).map_or(1, |r| r.replicas);
-    for index in 1..replicas {
-        let label = process_name(&plan.result_role, index);
-        outputs.push(
-            match result_outputs.iter().find(|(done, _)| *done == label) {
-                Some((_, output)) => (label, output.stdout.clone(), output.stderr_tail()),
-                None => (label, String::new(), "it did not finish".to_owned()),
-            },
-        );
-    }
+    let output = output.finished(backstop)?;
     Ok(Finished {
         kind: plan.kind.clone(),
         result_role: plan.result_role.clone(),
-        outputs,
+        outputs: replica_outputs(plan, &result_process.label, &output, &result_outputs),
         stragglers,
     })
+}
+
+fn local_setup_failed(what: &str, e: std::io::Error) -> Failure {
+    Failure::new(Reason::LocalSetupFailed, format!("{what}: {e}"))
+}
+
+/// Where every process of a run listens: its address and control port, and the
+/// `address:port` list of each role that its peers are given.
+struct Addresses {
+    endpoints: BTreeMap<(String, u32), (std::net::Ipv4Addr, u16)>,
+    peers: BTreeMap<String, Vec<String>>,
+}
+
+impl Addresses {
+    /// An address from `block` for each process (a role's first process at its placed
+    /// address instead, when it has one), and a free control port on it.
+    fn assign(
+        plan: &Plan,
+        options: &LocalOptions,
+        block: &claim::LoopbackBlock,
+    ) -> Result<Self, Failure> {
+        let mut endpoints = BTreeMap::new();
+        let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (number, (role, index)) in plan.processes().enumerate() {
+            let placed = (index == 0)
+                .then(|| options.role_addresses.get(&role.name).copied())
+                .flatten();
+            let address = placed.or_else(|| block.address(number)).ok_or_else(|| {
+                Failure::new(
+                    Reason::PlanInvalid,
+                    format!(
+                        "{number} processes do not fit in the loopback block 127.{}.0.0/16",
+                        block.octet()
+                    ),
+                )
+            })?;
+            let port = free_port(address)
+                .map_err(|e| local_setup_failed("allocating a control port", e))?;
+            endpoints.insert((role.name.clone(), index), (address, port));
+            peers
+                .entry(role.name.clone())
+                .or_default()
+                .push(format!("{address}:{port}"));
+        }
+        Ok(Self { endpoints, peers })
+    }
+}
+
+/// Each role's Secret values, as `(variable, value)`.
+type SecretValues<'a> = BTreeMap<&'a str, Vec<(String, String)>>;
+
+/// Secrets come from our environment (there is no Secret store locally); a missing one
+/// fails the run before anything starts.
+fn secrets_from_environment(plan: &Plan) -> Result<SecretValues<'_>, Failure> {
+    let mut secrets = SecretValues::new();
+    for role in &plan.roles {
+        for secret in &role.secret_env {
+            let variable = secret.local_variable();
+            let value = match std::env::var(&variable) {
+                Err(_) if secret.optional => continue,
+                value => value,
+            };
+            let value = value.map_err(|_| {
+                Failure::new(
+                    Reason::SecretMissing,
+                    format!(
+                        "role {} needs key {:?} of Secret {:?}: set the environment variable {variable} for a local run",
+                        role.name, secret.key, secret.secret
+                    ),
+                )
+            })?;
+            secrets
+                .entry(role.name.as_str())
+                .or_default()
+                .push((secret.name.clone(), value));
+        }
+    }
+    Ok(secrets)
+}
+
+/// What the agents of one run start from.
+struct Launch<'a> {
+    plan: &'a Plan,
+    options: &'a LocalOptions,
+    /// The run's working directory; each process has its own directory in it.
+    scratch: &'a Path,
+    addresses: Addresses,
+    volumes: PathBuf,
+    host: String,
+    secrets: SecretValues<'a>,
+    /// The run's launch token.
+    token: String,
+}
+
+impl Launch<'_> {
+    /// Starts the agent of process `index` of `role`, its process group one of `groups`.
+    fn spawn(
+        &self,
+        role: &Role,
+        index: u32,
+        groups: &mut tree::Groups,
+    ) -> Result<AgentProcess, Failure> {
+        let mut command = self.command(role, index)?;
+        let child = command.spawn().map_err(|e| {
+            local_setup_failed(
+                &format!(
+                    "starting the agent {}",
+                    self.options.agent_program.display()
+                ),
+                e,
+            )
+        })?;
+        groups.add(child.id());
+        Ok(AgentProcess {
+            label: process_name(&role.name, index),
+            produces_result: role.name == self.plan.result_role,
+            child,
+            // The result process's progress is the run's.
+            echo_progress: role.name == self.plan.result_role && index == 0,
+        })
+    }
+
+    /// The command that starts the agent of process `index` of `role`, in its own
+    /// process group, with its environment and Secrets.
+    fn command(&self, role: &Role, index: u32) -> Result<Command, Failure> {
+        let workdir = self.scratch.join(process_name(&role.name, index));
+        let (address, port) = self
+            .addresses
+            .endpoints
+            .get(&(role.name.clone(), index))
+            .copied()
+            .unwrap_or((std::net::Ipv4Addr::LOCALHOST, 0));
+        let address = AddressSource::Literal(address.to_string());
+        let site = agent_env::Site {
+            peers: &self.addresses.peers,
+            control_port: port,
+            address: &address,
+            address_variable: None,
+            workdir: workdir.display().to_string(),
+            volumes_dir: Some(self.volumes.display().to_string()),
+            host: EnvValue::Text(self.host.clone()),
+            // Loopback's MTU is not the benchmark's to set (named as ignored).
+            mtu: None,
+        };
+        let environment = agent_env::environment(self.plan, &role.name, index, &site)
+            .map_err(|e| Failure::new(Reason::PlanInvalid, e.to_string()))?;
+        let mut command = Command::new(&self.options.agent_program);
+        command
+            .arg("agent")
+            .envs(
+                environment
+                    .into_iter()
+                    .filter_map(|(name, value)| match value {
+                        EnvValue::Text(text) => Some((name, text)),
+                        // Pods only; no site of a local run names one.
+                        EnvValue::PodField(_) => None,
+                    }),
+            )
+            .env(agent_env::LAUNCH_TOKEN, &self.token);
+        // Every process of a local run is on loopback, but Open MPI's out-of-band channel
+        // (mpirun ↔ its daemons) would advertise and use the host's other interfaces: a
+        // machine whose rules block local traffic on them (a CI sandbox) leaves the
+        // daemons unable to call back and the run waits out its timeout (seen in CI: an
+        // OpenFOAM run's orted never reached mpirun at the host's eth0 address). The
+        // user's own setting wins.
+        if std::env::var_os(OPEN_MPI_OOB_INTERFACES).is_none() {
+            command.env(OPEN_MPI_OOB_INTERFACES, "lo");
+        }
+        command
+            .envs(
+                self.secrets
+                    .get(role.name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        tree::own(&mut command);
+        Ok(command)
+    }
+}
+
+/// The result role's replicas in index order, as the outcome logic checks them: the
+/// first one's `output`, the others' from `others`; one that did not finish is there
+/// with nothing to report.
+fn replica_outputs(
+    plan: &Plan,
+    first_label: &str,
+    output: &AgentOutput,
+    others: &[(String, AgentOutput)],
+) -> Vec<(String, String, String)> {
+    let mut outputs = vec![(
+        first_label.to_owned(),
+        output.stdout.clone(),
+        output.stderr_tail(),
+    )];
+    let replicas = plan.role(&plan.result_role).map_or(1, |r| r.replicas);
+    for index in 1..replicas {
+        let label = process_name(&plan.result_role, index);
+        outputs.push(match others.iter().find(|(done, _)| *done == label) {
+            Some((_, output)) => (label, output.stdout.clone(), output.stderr_tail()),
+            None => (label, String::new(), "it did not finish".to_owned()),
+        });
+    }
+    outputs
 }
 
 /// Open MPI's setting of the interfaces its out-of-band channel uses.
@@ -511,6 +581,23 @@ enum ResultProcess {
     TimedOut,
     /// A peer's agent failed while the result process still ran: `label: log tail`.
     PeerFailed(String),
+}
+
+impl ResultProcess {
+    /// The result process's output, or why there is none.
+    fn finished(self, backstop: Duration) -> Result<AgentOutput, Failure> {
+        match self {
+            Self::Finished(output) => Ok(output),
+            // The backstop is the local runner's deadline, as the operator's is on
+            // Kubernetes (the agent's own is `Timeout`).
+            Self::TimedOut => Err(Failure::new(
+                Reason::TimedOut,
+                format!("no result within {backstop:?}"),
+            )),
+            // The peer's own log says why; the others only stopped because of it.
+            Self::PeerFailed(peer) => Err(Failure::new(Reason::PeerFailed, peer)),
+        }
+    }
 }
 
 struct Watched {

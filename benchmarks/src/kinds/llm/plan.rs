@@ -262,12 +262,81 @@ pub fn api(spec: &LLMInferenceSpec) -> Api {
 
 pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     let model = model_name(spec)?;
-    let mut args: Vec<String> = vec![
+    let loadgen = loadgen_command(spec, &model)?;
+    let simulator = spec.endpoint.simulator.as_ref();
+    let mut roles = vec![loadgen_role(spec, loadgen, simulator.is_some())];
+    if let Some(sim) = simulator {
+        let mut role = simulator_role(sim, &model, connections_at_most(spec));
+        // The simulator serves every model of a mix too.
+        for mixed in spec.model_mix.iter().filter(|m| m.name != model) {
+            role.command.args.extend([
+                Arg::Literal("--model".into()),
+                Arg::Literal(mixed.name.clone()),
+            ]);
+        }
+        roles.insert(0, role);
+    }
+    Ok(Plan {
+        kind: "LLMInference".into(),
+        roles,
+        result_role: LOADGEN.into(),
+        timeout_seconds: 0,
+        pod_overrides: spec
+            .pod_override
+            .iter()
+            .map(|o| (LOADGEN.to_owned(), o.clone()))
+            .collect(),
+    })
+}
+
+/// The load generator's command line and what it needs from outside it.
+struct LoadgenCommand {
+    args: Vec<String>,
+    /// Variables from Secrets: the API key, header values, dataset credentials.
+    secret_env: Vec<SecretEnv>,
+    /// The CA bundle, tokenizer and dataset volumes.
+    volumes: Vec<RoleVolume>,
+}
+
+fn loadgen_command(spec: &LLMInferenceSpec, model: &str) -> Result<LoadgenCommand, PlanError> {
+    let mut args = endpoint_args(spec, model)?;
+    let (input_args, volumes) = inputs(spec);
+    args.extend(input_args);
+    args.extend(workload_args(spec));
+    args.extend(load_args(spec));
+    if let Some(seconds) = spec.warmup_seconds {
+        args.extend(["--warmup-s".into(), seconds.to_string()]);
+    }
+    let (secret_args, secret_env) = secrets(spec);
+    args.extend(secret_args);
+    args.extend(budget_args(spec));
+    args.extend(request_args(spec));
+    args.extend(slo_args(spec));
+    args.extend(worker_args(spec));
+    let (tls_args, ca_volume) = spec
+        .endpoint
+        .tls
+        .as_ref()
+        .map(super::tls::EndpointTls::plan)
+        .unwrap_or_default();
+    args.extend(tls_args);
+    args.extend(service_metadata_args(spec));
+    Ok(LoadgenCommand {
+        args,
+        secret_env,
+        volumes: ca_volume.into_iter().chain(volumes).collect(),
+    })
+}
+
+/// What the load generator talks to and how: endpoint, model, API, seed, error limit,
+/// task.
+fn endpoint_args(spec: &LLMInferenceSpec, model: &str) -> Result<Vec<String>, PlanError> {
+    Ok(vec![
         "loadgen".into(),
         "--url".into(),
         endpoint_url(spec)?,
         "--model".into(),
-        model.clone(),
+        model.to_owned(),
         "--api".into(),
         match api(spec) {
             Api::Chat => "chat",
@@ -284,9 +353,14 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             Task::TextToEmbeddings => "text-to-embeddings",
         }
         .into(),
-    ];
-    let (input_args, volumes) = inputs(spec);
-    args.extend(input_args);
+    ])
+}
+
+/// What the requests are: streamed or not, the model mix, and where prompts come from
+/// (shared-prefix groups, multi-turn sessions, or the traffic scenarios unless a
+/// dataset supplies them).
+fn workload_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     if !spec.streaming {
         args.push("--no-stream".into());
     }
@@ -323,6 +397,13 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             args.extend(["--scenario".into(), scenario.0.clone()]);
         }
     }
+    args
+}
+
+/// The loads the iterations run: concurrency levels, request rates with their arrival
+/// process (only for an open loop), and the saturation search.
+fn load_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     for concurrency in &spec.num_concurrency {
         args.extend(["--concurrency".into(), concurrency.0.to_string()]);
     }
@@ -368,9 +449,13 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             args.extend(["--saturation-max".into(), max.to_string()]);
         }
     }
-    if let Some(seconds) = spec.warmup_seconds {
-        args.extend(["--warmup-s".into(), seconds.to_string()]);
-    }
+    args
+}
+
+/// The arguments naming the variables that carry secret values (the API key, header
+/// values), and the variables themselves with the dataset's credentials.
+fn secrets(spec: &LLMInferenceSpec) -> (Vec<String>, Vec<SecretEnv>) {
+    let mut args: Vec<String> = Vec::new();
     let mut secret_env: Vec<SecretEnv> = spec
         .endpoint
         .api_key_secret_ref
@@ -397,6 +482,12 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     }
     // Only the variable's name is an argument; its value never is.
     args.extend(["--api-key-env".into(), API_KEY_ENV.into()]);
+    (args, secret_env)
+}
+
+/// How long an iteration runs and how many of its requests are warmup.
+fn budget_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     if let Some(minutes) = spec.max_time_per_iteration {
         args.extend(["--max-time-s".into(), (u64::from(minutes) * 60).to_string()]);
     }
@@ -406,12 +497,23 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
     if let Some(warmup) = spec.warmup_requests {
         args.extend(["--warmup-requests".into(), warmup.to_string()]);
     }
+    args
+}
+
+/// Extra request body fields and literal headers.
+fn request_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     for (key, value) in &spec.additional_request_params {
         args.extend(["--param".into(), format!("{key}={value}")]);
     }
     for (name, value) in &spec.request_headers {
         args.extend(["--header".into(), format!("{name}: {value}")]);
     }
+    args
+}
+
+fn slo_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     if let Some(slo) = &spec.slo {
         if let Some(ttft) = slo.ttft_millis {
             args.extend(["--slo-ttft-ms".into(), ttft.to_string()]);
@@ -424,25 +526,28 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             slo.attainment_percent.to_string(),
         ]);
     }
-    if spec.workers > 1 {
-        // Every worker gets the same arguments: its index picks its share, and the
-        // agent of worker 0 holds the barrier that starts each iteration everywhere.
-        args.extend([
-            "--workers".into(),
-            spec.workers.to_string(),
-            "--worker".into(),
-            "{index}".into(),
-            "--sync".into(),
-            format!("{{control:{LOADGEN}:0}}"),
-        ]);
+    args
+}
+
+fn worker_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    if spec.workers <= 1 {
+        return Vec::new();
     }
-    let (tls_args, ca_volume) = spec
-        .endpoint
-        .tls
-        .as_ref()
-        .map(super::tls::EndpointTls::plan)
-        .unwrap_or_default();
-    args.extend(tls_args);
+    // Every worker gets the same arguments: its index picks its share, and the agent
+    // of worker 0 holds the barrier that starts each iteration everywhere.
+    vec![
+        "--workers".into(),
+        spec.workers.to_string(),
+        "--worker".into(),
+        "{index}".into(),
+        "--sync".into(),
+        format!("{{control:{LOADGEN}:0}}"),
+    ]
+}
+
+/// What the result records about the serving side (engine, version, GPUs).
+fn service_metadata_args(spec: &LLMInferenceSpec) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
     if let Some(metadata) = &spec.service_metadata {
         for (key, value) in [
             ("engine", metadata.engine.clone()),
@@ -455,52 +560,35 @@ pub fn plan(spec: &LLMInferenceSpec) -> Result<Plan, PlanError> {
             }
         }
     }
-    let simulator = spec.endpoint.simulator.as_ref();
-    let mut roles = vec![Role {
+    args
+}
+
+/// The load generator role: `spec.workers` replicas that run to completion, after the
+/// simulator listens when there is one.
+fn loadgen_role(spec: &LLMInferenceSpec, loadgen: LoadgenCommand, simulated: bool) -> Role {
+    Role {
         name: LOADGEN.into(),
         replicas: spec.workers.max(1),
         setup: Vec::new(),
         command: Command {
             program: crate::plan::AGENT_PROGRAM.into(),
             package: PACKAGE.into(),
-            args: args.into_iter().map(Arg::Literal).collect(),
+            args: loadgen.args.into_iter().map(Arg::Literal).collect(),
         },
         files: Vec::new(),
         ports: Vec::new(),
         ready_when: Readiness::Started,
-        waits_for: simulator
-            .map(|_| "simulator".to_owned())
+        waits_for: simulated
+            .then(|| "simulator".to_owned())
             .into_iter()
             .collect(),
         lifetime: Lifetime::RunToCompletion,
         uses_devices: false,
         capabilities: Vec::new(),
         env: BTreeMap::default(),
-        secret_env,
-        volumes: ca_volume.into_iter().chain(volumes).collect(),
-    }];
-    if let Some(sim) = simulator {
-        let mut role = simulator_role(sim, &model, connections_at_most(spec));
-        // The simulator serves every model of a mix too.
-        for mixed in spec.model_mix.iter().filter(|m| m.name != model) {
-            role.command.args.extend([
-                Arg::Literal("--model".into()),
-                Arg::Literal(mixed.name.clone()),
-            ]);
-        }
-        roles.insert(0, role);
+        secret_env: loadgen.secret_env,
+        volumes: loadgen.volumes,
     }
-    Ok(Plan {
-        kind: "LLMInference".into(),
-        roles,
-        result_role: LOADGEN.into(),
-        timeout_seconds: 0,
-        pod_overrides: spec
-            .pod_override
-            .iter()
-            .map(|o| (LOADGEN.to_owned(), o.clone()))
-            .collect(),
-    })
 }
 
 /// The most connections the load generators open at once, where the spec bounds it

@@ -7,8 +7,8 @@ use crate::acceptance::{
     CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, FLEET_OUTLIERS, IN_PROGRESS,
 };
 use crate::fleet::FleetSummary;
+use crate::set::child::ChildState;
 use crate::set::expand::Expansion;
-use crate::set::status::ChildState;
 use crate::status::Phase;
 
 /// A failed child.

@@ -2,6 +2,7 @@
 //! benchmarks.
 
 pub mod acceptance;
+pub mod child;
 pub mod expand;
 pub mod fleet;
 pub mod merge;

@@ -121,37 +121,7 @@ pub struct RoundProgress {
 
 pub use super::acceptance::ChildFailure;
 
-/// The state of one child as the set controller sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChildState {
-    NotCreated,
-    Created {
-        phase: Phase,
-        message: Option<String>,
-    },
-}
-
-impl ChildState {
-    fn symbol(&self) -> char {
-        match self {
-            Self::NotCreated => '-',
-            Self::Created { phase, .. } => match phase {
-                Phase::Pending => 'P',
-                Phase::Running => 'R',
-                Phase::Succeeded => 'S',
-                Phase::Failed => 'F',
-            },
-        }
-    }
-
-    fn is_active(&self) -> bool {
-        matches!(self, Self::Created { phase, .. } if !phase.is_finished())
-    }
-
-    fn is_finished(&self) -> bool {
-        matches!(self, Self::Created { phase, .. } if phase.is_finished())
-    }
-}
+pub use super::child::ChildState;
 
 /// Counts and the per-child string for `states` (in creation order, named `names`).
 #[derive(Debug, Default, PartialEq)]

@@ -275,7 +275,7 @@ mod tests {
             "environment": {"hosts": hosts, "perfsweepVersion": "0.1.0"},
             "startedAt": started,
             "finishedAt": finished,
-            "outcome": {"status": "Failed", "reason": "ToolFailed", "message": "m"},
+            "outcome": {"status": "failed", "reason": "ToolFailed", "message": "m"},
         }))
         .expect("a record")
     }

@@ -15,7 +15,7 @@ type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 
 /// How long one query may take, answer included: Prometheus' own default query timeout
 /// is two minutes; a window of a benchmark run is far less work.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+const REQUEST_TIMEOUT: Duration = Duration::from_mins(1);
 /// The most of an answer read: an instant vector per node is a few kilobytes.
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 

@@ -210,7 +210,7 @@ pub(super) async fn export<K: Benchmark>(
             type_,
             reason,
             action: "Export",
-            note: message,
+            text: message,
         }],
         ..Update::nothing(&old, action, Stage::CleaningUp)
     })

@@ -192,10 +192,10 @@ pub(super) async fn update<K: Benchmark>(
         type_,
         reason,
         action,
-        note,
+        text,
     } in events
     {
-        publish(engine, benchmark, type_, reason, action, &note).await;
+        publish(engine, benchmark, type_, reason, action, &text).await;
     }
     let Some(Ended { evidence }) = ended else {
         return Ok(then);

@@ -103,18 +103,18 @@ pub(super) struct Note {
     pub type_: EventType,
     pub reason: &'static str,
     pub action: &'static str,
-    pub note: String,
+    pub text: String,
 }
 
 impl From<(EventType, &'static str, &'static str, String)> for Note {
     fn from(
-        (type_, reason, action, note): (EventType, &'static str, &'static str, String),
+        (type_, reason, action, text): (EventType, &'static str, &'static str, String),
     ) -> Self {
         Self {
             type_,
             reason,
             action,
-            note,
+            text,
         }
     }
 }

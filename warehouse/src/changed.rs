@@ -15,6 +15,19 @@ use crate::error::{Error, Result};
 pub const ABNORMAL_SCORE: f64 = 0.8;
 /// A telemetry mean that moved by more than this factor between the runs is reported.
 pub const TELEMETRY_FACTOR: f64 = 1.5;
+/// A utilization (a `_percent` column) that moved by this many points is reported too,
+/// whatever the factor: 65 % to 98 % is a node that ran out of headroom.
+pub const TELEMETRY_PERCENT_POINTS: f64 = 20.0;
+
+/// Whether a node's telemetry mean of `metric` moved enough between the runs to name it.
+pub fn telemetry_moved(metric: &str, baseline: f64, candidate: f64) -> bool {
+    let by_factor = baseline > 0.0
+        && (candidate / baseline > TELEMETRY_FACTOR
+            || (candidate > 0.0 && baseline / candidate > TELEMETRY_FACTOR));
+    let by_points =
+        metric.ends_with("_percent") && (candidate - baseline).abs() >= TELEMETRY_PERCENT_POINTS;
+    by_factor || by_points
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -208,12 +221,14 @@ pub async fn what_changed(
                           avg(CASE WHEN run_id = {c} THEN {metric} END) AS candidate
                    FROM telemetry_slice_fact WHERE run_id IN ({b}, {c}) GROUP BY node)
                  SELECT node, baseline, candidate FROM sides
-                 WHERE baseline > 0 AND candidate IS NOT NULL
-                   AND (candidate / baseline > {TELEMETRY_FACTOR} OR baseline / nullif(candidate, 0) > {TELEMETRY_FACTOR})
+                 WHERE baseline IS NOT NULL AND candidate IS NOT NULL
                  ORDER BY node"
             ))
             .await?;
-        for row in rows(&moved)? {
+        for row in rows(&moved)?
+            .into_iter()
+            .filter(|row| telemetry_moved(metric, row.float(1), row.float(2)))
+        {
             report.abnormal_nodes.push(NodeFinding {
                 node: row.text(0),
                 finding: format!(
@@ -337,4 +352,36 @@ pub fn render(report: &Report) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telemetry_moves_by_a_factor_or_by_percent_points() {
+        // A node that ran out of CPU headroom (measured: 69 % to 99 % beside stress-ng).
+        assert!(telemetry_moved("cpu_utilization_percent", 69.0, 99.0));
+        assert!(!telemetry_moved("cpu_utilization_percent", 69.0, 80.0));
+        // Half the network traffic: a factor of two either way.
+        assert!(telemetry_moved(
+            "network_receive_bytes_per_second",
+            2.2e9,
+            1.0e9
+        ));
+        assert!(telemetry_moved(
+            "network_receive_bytes_per_second",
+            1.0e9,
+            2.2e9
+        ));
+        // Bytes are not points: 30 bytes/s more is nothing.
+        assert!(!telemetry_moved(
+            "disk_read_bytes_per_second",
+            1000.0,
+            1030.0
+        ));
+        // Nothing before, something now: only a percentage can say it moved.
+        assert!(!telemetry_moved("disk_read_bytes_per_second", 0.0, 5e5));
+        assert!(telemetry_moved("gpu_utilization_percent", 0.0, 90.0));
+    }
 }

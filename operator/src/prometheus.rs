@@ -35,15 +35,7 @@ impl Prometheus {
             matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
             "--prometheus {base}: expected http://host:port or https://host:port"
         );
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .context("cannot load the system's TLS roots")?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = crate::export::http::https_or_http(Duration::from_secs(10))?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             client: Client::builder(TokioExecutor::new()).build(connector),

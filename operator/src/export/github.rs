@@ -101,15 +101,7 @@ impl std::fmt::Debug for Uploader {
 
 impl Uploader {
     pub fn new(release: Release, token: String) -> anyhow::Result<Self> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(std::time::Duration::from_secs(10)));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .context("cannot load the system's TLS roots")?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = super::http::https_or_http(std::time::Duration::from_secs(10))?;
         Ok(Self {
             release,
             token,

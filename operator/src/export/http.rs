@@ -19,6 +19,22 @@ use object_store::client::{
 
 type Https = hyper_rustls::HttpsConnector<HyperConnector>;
 
+/// An `http://` and `https://` connector (rustls on ring, the system's roots, HTTP/1.1)
+/// that gives up connecting after `connect_timeout`: what every client of perfsweep's
+/// own (GitHub releases, Prometheus) is built on.
+pub fn https_or_http(connect_timeout: Duration) -> anyhow::Result<Https> {
+    let mut http = HyperConnector::new();
+    http.set_connect_timeout(Some(connect_timeout));
+    // https_or_http needs to see the scheme, so the inner connector must not refuse it.
+    http.enforce_http(false);
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+        .with_native_roots()
+        .map_err(|error| anyhow::anyhow!("cannot load the system's TLS roots: {error}"))?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http))
+}
+
 /// How long connecting may take before the attempt counts as failed (and is retried).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, upload included; the objects are small (records and
@@ -58,19 +74,11 @@ impl Failures {
 
 impl HttpConnector for HyperConnectorFactory {
     fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
-        let mut http = HyperConnector::new();
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        // https_or_http needs to see the scheme, so the inner connector must not refuse it.
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|error| object_store::Error::Generic {
+        let connector =
+            https_or_http(CONNECT_TIMEOUT).map_err(|error| object_store::Error::Generic {
                 store: "perfsweep-http",
-                source: format!("cannot load the system's TLS roots: {error}").into(),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+                source: error.into(),
+            })?;
         let client = Client::builder(TokioExecutor::new()).build(connector);
         Ok(HttpClient::new(HyperService {
             client,

@@ -8,7 +8,6 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use perfsweep::controller::Settings;
 use perfsweep::controller::leader::{LeaderElection, run_with_leader_election};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::Value;
@@ -42,16 +41,7 @@ struct Replica {
 impl Replica {
     fn start(double: &ApiDouble, identity: &str) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
-        let settings = Settings {
-            namespace: None,
-            health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
-            debounce: Duration::from_millis(50),
-            instance: Some(identity.to_owned()),
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-            export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
-            max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
-            crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
-        };
+        let settings = support::settings(identity, 0);
         let task = tokio::spawn(run_with_leader_election(
             double.client(),
             settings,

@@ -9,7 +9,6 @@ use crate::support;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use perfsweep::controller::Settings;
 use serde_json::json;
 use support::{NS, WAIT, create_set, double_with_crds, wait_until};
 
@@ -52,16 +51,7 @@ pub(crate) fn scrape(port: u16) -> Result<String, String> {
 async fn metrics_are_served_and_scraped_by_prometheus() {
     let double = double_with_crds().await;
     let port = free_port();
-    let settings = Settings {
-        namespace: None,
-        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
-        debounce: Duration::from_millis(50),
-        instance: Some("metrics-test".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
-        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
-    };
+    let settings = support::settings("metrics-test", port);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
         double.service_account_client(),
@@ -164,16 +154,7 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
 async fn benign_watch_events_are_no_reconcile_errors() {
     let double = double_with_crds().await;
     let port = free_port();
-    let settings = Settings {
-        namespace: None,
-        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
-        debounce: Duration::from_millis(50),
-        instance: Some("benign".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
-        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
-    };
+    let settings = support::settings("benign", port);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
         double.service_account_client(),

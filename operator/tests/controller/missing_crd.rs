@@ -45,14 +45,8 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
     let (double, llm_crd) = double_without_crd("LLMInference").await;
     let port = free_port();
     let settings = Settings {
-        namespace: None,
-        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
-        debounce: Duration::from_millis(50),
-        instance: Some("missing-crd".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         crd_recheck: Duration::from_millis(200),
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        ..support::settings("missing-crd", port)
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(
@@ -197,14 +191,8 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
     );
     let port = free_port();
     let settings = Settings {
-        namespace: None,
-        health_addr: format!("127.0.0.1:{port}").parse().expect("an address"),
-        debounce: Duration::from_millis(50),
-        instance: Some("outdated-crd".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         crd_recheck: Duration::from_millis(200),
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        ..support::settings("outdated-crd", port)
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(perfsweep::controller::run(

@@ -267,11 +267,6 @@ fn start_operator(
 ) {
     let (stop, stopped) = oneshot::channel::<()>();
     let settings = Settings {
-        namespace: None,
-        health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
-        debounce: Duration::from_millis(50),
-        instance: Some("rbac".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy {
             allowed: perfsweep::export::allowed::AllowedDestinations {
                 endpoints: vec![export_endpoint.to_owned()],
@@ -279,8 +274,7 @@ fn start_operator(
             },
             ..perfsweep::controller::benchmark::export::ExportPolicy::default()
         },
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
-        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
+        ..support::settings("rbac", 0)
     };
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),

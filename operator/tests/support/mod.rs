@@ -146,6 +146,21 @@ pub fn chart_rbac() -> Option<perfsweep_testkit::Rbac> {
     )
 }
 
+/// The operator's settings in these tests: every namespace, a 50 ms debounce, health
+/// and `/metrics` on 127.0.0.1:`port` (0: any free port), the defaults otherwise.
+pub fn settings(instance: &str, port: u16) -> Settings {
+    Settings {
+        namespace: None,
+        health_addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        debounce: Duration::from_millis(50),
+        instance: Some(instance.to_owned()),
+        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
+        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
+        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
+    }
+}
+
 /// The operator running in a task against a double, until [`Operator::stop`] (or drop,
 /// which aborts it).
 pub struct Operator {
@@ -200,14 +215,9 @@ impl Operator {
     ) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
         let settings = Settings {
-            namespace: None,
-            health_addr: "127.0.0.1:0".parse().expect("a valid socket address"),
-            debounce: Duration::from_millis(50),
-            instance: Some(instance.to_owned()),
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
             export,
-            max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
             crd_recheck,
+            ..settings(instance, 0)
         };
         let shutdown = async move {
             let _ = stopped.await;

@@ -222,10 +222,7 @@ fn telemetry_slices_from_a_real_prometheus_load_for_every_run() {
     {
         return;
     }
-    let exporter_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let exporter_port = crate::prometheus::free_port();
     let exporter = NodeExporter(
         std::process::Command::new("prometheus-node-exporter")
             .arg(format!("--web.listen-address=127.0.0.1:{exporter_port}"))

@@ -6,37 +6,15 @@
 use crate::prometheus::Prometheus;
 use crate::support;
 
-use std::io::{Read, Write};
-use std::time::Duration;
-
 use serde_json::json;
-use support::{NS, WAIT, create_set, double_with_crds, wait_until};
+use support::{NS, Operator, WAIT, create_set, double_with_crds, wait_until};
 
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
+pub(crate) use crate::prometheus::free_port;
 
 pub(crate) fn scrape(port: u16) -> Result<String, String> {
-    let mut stream =
-        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| e.to_string())?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("no HTTP response: {response}"))?;
+    let (head, body) = crate::prometheus::http_get(port, "/metrics")?;
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        return Err(head.to_owned());
+        return Err(head);
     }
     if !head
         .to_ascii_lowercase()
@@ -44,7 +22,7 @@ pub(crate) fn scrape(port: u16) -> Result<String, String> {
     {
         return Err(format!("content type: {head}"));
     }
-    Ok(body.to_owned())
+    Ok(body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,14 +30,7 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
     let double = double_with_crds().await;
     let port = free_port();
     let settings = support::settings("metrics-test", port);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(perfsweep::controller::run(
-        double.service_account_client(),
-        settings,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let operator = Operator::start_with_settings(&double, settings);
     create_set(
         &double,
         json!({
@@ -141,8 +112,7 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
             "17 buckets and +Inf for each of IPerf and BenchmarkSet: {buckets}"
         );
     }
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(WAIT, operator).await;
+    operator.stop().await;
 }
 
 /// Finding 7 of issue 13: a watch that expires (410, re-listed) and a reconcile request
@@ -155,14 +125,7 @@ async fn benign_watch_events_are_no_reconcile_errors() {
     let double = double_with_crds().await;
     let port = free_port();
     let settings = support::settings("benign", port);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(perfsweep::controller::run(
-        double.service_account_client(),
-        settings,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let operator = Operator::start_with_settings(&double, settings);
     wait_until(WAIT, "the operator's watches", || {
         let watches = double
             .requests()
@@ -223,6 +186,5 @@ async fn benign_watch_events_are_no_reconcile_errors() {
         errors.is_empty(),
         "benign events counted as errors: {errors:?}\n{text}"
     );
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(WAIT, operator).await;
+    operator.stop().await;
 }

@@ -48,14 +48,7 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
         crd_recheck: Duration::from_millis(200),
         ..support::settings("missing-crd", port)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(perfsweep::controller::run(
-        double.service_account_client(),
-        settings,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let operator = Operator::start_with_settings(&double, settings);
 
     // Every other kind works: the IPerf sweep's children are all created.
     let set = create_set(
@@ -146,12 +139,7 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
     })
     .await;
 
-    let _ = stop.send(());
-    tokio::time::timeout(WAIT, operator)
-        .await
-        .expect("the operator stops")
-        .expect("the operator task")
-        .expect("the operator ran without error");
+    operator.stop().await;
 }
 
 /// An installed CRD older than the operator (Helm never upgrades `crds/`): its kind still
@@ -194,14 +182,7 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
         crd_recheck: Duration::from_millis(200),
         ..support::settings("outdated-crd", port)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(perfsweep::controller::run(
-        double.service_account_client(),
-        settings,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let operator = Operator::start_with_settings(&double, settings);
 
     let set = create_set(
         &double,
@@ -289,10 +270,5 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
         "the operator reads the IPerf CRD by name"
     );
 
-    let _ = stop.send(());
-    tokio::time::timeout(WAIT, operator)
-        .await
-        .expect("the operator stops")
-        .expect("the operator task")
-        .expect("the operator ran without error");
+    operator.stop().await;
 }

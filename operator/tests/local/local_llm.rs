@@ -101,15 +101,8 @@ fn a_local_llm_sweep_measures_the_injected_ttft_at_three_concurrency_levels() {
 /// its value from `PERFSWEEP_SECRET_<NAME>_<KEY>`; the tool's progress lines are echoed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_run_takes_the_api_key_from_its_environment() {
-    use perfsweep_llm::sim::{SimArgs, Simulator};
-    let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
-    args.ttft_ms = 2.0;
-    args.itl_ms = 1.0;
-    args.api_key = Some("s3cret-key".into());
-    let sim = Simulator::start(args).await.expect("simulator");
-    let dir = std::env::temp_dir().join(format!("perfsweep-test-llm-key-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sim = simulator_wanting_key("s3cret-key").await;
+    let dir = crate::local_support::scratch("llm-key");
     let sweep = dir.join("keyed.yaml");
     std::fs::write(
         &sweep,
@@ -191,17 +184,9 @@ fn all_text_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
 /// server, and appears in no output, log, record or evidence file of the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_from_a_secret_reaches_the_server_and_no_record() {
-    use perfsweep_llm::sim::{SimArgs, Simulator};
     const SECRET: &str = "h3ader-s3cret";
-    let mut args = SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
-    args.ttft_ms = 2.0;
-    args.itl_ms = 1.0;
-    args.api_key = Some(SECRET.into());
-    let sim = Simulator::start(args).await.expect("simulator");
-    let dir =
-        std::env::temp_dir().join(format!("perfsweep-test-llm-header-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let sim = simulator_wanting_key(SECRET).await;
+    let dir = crate::local_support::scratch("llm-header");
     let sweep = dir.join("header.yaml");
     std::fs::write(
         &sweep,
@@ -264,4 +249,16 @@ spec:
         "no record names the Secret"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fast simulator on loopback that answers only requests carrying `key`.
+async fn simulator_wanting_key(key: &str) -> perfsweep_llm::sim::Simulator {
+    let mut args =
+        perfsweep_llm::sim::SimArgs::with_listen("127.0.0.1:0".parse().expect("address"));
+    args.ttft_ms = 2.0;
+    args.itl_ms = 1.0;
+    args.api_key = Some(key.into());
+    perfsweep_llm::sim::Simulator::start(args)
+        .await
+        .expect("simulator")
 }

@@ -16,11 +16,32 @@ pub struct Prometheus {
     dir: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now, on loopback.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// `GET <path>` on 127.0.0.1:`port` over HTTP/1.0: the response's head and body.
+pub fn http_get(port: u16, path: &str) -> Result<(String, String), String> {
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no HTTP response: {response}"))?;
+    Ok((head.to_owned(), body.to_owned()))
 }
 
 impl Prometheus {
@@ -82,22 +103,8 @@ impl Prometheus {
 
     /// `GET <path>` on Prometheus' API, as JSON.
     pub fn get(&self, path: &str) -> Result<serde_json::Value, String> {
-        let mut stream =
-            std::net::TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .map_err(|e| e.to_string())?;
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .map_err(|e| e.to_string())?;
-        let (_, body) = response
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no HTTP response: {response}"))?;
-        serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))
+        let (_, body) = http_get(self.port, path)?;
+        serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))
     }
 
     /// An instant query (a bare metric name: nothing to URL-encode).

@@ -213,12 +213,20 @@ impl Operator {
         export: perfsweep::controller::benchmark::export::ExportPolicy,
         crd_recheck: Duration,
     ) -> Self {
+        Self::start_with_settings(
+            double,
+            Settings {
+                export,
+                crd_recheck,
+                ..settings(instance, 0)
+            },
+        )
+    }
+
+    /// `perfsweep::controller::run` with `settings` (e.g. [`settings`] on a known port, for
+    /// a test that scrapes `/metrics`), as the chart's service account.
+    pub fn start_with_settings(double: &ApiDouble, settings: Settings) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
-        let settings = Settings {
-            export,
-            crd_recheck,
-            ..settings(instance, 0)
-        };
         let shutdown = async move {
             let _ = stopped.await;
         };

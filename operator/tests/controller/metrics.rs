@@ -11,6 +11,19 @@ use support::{NS, Operator, WAIT, create_set, double_with_crds, wait_until};
 
 pub(crate) use crate::prometheus::free_port;
 
+/// Waits until `/metrics` on `port` holds every line of `lines`; returns the exposition.
+pub(crate) async fn wait_for_metrics(port: u16, what: &str, lines: &[&str]) -> String {
+    wait_until(WAIT, what, || {
+        let text = scrape(port)?;
+        if lines.iter().all(|line| text.contains(line)) {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    })
+    .await
+}
+
 pub(crate) fn scrape(port: u16) -> Result<String, String> {
     let (head, body) = crate::prometheus::http_get(port, "/metrics")?;
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
@@ -46,17 +59,15 @@ async fn metrics_are_served_and_scraped_by_prometheus() {
     )
     .await;
 
-    let text = wait_until(WAIT, "/metrics with the pending IPerf", || {
-        let text = scrape(port)?;
-        if text.contains("perfsweep_benchmarks{kind=\"IPerf\",phase=\"Pending\"} 1\n")
-            && text.contains("perfsweep_benchmarksets_accepted{accepted=\"Unknown\"} 1\n")
-            && text.contains("perfsweep_reconciles_total{controller=\"IPerf\"}")
-        {
-            Ok(text)
-        } else {
-            Err(text)
-        }
-    })
+    let text = wait_for_metrics(
+        port,
+        "/metrics with the pending IPerf",
+        &[
+            "perfsweep_benchmarks{kind=\"IPerf\",phase=\"Pending\"} 1\n",
+            "perfsweep_benchmarksets_accepted{accepted=\"Unknown\"} 1\n",
+            "perfsweep_reconciles_total{controller=\"IPerf\"}",
+        ],
+    )
     .await;
     eprintln!("{text}");
     assert!(text.contains("perfsweep_up 1\n"), "{text}");

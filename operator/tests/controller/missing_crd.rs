@@ -5,7 +5,7 @@
 //! must work, the sets that need the missing one must say so, and they must go on once
 //! the CRD is installed, without a restart.
 
-use crate::metrics::{free_port, scrape};
+use crate::metrics::{free_port, wait_for_metrics};
 use crate::support;
 
 use std::time::Duration;
@@ -91,16 +91,14 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
         "{events:?}"
     );
     // And /metrics names the kind.
-    wait_until(WAIT, "perfsweep_crd_missing on /metrics", || {
-        let text = scrape(port)?;
-        if text.contains("perfsweep_crd_missing{kind=\"LLMInference\"} 1\n")
-            && text.contains("perfsweep_crd_missing{kind=\"IPerf\"} 0\n")
-        {
-            Ok(())
-        } else {
-            Err(text)
-        }
-    })
+    wait_for_metrics(
+        port,
+        "perfsweep_crd_missing on /metrics",
+        &[
+            "perfsweep_crd_missing{kind=\"LLMInference\"} 1\n",
+            "perfsweep_crd_missing{kind=\"IPerf\"} 0\n",
+        ],
+    )
     .await;
 
     // The CRD is installed: the set goes on, without a restart.
@@ -129,14 +127,11 @@ async fn a_missing_crd_stops_only_its_own_kind_until_it_is_installed() {
     })
     .await;
     assert_eq!(condition(&status, "CRDInstalled")["reason"], "Served");
-    wait_until(WAIT, "perfsweep_crd_missing 0 for LLMInference", || {
-        let text = scrape(port)?;
-        if text.contains("perfsweep_crd_missing{kind=\"LLMInference\"} 0\n") {
-            Ok(())
-        } else {
-            Err(text)
-        }
-    })
+    wait_for_metrics(
+        port,
+        "perfsweep_crd_missing 0 for LLMInference",
+        &["perfsweep_crd_missing{kind=\"LLMInference\"} 0\n"],
+    )
     .await;
 
     operator.stop().await;
@@ -226,16 +221,14 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
         }
     })
     .await;
-    wait_until(WAIT, "perfsweep_crd_outdated on /metrics", || {
-        let text = scrape(port)?;
-        if text.contains("perfsweep_crd_outdated{kind=\"IPerf\"} 1\n")
-            && text.contains("perfsweep_crd_outdated{kind=\"Fio\"} 0\n")
-        {
-            Ok(())
-        } else {
-            Err(text)
-        }
-    })
+    wait_for_metrics(
+        port,
+        "perfsweep_crd_outdated on /metrics",
+        &[
+            "perfsweep_crd_outdated{kind=\"IPerf\"} 1\n",
+            "perfsweep_crd_outdated{kind=\"Fio\"} 0\n",
+        ],
+    )
     .await;
 
     // The current CRD is installed: the condition says so, the gauge drops.
@@ -244,14 +237,11 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
         condition(s, "CRDInstalled")["reason"] == "Served"
     })
     .await;
-    wait_until(WAIT, "perfsweep_crd_outdated 0 for IPerf", || {
-        let text = scrape(port)?;
-        if text.contains("perfsweep_crd_outdated{kind=\"IPerf\"} 0\n") {
-            Ok(())
-        } else {
-            Err(text)
-        }
-    })
+    wait_for_metrics(
+        port,
+        "perfsweep_crd_outdated 0 for IPerf",
+        &["perfsweep_crd_outdated{kind=\"IPerf\"} 0\n"],
+    )
     .await;
     for refused in [403, 503] {
         assert!(

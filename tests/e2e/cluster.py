@@ -901,6 +901,15 @@ def node_ready(name):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+def lifecycle_taints(name):
+    """The taints the node lifecycle controller puts on a node it cannot reach."""
+    out = kubectl("get", "node", name, "-o", "json", check=False, quiet=True)
+    if out.returncode != 0:
+        return ["unreadable"]
+    taints = json.loads(out.stdout)["spec"].get("taints", [])
+    return [t["key"] for t in taints if t["key"] in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+
+
 def untaint_nodes():
     """The node lifecycle controller removes `not-ready` once a node is Ready; if it has
     not yet, do it here so that pods schedule at once."""
@@ -1116,7 +1125,12 @@ def fault(action, target):
             wait_for("the API server", api_ready, timeout=120)
         elif target.startswith("kubelet-"):
             start_kubelet(int(target.split("-")[1]))
-            wait_for(f"{target} Ready", lambda: node_ready(node_name(int(target.split("-")[1]))), timeout=120)
+            node = node_name(int(target.split("-")[1]))
+            wait_for(f"{target} Ready", lambda: node_ready(node), timeout=120)
+            # Ready is not enough: until the node lifecycle controller lifts the
+            # unreachable/not-ready taints, schedulers count one node fewer, and the next
+            # test's two-role benchmark had nowhere to put its second pod.
+            wait_for(f"{node} without NotReady taints", lambda: not lifecycle_taints(node), timeout=120)
             restore_sysctls(load_ledger().get("sysctls", {}))
         else:
             raise SystemExit(f"cannot start {target}")

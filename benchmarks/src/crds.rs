@@ -1,12 +1,12 @@
 //! The CustomResourceDefinitions perfsweep installs, derived from the Rust types.
 //!
-//! Rules shared by every kind are injected once ([`crate::crd_rules`]) rather than
+//! Rules shared by every kind are injected once ([`crate::api::crd_rules`]) rather than
 //! repeated on each kind's type: the checked-in `crds/` YAML is exactly what [`all`]
 //! returns.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::registry;
+use crate::kinds::registry;
 
 /// The annotation on every CRD perfsweep writes: the digest of its `spec`
 /// ([`schema_digest`]). The operator compares it with the digest of its own CRD to tell
@@ -33,7 +33,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 pub fn schema_digest(crd: &CustomResourceDefinition) -> String {
     // A CRD spec is plain data: it always serializes.
     serde_json::to_value(&crd.spec)
-        .map(|spec| crate::digest::sha256_hex(&spec))
+        .map(|spec| crate::formats::digest::sha256_hex(&spec))
         .unwrap_or_default()
 }
 
@@ -43,14 +43,14 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// A CRD as the YAML document checked in under `crds/`.
-pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, crate::yaml::YamlError> {
-    crate::yaml::to_string(crd)
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, crate::formats::yaml::YamlError> {
+    crate::formats::yaml::to_string(crd)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd_rules::{NAME_FIELD_PATH, NAME_RULE_REASON, open_api_schema};
+    use crate::api::crd_rules::{NAME_FIELD_PATH, NAME_RULE_REASON, open_api_schema};
     use serde_json::{Value, json};
 
     /// Issue 23: the operator tells an outdated installed CRD by this annotation, so it

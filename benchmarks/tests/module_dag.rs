@@ -3,11 +3,14 @@
 //! moved on its own (issue 14 found one of eleven modules, from the kind registry through
 //! the kinds, acceptance, CRDs, sets and results back to the registry).
 //!
-//! Nodes are the top-level modules of the crate, and each benchmark kind
-//! (`kinds::fio`, `kinds::llm`, …) on its own. An edge `a -> b` is a `crate::b…` (or a
-//! `super::` path that leaves `a`) in non-test code of `a`. Unit tests (`#[cfg(test)]`
-//! items and test-only modules) are left out: they sit above everything they test.
-//! Comments, doc links and string literals are not references.
+//! The check is made at two levels. Between groups: nodes are the top-level modules of the
+//! crate (`api`, `execution`, `kinds`, `set`, …). Between files: a group (a folder whose
+//! `mod.rs` only declares its members) is no node itself, each of its members is
+//! (`execution::plan`, `kinds::registry`, `kinds::fio`, …); any other top-level module is
+//! one node. An edge `a -> b` is a `crate::b…` (or a `super::` path that leaves `a`) in
+//! non-test code of `a`. Unit tests (`#[cfg(test)]` items and test-only modules) are left
+//! out: they sit above everything they test. Comments, doc links and string literals are
+//! not references.
 //!
 //! Plain text scanning with std only, so that the check needs no parser crate and runs in
 //! milliseconds; the unit tests below show it finds what it must.
@@ -21,19 +24,27 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 #[test]
 fn benchmarks_modules_form_a_dag() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = crate_graph(&src);
+    let files = crate_graph(&src);
+    let groups = group_graph(&files);
     // The scan must see the crate's real structure, or a DAG would be found trivially.
-    for (from, to) in [
-        ("registry", "kinds"),
-        ("set", "registry"),
-        ("kinds::fio", "plan"),
+    for (graph, from, to) in [
+        (&files, "kinds::registry", "kinds::fio"),
+        (&files, "set", "kinds::registry"),
+        (&files, "kinds::fio", "execution::plan"),
+        (&groups, "set", "kinds"),
+        (&groups, "kinds", "execution"),
     ] {
         assert!(
             graph.get(from).is_some_and(|out| out.contains_key(to)),
             "the scan missed the reference {from} -> {to}; graph: {graph:#?}"
         );
     }
-    if let Some(cycle) = find_cycle(&graph) {
+    assert_acyclic(&groups, "a cycle between groups");
+    assert_acyclic(&files, "a module cycle");
+}
+
+fn assert_acyclic(graph: &Graph, what: &str) {
+    if let Some(cycle) = find_cycle(graph) {
         let steps: Vec<String> = cycle
             .windows(2)
             .map(|pair| {
@@ -44,14 +55,29 @@ fn benchmarks_modules_form_a_dag() {
             })
             .collect();
         panic!(
-            "benchmarks/src has a module cycle: {}\n{}\nMove the shared item into a lower module (or a leaf) instead.",
+            "benchmarks/src has {what}: {}\n{}\nMove the shared item into a lower module (or a leaf) instead.",
             cycle.join(" -> "),
             steps.join("\n")
         );
     }
 }
 
-/// The module graph of the crate whose sources are under `src`.
+/// The group graph: each node of `files` taken to its top-level module.
+fn group_graph(files: &Graph) -> Graph {
+    let top = |node: &str| node.split("::").next().unwrap_or(node).to_owned();
+    let mut graph = Graph::new();
+    for (from, edges) in files {
+        let out = graph.entry(top(from)).or_default();
+        for (to, at) in edges {
+            if top(to) != top(from) {
+                out.entry(top(to)).or_insert_with(|| at.clone());
+            }
+        }
+    }
+    graph
+}
+
+/// The module graph of the crate whose sources are under `src`, at the level of files.
 fn crate_graph(src: &Path) -> Graph {
     let mut files = Vec::new();
     rust_files(src, &mut files);
@@ -67,21 +93,35 @@ fn crate_graph(src: &Path) -> Graph {
         }
         scanned.push((file, module, code));
     }
-    let kinds: BTreeSet<String> = scanned
+    // A group's `mod.rs` declares its members and nothing else.
+    let group_names: BTreeSet<String> = scanned
         .iter()
-        .filter(|(_, module, _)| module.len() >= 2 && module[0] == "kinds")
-        .filter(|(_, module, _)| !test_only.contains(&module[..2]))
-        .map(|(_, module, _)| module[1].clone())
+        .filter(|(file, module, code)| {
+            module.len() == 1 && file.ends_with("mod.rs") && declares_only(code)
+        })
+        .map(|(_, module, _)| module[0].clone())
         .collect();
+    let mut groups = Groups::new();
+    for (_, module, _) in &scanned {
+        if module.len() >= 2
+            && group_names.contains(&module[0])
+            && !test_only.contains(&module[..2])
+        {
+            groups
+                .entry(module[0].clone())
+                .or_default()
+                .insert(module[1].clone());
+        }
+    }
     let mut graph = Graph::new();
     for (file, module, code) in &scanned {
         if (1..=module.len()).any(|len| test_only.contains(&module[..len])) || module.is_empty() {
             continue;
         }
-        let from = node(module, &kinds);
+        let from = node(module, &groups);
         let edges = graph.entry(from.clone()).or_default();
         for (path, line) in references(module, code) {
-            let to = node(&path, &kinds);
+            let to = node(&path, &groups);
             if to != from && !to.is_empty() {
                 let rel = file
                     .strip_prefix(src.parent().unwrap_or(src))
@@ -92,14 +132,31 @@ fn crate_graph(src: &Path) -> Graph {
             }
         }
     }
-    // `kinds` declares every kind module.
-    let declared = graph.entry("kinds".into()).or_default();
-    for kind in &kinds {
-        declared
-            .entry(format!("kinds::{kind}"))
-            .or_insert_with(|| "src/kinds/mod.rs".into());
+    // A group declares every member: a path that names the group alone (`use crate::kinds;`
+    // then `kinds::fio::…`) may lead to any of them.
+    for (group, members) in &groups {
+        let declared = graph.entry(group.clone()).or_default();
+        for member in members {
+            declared
+                .entry(format!("{group}::{member}"))
+                .or_insert_with(|| format!("src/{group}/mod.rs"));
+        }
     }
     graph
+}
+
+/// Group → its members (the modules its `mod.rs` declares).
+type Groups = BTreeMap<String, BTreeSet<String>>;
+
+/// Whether production `code` only declares modules and hands names on (`mod`, `pub mod`,
+/// `pub use`): a group's `mod.rs`.
+fn declares_only(code: &str) -> bool {
+    code.split(';').map(str::trim).all(|item| {
+        item.is_empty()
+            || ["mod ", "pub mod ", "pub use "]
+                .iter()
+                .any(|p| item.starts_with(p))
+    })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -130,11 +187,13 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The graph node a module path belongs to: its top-level module, or `kinds::<kind>`;
-/// empty for the crate root (`crate::API_VERSION`), which is no node.
-fn node(path: &[String], kinds: &BTreeSet<String>) -> String {
+/// The graph node a module path belongs to: a group's member (`kinds::fio`), or its
+/// top-level module; empty for the crate root (`crate::API_VERSION`), which is no node.
+fn node(path: &[String], groups: &Groups) -> String {
     match path {
-        [top, kind, ..] if top == "kinds" && kinds.contains(kind) => format!("kinds::{kind}"),
+        [top, member, ..] if groups.get(top).is_some_and(|m| m.contains(member)) => {
+            format!("{top}::{member}")
+        }
         // Modules are snake_case; anything else directly under `crate` is the root's.
         [top, ..] if top.starts_with(|c: char| c.is_ascii_lowercase()) => top.clone(),
         // The crate root (`crate::API_VERSION`) and anything not a module is no node.
@@ -488,34 +547,62 @@ fn the_cycle_finder_accepts_a_dag_with_shared_descendants() {
 fn references_expand_use_trees_and_skip_comments_strings_and_unit_tests() {
     let source = r##"
 //! See [`crate::docs_only`].
-use crate::{registry::{self, lookup}, kinds::fio::Fio};
+use crate::{kinds::{registry::{self, lookup}, fio::Fio}};
 use super::super::sibling::Item;
-fn f() -> &'static str { let _ = crate::metrics::find; "crate::in_a_string" }
+fn f() -> &'static str { let _ = crate::judging::metrics::find; "crate::in_a_string" }
 const RAW: &str = r#"crate::in_raw "string""#;
 const C: char = '{';
 #[cfg(test)]
 mod tests { use crate::set; fn g() { let _ = '}'; } }
 #[cfg(test)]
 mod mutated;
-pub fn h() { crate::output::strip(); }
+pub fn h() { crate::set::expand(); }
 "##;
     let module: Vec<String> = vec!["kinds".into(), "llm".into(), "plan".into()];
     let (code, test_children) = production_code(source);
     assert_eq!(test_children, vec!["mutated".to_owned()]);
-    let kinds: BTreeSet<String> = ["fio".to_owned(), "llm".to_owned()].into();
+    let groups: Groups = [
+        (
+            "kinds".to_owned(),
+            ["fio".to_owned(), "llm".to_owned(), "registry".to_owned()].into(),
+        ),
+        ("judging".to_owned(), ["metrics".to_owned()].into()),
+    ]
+    .into();
     let found: BTreeSet<(String, usize)> = references(&module, &code)
         .into_iter()
-        .map(|(path, line)| (node(&path, &kinds), line))
+        .map(|(path, line)| (node(&path, &groups), line))
         .collect();
     let expected: BTreeSet<(String, usize)> = [
-        ("registry", 3),
+        ("kinds::registry", 3),
         ("kinds::fio", 3),
         ("kinds", 4), // super::super from kinds::llm::plan is `kinds`
-        ("metrics", 5),
-        ("output", 12),
+        ("judging::metrics", 5),
+        ("set", 12), // not a group: one node
     ]
     .into_iter()
     .map(|(n, l)| (n.to_owned(), l))
     .collect();
     assert_eq!(found, expected);
+}
+
+#[test]
+fn groups_are_folders_that_only_declare_and_collapse_to_one_node() {
+    let group = "//! A group.\n\npub mod a;\npub mod b;\n// Handed on.\npub use other::c;\n";
+    assert!(declares_only(&production_code(group).0));
+    assert!(!declares_only(
+        &production_code("pub mod a;\npub struct S;\n").0
+    ));
+    let files = graph_of(&[
+        ("kinds::registry", "kinds::fio"),
+        ("kinds::fio", "execution::plan"),
+        ("set", "kinds::registry"),
+        ("execution::plan", "execution::reason"),
+    ]);
+    let groups = group_graph(&files);
+    let edges: Vec<(&str, &str)> = groups
+        .iter()
+        .flat_map(|(from, out)| out.keys().map(move |to| (from.as_str(), to.as_str())))
+        .collect();
+    assert_eq!(edges, [("kinds", "execution"), ("set", "kinds")]);
 }

@@ -3,15 +3,15 @@
 //! NaN, infinities, −1, 1e309 and other impossible values), each parsed the way both
 //! backends parse (through the registry). Whatever the mutation, parsing never panics,
 //! and whenever it succeeds every metric of the result lies within the range its kind
-//! declares (`perfsweep_benchmarks::metrics::MetricRange`).
+//! declares (`perfsweep_benchmarks::judging::metrics::MetricRange`).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde::de::DeserializeOwned;
 
+use perfsweep_benchmarks::execution::parse_error::ParseError;
 use perfsweep_benchmarks::kinds;
-use perfsweep_benchmarks::parse_error::ParseError;
-use perfsweep_benchmarks::registry::{self, BenchmarkKind};
+use perfsweep_benchmarks::kinds::registry::{self, BenchmarkKind};
 
 #[path = "support/nasty_bytes.rs"]
 mod nasty_bytes;

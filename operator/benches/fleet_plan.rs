@@ -18,12 +18,12 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller;
 use perfsweep::controller::{Context, Settings, benchmarkset};
-use perfsweep_benchmarks::fleet::{self, OutlierRule, PairResult};
-use perfsweep_benchmarks::metrics::Better;
+use perfsweep_benchmarks::api::status::{Phase, condition};
+use perfsweep_benchmarks::judging::fleet::{self, OutlierRule, PairResult};
+use perfsweep_benchmarks::judging::metrics::Better;
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, RoundProgress, SetPhase};
 use perfsweep_benchmarks::set::summary::{CaseSummary, ResultsSummary};
 use perfsweep_benchmarks::set::{self, BenchmarkSetSpec, BenchmarkSetStatus};
-use perfsweep_benchmarks::status::{Phase, condition};
 use serde_json::json;
 use support::{
     SETS, create_node, double_with_crds, name_of, node_pair_set, set_phase, set_status, wait_until,
@@ -290,7 +290,7 @@ async fn simulate(n: usize) {
         health_addr: "127.0.0.1:0".parse().expect("a socket address"),
         debounce: Duration::from_millis(50),
         instance: Some("bench".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
         crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::kinds::registry;
 
 const ROUNDS: usize = 5;
 const SECONDS: u32 = 3;

@@ -88,7 +88,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 health_addr: "127.0.0.1:0".parse().expect("a socket address"),
                 debounce: Duration::from_millis(50),
                 instance: Some("bench".into()),
-                defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+                defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
                 export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
                 max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
                 crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,

@@ -19,8 +19,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 use perfsweep_benchmarks::set::BenchmarkSet;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -297,7 +297,7 @@ impl Metrics {
                 if let Some(accepted) = status
                     .conditions
                     .iter()
-                    .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
+                    .find(|c| c.type_ == perfsweep_benchmarks::judging::acceptance::CONDITION)
                 {
                     f.gauge(
                         "perfsweep_benchmarks_judged",
@@ -377,7 +377,7 @@ impl Metrics {
                 let accepted = status.and_then(|s| {
                     s.conditions
                         .iter()
-                        .find(|c| c.type_ == perfsweep_benchmarks::acceptance::CONDITION)
+                        .find(|c| c.type_ == perfsweep_benchmarks::judging::acceptance::CONDITION)
                 });
                 if let Some(accepted) = accepted {
                     f.gauge(
@@ -402,7 +402,7 @@ impl Metrics {
     /// installed but not this operator's (outdated).
     pub fn watch_served(&self, served: std::sync::Arc<crate::controller::served::ServedKinds>) {
         self.register(Box::new(move |f| {
-            for kind in perfsweep_benchmarks::registry::kinds() {
+            for kind in perfsweep_benchmarks::kinds::registry::kinds() {
                 f.gauge(
                     "perfsweep_crd_missing",
                     "1 while the API server does not serve the kind (its CRD is not installed): its benchmarks wait.",
@@ -590,7 +590,8 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let raw = std::fs::read_to_string(root.join("benchmarks/testdata/iperf/tcp-4streams.json"))
             .expect("the iperf3 fixture");
-        let info = perfsweep_benchmarks::registry::lookup("IPerf").expect("IPerf is registered");
+        let info =
+            perfsweep_benchmarks::kinds::registry::lookup("IPerf").expect("IPerf is registered");
         let parsed = info.parse(&raw).expect("the fixture parses");
         let accepted = json!({"type": "Accepted", "status": "True", "reason": "Met",
             "message": "", "lastTransitionTime": "2026-11-21T10:00:00Z"});

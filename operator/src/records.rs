@@ -7,14 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::record::{
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::api::status::Phase;
+use perfsweep_benchmarks::execution::agent_report::AgentReport;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
+use perfsweep_benchmarks::results::record::{
     self, BenchmarkIdentity, Environment, Evidence, RECORDED_NODE_LABELS, RecordOutcome,
     ResultRecord,
 };
-use perfsweep_benchmarks::registry::KindInfo;
-use perfsweep_benchmarks::report::AgentReport;
-use perfsweep_benchmarks::status::Phase;
 use serde_json::{Value, json};
 
 /// What the operator keeps of a finished benchmark in its evidence ConfigMap.

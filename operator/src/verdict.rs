@@ -10,8 +10,8 @@
 //! - 128 + signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP): interrupted; the records of
 //!   finished benchmarks were kept.
 
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::judging::acceptance;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 use serde_json::Value;
 
 pub const EXIT_FAILED_TO_RUN: u8 = 1;
@@ -214,7 +214,7 @@ mod tests {
     use serde_json::json;
 
     fn iperf() -> &'static KindInfo {
-        perfsweep_benchmarks::registry::lookup("IPerf").expect("IPerf")
+        perfsweep_benchmarks::kinds::registry::lookup("IPerf").expect("IPerf")
     }
 
     #[test]

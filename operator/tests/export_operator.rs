@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use perfsweep::controller::benchmark::export::ExportPolicy;
 use perfsweep::export::{self, Credentials, Destination, Retry, Store};
-use perfsweep_benchmarks::record::ResultRecord;
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry;
+use perfsweep_benchmarks::results::record::ResultRecord;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{self, AGENT};

@@ -41,7 +41,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
-use perfsweep_benchmarks::{crds, registry};
+use perfsweep_benchmarks::crds;
+use perfsweep_benchmarks::kinds::registry;
 use serde_json::json;
 
 const NAMESPACE: &str = "default";
@@ -124,7 +125,7 @@ impl Operator {
             health_addr: "127.0.0.1:0".parse().expect("address"),
             debounce: Duration::from_millis(200),
             instance: Some("e2e".into()),
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+            defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
             export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
             max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
             crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
@@ -613,7 +614,8 @@ async fn the_charts_crds_are_established_without_warnings() {
     let mut refused = 0;
     for file in &files {
         let text = std::fs::read_to_string(file).expect("CRD file");
-        let crd: serde_json::Value = perfsweep_benchmarks::yaml::from_str(&text).expect("CRD YAML");
+        let crd: serde_json::Value =
+            perfsweep_benchmarks::formats::yaml::from_str(&text).expect("CRD YAML");
         let name = crd["metadata"]["name"]
             .as_str()
             .expect("CRD name")
@@ -791,9 +793,9 @@ async fn the_ome_benchmarkjob_example_exports_to_s3() {
     let mut document: serde_json::Value =
         serde_saphyr::from_str(&example).expect("the OME example is YAML");
     // As `perfsweep run` reads it: converted, then the inline profile moved into a Secret.
-    let notes = perfsweep_benchmarks::ome::convert(&mut document).expect("a BenchmarkJob");
+    let notes = perfsweep_benchmarks::input::ome::convert(&mut document).expect("a BenchmarkJob");
     assert_eq!(document["kind"], "LLMInference", "{notes:?}");
-    perfsweep_benchmarks::output::move_inline_credentials(&mut document)
+    perfsweep_benchmarks::execution::output::move_inline_credentials(&mut document)
         .expect("the example's credentials move into a Secret");
     let mut spec = document["spec"].clone();
     // The example's service and bucket are placeholders: the simulator stands in for the

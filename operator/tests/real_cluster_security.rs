@@ -29,7 +29,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
-use perfsweep_benchmarks::{crds, registry};
+use perfsweep_benchmarks::crds;
+use perfsweep_benchmarks::kinds::registry;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "default";
@@ -91,7 +92,7 @@ async fn start_operator() -> (
         health_addr: "127.0.0.1:0".parse().expect("address"),
         debounce: Duration::from_millis(200),
         instance: Some("e2e-security".into()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         // The administrator allows no export endpoint: the default.
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,

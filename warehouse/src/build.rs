@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use perfsweep_benchmarks::digest::sha256_hex;
-use perfsweep_benchmarks::report;
+use perfsweep_benchmarks::execution::agent_report;
+use perfsweep_benchmarks::formats::digest::sha256_hex;
 use serde_json::json;
 
 use crate::batch;
@@ -113,7 +113,7 @@ fn load_chunk(
             path: sourced.origin.clone(),
             message: format!("cannot serialize the record: {e}"),
         })?;
-        let digest = report::sha256_hex(&bytes);
+        let digest = agent_report::sha256_hex(&bytes);
         match existing.runs.get(&key) {
             Some(loaded) if *loaded == digest => summary.runs_present += 1,
             Some(_) => {

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use perfsweep_benchmarks::digest::{canonical_json, sha256_hex};
-use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
+use perfsweep_benchmarks::formats::digest::{canonical_json, sha256_hex};
+use perfsweep_benchmarks::results::record::{RecordOutcome, ResultRecord};
 use serde_json::{Value, json};
 
 use crate::layout;
@@ -92,7 +92,7 @@ pub fn derive(loaded: &Loaded<'_>, options: &Options) -> Derived {
         .environment
         .network
         .clone()
-        .unwrap_or_else(|| perfsweep_benchmarks::record::network_of(&record.spec));
+        .unwrap_or_else(|| perfsweep_benchmarks::results::record::network_of(&record.spec));
 
     let software = software_row(record);
     let hardware = hardware_row(record);
@@ -345,8 +345,8 @@ fn workload_row(record: &ResultRecord, case_key: &str) -> Row {
         .with("spec", canonical_json(&record.spec))
 }
 
-/// The manifest as [`perfsweep_benchmarks::record::artifact_manifest_digest`] digests it:
-/// entries sorted by path.
+/// The manifest as [`perfsweep_benchmarks::results::record::artifact_manifest_digest`]
+/// digests it: entries sorted by path.
 pub fn manifest(record: &ResultRecord) -> Value {
     let mut entries: Vec<_> = record.evidence.iter().collect();
     entries.sort_by(|a, b| a.path.cmp(&b.path));

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::results::record::ResultRecord;
 use serde::Deserialize;
 
 use crate::source::{SliceBenchmark, TELEMETRY_SCHEMA_VERSION, TelemetrySlice};
@@ -266,7 +266,7 @@ mod tests {
 
     fn record(hosts: &[&str], started: &str, finished: &str) -> ResultRecord {
         serde_json::from_value(serde_json::json!({
-            "schemaVersion": perfsweep_benchmarks::record::SCHEMA_VERSION,
+            "schemaVersion": perfsweep_benchmarks::results::record::SCHEMA_VERSION,
             "runId": "nightly-2",
             "benchmark": {"kind": "Fio", "name": "storage-0", "repetition": 1},
             "workloadSpecDigest": "d",

@@ -16,8 +16,8 @@ use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array,
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use perfsweep_benchmarks::record::ResultRecord;
-use perfsweep_benchmarks::report::sha256_hex;
+use perfsweep_benchmarks::execution::agent_report::sha256_hex;
+use perfsweep_benchmarks::results::record::ResultRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::build::write_atomic;
@@ -561,7 +561,7 @@ pub fn explain(root: &Path, name: &str, row: usize) -> Result<Walk> {
             });
         }
         let manifest =
-            perfsweep_benchmarks::record::artifact_manifest_digest(record.evidence.iter());
+            perfsweep_benchmarks::results::record::artifact_manifest_digest(record.evidence.iter());
         if manifest != run.artifact_manifest_digest || manifest != record.artifact_manifest_digest {
             return Err(broken(
                 format!("artifact manifest of run {}", run.run_id),

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use jiff::civil::Date;
-use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::results::record::ResultRecord;
 use serde::Serialize;
 
 use crate::error::{Error, Result};

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use perfsweep_benchmarks::record::ResultRecord;
 use perfsweep_benchmarks::results::intake::{self, Intake};
+use perfsweep_benchmarks::results::record::ResultRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 //! and telemetry slices. Deterministic for a seed; a node or a kind can be slowed down to
 //! make something to find.
 
-use perfsweep_benchmarks::record::{
+use perfsweep_benchmarks::results::record::{
     BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord, SCHEMA_VERSION,
 };
 use serde_json::{Map, Value, json};
@@ -396,7 +396,8 @@ pub fn sweep(sweep: &Sweep) -> Vec<Generated> {
                 "{} output of {name} in run {}\nresult {result}\n",
                 case.kind, sweep.run_id
             );
-            let sha = perfsweep_benchmarks::report::sha256_hex(evidence.as_bytes());
+            let sha =
+                perfsweep_benchmarks::execution::agent_report::sha256_hex(evidence.as_bytes());
             let failed = rng.unit() < 0.01;
             let outcome = if failed {
                 RecordOutcome::Failed {
@@ -460,7 +461,7 @@ pub fn sweep(sweep: &Sweep) -> Vec<Generated> {
                 evidence: Some(Evidence {
                     sha256: sha.clone(),
                     bytes: evidence.len() as u64,
-                    path: perfsweep_benchmarks::record::evidence_path(&sha),
+                    path: perfsweep_benchmarks::results::record::evidence_path(&sha),
                 }),
                 artifact_manifest_digest: None,
             }

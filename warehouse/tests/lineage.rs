@@ -37,7 +37,7 @@ async fn a_published_number_walks_back_to_verified_evidence_and_tampering_breaks
     assert_eq!(publication.rows.len(), fio_cases.len());
     assert_eq!(
         publication.query_spec_digest,
-        perfsweep_benchmarks::report::sha256_hex(FIO_BY_CASE.trim().as_bytes())
+        perfsweep_benchmarks::execution::agent_report::sha256_hex(FIO_BY_CASE.trim().as_bytes())
     );
     for row in &publication.rows {
         let runs_column: usize = row.values["runs"].parse().expect("a count");
@@ -132,7 +132,7 @@ async fn a_published_number_walks_back_to_verified_evidence_and_tampering_breaks
 
     // Tampered evidence: one byte of one object of the row.
     let first = &row.runs[0];
-    let record: perfsweep_benchmarks::record::ResultRecord =
+    let record: perfsweep_benchmarks::results::record::ResultRecord =
         serde_json::from_slice(&std::fs::read(wh.join(&first.record_path)).expect("record"))
             .expect("a record");
     let sha = &record.evidence.as_ref().expect("evidence").sha256;

@@ -5,7 +5,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use perfsweep_benchmarks::record::RecordOutcome;
+use perfsweep_benchmarks::results::record::RecordOutcome;
 use perfsweep_warehouse::derive::Options;
 use perfsweep_warehouse::output::json_rows;
 use perfsweep_warehouse::{Warehouse, build, changed, publish, retention};

@@ -49,9 +49,9 @@ pub struct MpiJob {
     /// How to install the rank's program, for the error when a worker lacks it.
     pub rank_install_hint: String,
     /// Run on every worker before it is ready (for example mesh generation).
-    pub worker_setup: Vec<crate::plan::Command>,
+    pub worker_setup: Vec<crate::execution::plan::Command>,
     /// Written on every worker before its setup (for example a case directory).
-    pub worker_files: Vec<crate::plan::PlanFile>,
+    pub worker_files: Vec<crate::execution::plan::PlanFile>,
     /// Environment of the workers' setup and ranks, besides the transport's.
     pub worker_env: std::collections::BTreeMap<String, String>,
     /// Wrap `mpirun` in `perfsweep mpi-time` and each rank in `perfsweep mpi-rank`, to
@@ -63,8 +63,8 @@ pub struct MpiJob {
 pub const HOSTFILE: &str = "hostfile";
 
 impl MpiJob {
-    pub fn plan(&self) -> crate::plan::Plan {
-        use crate::plan::{
+    pub fn plan(&self) -> crate::execution::plan::Plan {
+        use crate::execution::plan::{
             AGENT_PROGRAM, Arg, Command, Lifetime, Plan, PlanFile, RSH_AGENT, Readiness, Role,
         };
         let hostfile: String = (0..self.workers)
@@ -143,7 +143,7 @@ impl MpiJob {
             Transport::Tcp => {
                 worker_env.insert(
                     "OMPI_MCA_btl_tcp_if_include".to_owned(),
-                    format!("{{{}}}", crate::plan::INTERFACE),
+                    format!("{{{}}}", crate::execution::plan::INTERFACE),
                 );
             }
             Transport::Rdma => {
@@ -225,13 +225,13 @@ impl MpiJob {
 /// `perfsweep require-program PROGRAM HINT` fails with reason `ToolMissing` and HINT.
 pub const REQUIRE_PROGRAM: &str = "require-program";
 
-fn require_program(program: &str, hint: &str) -> crate::plan::Command {
-    crate::plan::Command {
-        program: crate::plan::AGENT_PROGRAM.into(),
+fn require_program(program: &str, hint: &str) -> crate::execution::plan::Command {
+    crate::execution::plan::Command {
+        program: crate::execution::plan::AGENT_PROGRAM.into(),
         package: "perfsweep".into(),
         args: [REQUIRE_PROGRAM, program, hint]
             .into_iter()
-            .map(crate::plan::Arg::lit)
+            .map(crate::execution::plan::Arg::lit)
             .collect(),
     }
 }

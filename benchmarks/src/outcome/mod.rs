@@ -9,16 +9,16 @@
 //! kind's shape; and the benchmark's acceptance criteria judge it.
 
 // The reasons are a leaf of their own: the report format (below this module) names them too.
-pub use crate::reason;
+pub use crate::execution::reason;
 
-pub use crate::reason::{Failure, Reason, UnknownReason};
+pub use crate::execution::reason::{Failure, Reason, UnknownReason};
 
 use serde_json::Value;
 
-use crate::acceptance;
-use crate::plan::process_name;
-use crate::registry::KindInfo;
-use crate::report::{self, AgentReport, Outcome};
+use crate::execution::agent_report::{self, AgentReport, Outcome};
+use crate::execution::plan::process_name;
+use crate::judging::acceptance;
+use crate::kinds::registry::KindInfo;
 
 /// What the outcome is judged against.
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +128,7 @@ pub fn replica_report(
     index: u32,
 ) -> Result<AgentReport, Failure> {
     let name = output.name;
-    let report = report::find(output.output).map_err(|e| {
+    let report = agent_report::find(output.output).map_err(|e| {
         let note = output.note.map(|n| format!("; {n}")).unwrap_or_default();
         Failure::new(Reason::ResultUnparseable, format!("{name}: {e}{note}"))
     })?;
@@ -249,7 +249,7 @@ fn combine(
             .map(|r| r.finished_at.clone())
             .max()
             .unwrap_or_default(),
-        raw_output_sha256: Some(report::sha256_hex(evidence.as_bytes())),
+        raw_output_sha256: Some(agent_report::sha256_hex(evidence.as_bytes())),
         raw_output: Some(evidence),
         ..first
     };

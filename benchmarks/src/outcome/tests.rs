@@ -1,9 +1,9 @@
 use super::*;
-use crate::report::sha256_hex;
+use crate::execution::agent_report::sha256_hex;
 use serde_json::json;
 
 fn iperf() -> &'static KindInfo {
-    crate::registry::lookup("IPerf").expect("registered")
+    crate::kinds::registry::lookup("IPerf").expect("registered")
 }
 
 /// A real iperf3 run's output, the evidence every report below carries.
@@ -120,7 +120,7 @@ fn one_replica_is_checked_like_several() {
     );
     for (what, log) in [
         ("no report", "iperf3: error\n".to_owned()),
-        ("malformed", format!("{}{{broken\n", report::MARKER)),
+        ("malformed", format!("{}{{broken\n", agent_report::MARKER)),
         ("tampered", tampered.to_line()),
         ("another role", other_role.to_line()),
         ("success without result", empty.to_line()),
@@ -205,12 +205,15 @@ fn the_acceptance_criteria_judge_a_success() {
         .expect("still a success");
     let verdict = missed.acceptance.expect("judged");
     assert!(!verdict.accepted);
-    assert_eq!(verdict.reason(), crate::acceptance::CRITERIA_NOT_MET);
+    assert_eq!(
+        verdict.reason(),
+        crate::judging::acceptance::CRITERIA_NOT_MET
+    );
 }
 
 #[test]
 fn plan_errors_fail_as_invalid_spec_or_unsupported() {
-    use crate::plan::PlanError;
+    use crate::execution::plan::PlanError;
     let invalid = PlanError::Invalid {
         path: "spec.x".into(),
         message: "bad".into(),

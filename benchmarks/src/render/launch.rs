@@ -3,7 +3,7 @@
 //! an MPI launcher starts its ranks' daemons through `perfsweep rsh`) runs commands only
 //! for them.
 //!
-//! [`Plan::remote_launch`]: crate::plan::Plan::remote_launch
+//! [`Plan::remote_launch`]: crate::execution::plan::Plan::remote_launch
 //!
 //! Rendering stays pure: it renders the Secret without its token, and every pod reads
 //! the token from that Secret by name. The controller fills the token with fresh random
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
 use super::Context;
-use crate::agent_env::{LAUNCH_SECRET_KEY, LAUNCH_TOKEN, launch_secret_name};
+use crate::execution::agent_env::{LAUNCH_SECRET_KEY, LAUNCH_TOKEN, launch_secret_name};
 
 /// The Secret for the token, without the token.
 pub(crate) fn secret(context: &Context) -> Secret {
@@ -34,7 +34,7 @@ pub fn needs_token(secret: &Secret) -> bool {
         .metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(crate::labels::BENCHMARK));
+        .and_then(|labels| labels.get(crate::api::labels::BENCHMARK));
     benchmark.is_some_and(|b| secret.metadata.name.as_deref() == Some(&launch_secret_name(b)))
         && secret.string_data.is_none()
         && secret.data.is_none()

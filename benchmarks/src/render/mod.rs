@@ -3,7 +3,7 @@
 //!
 //! Everything here is generic over kinds: it reads only the [`Plan`] and the fields every
 //! kind shares ([`CommonSpec`]). Each pod runs `perfsweep agent`, configured through the
-//! environment described in [`crate::agent_env`].
+//! environment described in [`crate::execution::agent_env`].
 
 pub mod launch;
 pub mod network;
@@ -24,10 +24,10 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
-use crate::common::{CommonSpec, Scheduler};
-use crate::labels;
-use crate::plan::{Plan, process_name};
-use crate::registry::{self, KindInfo};
+use crate::api::labels;
+use crate::execution::plan::{Plan, process_name};
+use crate::kinds::common::{CommonSpec, Scheduler};
+use crate::kinds::registry::{self, KindInfo};
 
 /// The benchmark object the rendered objects belong to (and are owned by).
 #[derive(Clone, Debug)]
@@ -42,7 +42,7 @@ pub struct BenchmarkRef {
 #[derive(Clone, Debug)]
 pub struct Rendered {
     /// `None` with `scheduler: default`.
-    pub pod_group: Option<crate::volcano::PodGroup>,
+    pub pod_group: Option<crate::api::volcano::PodGroup>,
     pub service: Service,
     /// Admits only the benchmark's own pods to its pods.
     pub network_policy: k8s_openapi::api::networking::v1::NetworkPolicy,
@@ -104,13 +104,18 @@ fn name_claim_export(plan: &Plan, benchmark: &BenchmarkRef) -> Plan {
         .take(8)
         .collect();
     for role in &mut plan.roles {
-        if role.env.contains_key(crate::agent_env::EXPORT_DIR) {
+        if role
+            .env
+            .contains_key(crate::execution::agent_env::EXPORT_DIR)
+        {
             role.env.insert(
-                crate::agent_env::EXPORT_RUN.into(),
+                crate::execution::agent_env::EXPORT_RUN.into(),
                 format!("{}-{short}", benchmark.name),
             );
-            role.env
-                .insert(crate::agent_env::EXPORT_NAME.into(), benchmark.name.clone());
+            role.env.insert(
+                crate::execution::agent_env::EXPORT_NAME.into(),
+                benchmark.name.clone(),
+            );
         }
     }
     plan

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent_env::AddressSource;
-use crate::common::CommonSpec;
+use crate::execution::agent_env::AddressSource;
+use crate::kinds::common::CommonSpec;
 
 use super::{RenderError, invalid};
 

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::common::CommonSpec;
-use crate::plan::Role;
+use crate::execution::plan::Role;
+use crate::kinds::common::CommonSpec;
 
 /// Label on the pods spread one per node; its value is the benchmark name, so only the
 /// benchmark's own pods repel each other.
@@ -121,8 +121,8 @@ fn pin(affinity: &mut Affinity, node: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::common::RolePlacement;
-    use crate::plan::{Command, Lifetime, Readiness};
+    use crate::execution::plan::{Command, Lifetime, Readiness};
+    use crate::kinds::common::RolePlacement;
 
     fn role(uses_devices: bool) -> Role {
         Role {

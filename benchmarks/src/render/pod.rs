@@ -1,5 +1,5 @@
 //! One pod per process of the plan, running `perfsweep agent` with the environment of
-//! [`crate::agent_env`].
+//! [`crate::execution::agent_env`].
 
 use std::collections::BTreeMap;
 
@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 
-use crate::agent_env::{self, DEFAULT_CONTROL_PORT, PeerEndpoints};
-use crate::common::Scheduler;
-use crate::labels;
-use crate::plan::{Role, process_name};
-use crate::volcano;
+use crate::api::labels;
+use crate::api::volcano;
+use crate::execution::agent_env::{self, DEFAULT_CONTROL_PORT, PeerEndpoints};
+use crate::execution::plan::{Role, process_name};
+use crate::kinds::common::Scheduler;
 
 use super::network::{ANNOTATIONS_FILE, POD_IP_ENV, PODINFO_DIR, PODINFO_VOLUME};
 use super::placement::{self, SPREAD_LABEL};

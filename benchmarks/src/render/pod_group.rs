@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::volcano::{PodGroup, PodGroupSpec};
+use crate::api::volcano::{PodGroup, PodGroupSpec};
 
 use super::quantity::Milli;
 use super::{Context, RenderError, invalid, resources};

@@ -1,8 +1,8 @@
 //! Port names, chosen once per plan so a port has the same name on the Service and on
 //! every container that exposes it.
 
-use crate::agent_env::DEFAULT_CONTROL_PORT;
-use crate::plan::{Plan, PortProtocol};
+use crate::execution::agent_env::DEFAULT_CONTROL_PORT;
+use crate::execution::plan::{Plan, PortProtocol};
 
 use super::{RenderError, invalid};
 
@@ -135,7 +135,7 @@ pub fn is_iana_svc_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Command, Lifetime, Port, Readiness, Role};
+    use crate::execution::plan::{Command, Lifetime, Port, Readiness, Role};
 
     fn role(name: &str, ports: Vec<(&str, u16, PortProtocol)>) -> Role {
         Role {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::plan::Role;
+use crate::execution::plan::Role;
 
 use super::{RenderError, invalid};
 

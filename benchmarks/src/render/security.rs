@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{
     Capabilities, PodSecurityContext, SeccompProfile, SecurityContext,
 };
 
-use crate::plan::Role;
+use crate::execution::plan::Role;
 
 use super::{RenderError, invalid};
 
@@ -98,7 +98,7 @@ pub fn container_context(added: &[String]) -> SecurityContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Command, Lifetime, Readiness};
+    use crate::execution::plan::{Command, Lifetime, Readiness};
 
     fn role(capabilities: &[&str]) -> Role {
         Role {

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 
-use crate::plan::PortProtocol;
+use crate::execution::plan::PortProtocol;
 
 use super::Context;
 

@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimVolumeSource, SecretVolumeSource, Volume, VolumeMount,
 };
 
-use crate::labels;
-use crate::plan::{ClaimScope, Role, RoleVolume, VolumeSource};
+use crate::api::labels;
+use crate::execution::plan::{ClaimScope, Role, RoleVolume, VolumeSource};
 
 use super::{Context, RenderError, invalid, is_dns1123_label};
 

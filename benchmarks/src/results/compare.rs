@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::{Case, describe_permutation};
-use crate::metrics::Better;
-use crate::stats::{Summary, welch_p_value};
+use crate::judging::metrics::Better;
+use crate::judging::stats::{Summary, welch_p_value};
 
 /// When a difference counts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,12 +206,12 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judging::stats::Stability;
     use crate::results::group;
     use crate::results::testing::iperf;
-    use crate::stats::Stability;
 
     /// Five repetitions per case with ±0.5% noise around `level`.
-    fn sweep(run: &str, levels: &[(&str, u32, f64)]) -> Vec<crate::record::ResultRecord> {
+    fn sweep(run: &str, levels: &[(&str, u32, f64)]) -> Vec<crate::results::record::ResultRecord> {
         let noise = [1.0, 1.004, 0.996, 1.002, 0.998];
         let mut records = Vec::new();
         for (rep, factor) in noise.iter().enumerate() {

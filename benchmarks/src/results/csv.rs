@@ -1,7 +1,7 @@
 //! `perfsweep results export`: one CSV row per run and metric (long format), with the
 //! identifiers needed to walk a number back to its run and evidence.
 
-use crate::record::{RecordOutcome, ResultRecord};
+use crate::results::record::{RecordOutcome, ResultRecord};
 
 pub const HEADER: &[&str] = &[
     "run_id",
@@ -40,7 +40,9 @@ pub fn export(records: &[ResultRecord]) -> String {
                 if b.permutation.is_empty() {
                     String::new()
                 } else {
-                    crate::digest::canonical_json(&serde_json::Value::Object(b.permutation.clone()))
+                    crate::formats::digest::canonical_json(&serde_json::Value::Object(
+                        b.permutation.clone(),
+                    ))
                 },
                 match &record.outcome {
                     RecordOutcome::Succeeded { .. } => "succeeded".to_owned(),

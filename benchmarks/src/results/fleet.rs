@@ -1,6 +1,7 @@
 //! The fleet verdict from result records: the records of a node-pair sweep (those whose
-//! permutation pins two roles to nodes) judged with [`crate::fleet::judge`]. This is the
-//! full per-node and per-link table; a set's status carries only its bounded summary.
+//! permutation pins two roles to nodes) judged with [`crate::judging::fleet::judge`].
+//! This is the full per-node and per-link table; a set's status carries only its bounded
+//! summary.
 //!
 //! Records are grouped by what they ran apart from the pair (set, kind and the other
 //! permutation values): pairs are only comparable within one workload. Repetitions of a
@@ -10,8 +11,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::fleet::{self, FleetVerdict, PairResult};
-use crate::record::{RecordOutcome, ResultRecord};
+use crate::judging::fleet::{self, FleetVerdict, PairResult};
+use crate::results::record::{RecordOutcome, ResultRecord};
 
 /// One workload's fleet: its verdict and when it ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +40,7 @@ impl FleetGroup {
 /// The pair a record ran on: the nodes of its two placed roles, in the kind's role
 /// order; `None` for a record that is not from a node-pair sweep.
 pub fn pair_of(record: &ResultRecord) -> Option<[String; 2]> {
-    let kind = crate::registry::lookup(&record.benchmark.kind)?;
+    let kind = crate::kinds::registry::lookup(&record.benchmark.kind)?;
     let mut nodes = kind.roles.iter().filter_map(|role| {
         record
             .benchmark
@@ -77,10 +78,10 @@ pub fn groups(records: &[ResultRecord], rule: fleet::OutlierRule) -> Vec<FleetGr
     grouped
         .into_iter()
         .filter_map(|(label, (kind_name, pairs))| {
-            let kind = crate::registry::lookup(&kind_name)?;
+            let kind = crate::kinds::registry::lookup(&kind_name)?;
             let first = pairs.values().flatten().next()?;
-            let criteria = crate::acceptance::criteria_of(&first.spec);
-            let metric = fleet::judged_metric(kind, &criteria)?;
+            let criteria = crate::judging::acceptance::criteria_of(&first.spec);
+            let metric = kind.judged_metric(&criteria)?;
             let results: Vec<PairResult> = pairs
                 .iter()
                 .map(|(nodes, runs)| pair_result(nodes, runs, metric.name, &criteria))
@@ -107,7 +108,7 @@ fn pair_result(
     nodes: &[String; 2],
     runs: &[&ResultRecord],
     metric: &str,
-    criteria: &[crate::acceptance::Criterion],
+    criteria: &[crate::judging::acceptance::Criterion],
 ) -> PairResult {
     let mut values = Vec::new();
     let mut rejected = 0;
@@ -115,10 +116,10 @@ fn pair_result(
     for run in runs {
         if let RecordOutcome::Succeeded { .. } = run.outcome {
             let metrics = run.metrics();
-            if let Some(m) = crate::metrics::find(&metrics, metric) {
+            if let Some(m) = crate::judging::metrics::find(&metrics, metric) {
                 values.push(m.value);
             }
-            if let Some(verdict) = crate::acceptance::evaluate(criteria, &metrics) {
+            if let Some(verdict) = crate::judging::acceptance::evaluate(criteria, &metrics) {
                 judged += 1;
                 if !verdict.accepted {
                     rejected += 1;
@@ -180,7 +181,7 @@ mod tests {
             None => json!({"status": "failed", "reason": "ToolFailed", "message": "x"}),
         };
         serde_json::from_value(json!({
-            "schemaVersion": crate::record::SCHEMA_VERSION,
+            "schemaVersion": crate::results::record::SCHEMA_VERSION,
             "runId": "r1",
             "benchmark": {"kind": "IPerf", "name": name, "set": "fleet",
                 "permutation": {"placement.server.nodes": [server], "placement.client.nodes": [client]}},

@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use super::fleet::{FleetGroup, groups};
 use super::plot::escape;
-use crate::fleet::{OutlierRule, percent};
-use crate::record::ResultRecord;
+use crate::judging::fleet::{OutlierRule, percent};
+use crate::results::record::ResultRecord;
 
 /// The section in both formats, and the heatmap files the Markdown links to.
 #[derive(Clone, Debug, Default)]
@@ -56,8 +56,8 @@ pub fn section(records: &[ResultRecord], rule: OutlierRule, records_link: &str) 
             summary.pairs,
             verdict.metric,
             match verdict.better {
-                crate::metrics::Better::Higher => "higher is better",
-                crate::metrics::Better::Lower => "lower is better",
+                crate::judging::metrics::Better::Higher => "higher is better",
+                crate::judging::metrics::Better::Lower => "lower is better",
             },
             verdict.median.map_or_else(
                 || "-".to_owned(),
@@ -234,7 +234,8 @@ pub fn section(records: &[ResultRecord], rule: OutlierRule, records_link: &str) 
 }
 
 /// A measured span, rounded for reading (`2h 46m`, `3m 12s`, `41.2s`). Durations a user
-/// wrote (timeouts) are printed by `crate::duration::format`, which keeps every unit.
+/// wrote (timeouts) are printed by `crate::formats::duration::format`, which keeps every
+/// unit.
 fn describe_duration(seconds: f64) -> String {
     let whole = seconds.round() as u64;
     match whole {
@@ -251,7 +252,7 @@ mod tests {
 
     fn record(a: &str, b: &str, gbps: f64) -> ResultRecord {
         serde_json::from_value(json!({
-            "schemaVersion": crate::record::SCHEMA_VERSION,
+            "schemaVersion": crate::results::record::SCHEMA_VERSION,
             "runId": "r1",
             "benchmark": {"kind": "IPerf", "name": format!("p-{a}{b}"), "set": "fleet",
                 "permutation": {"placement.server.nodes": [a], "placement.client.nodes": [b]}},
@@ -289,7 +290,7 @@ mod tests {
         assert!(section.html.contains("id=\"fleet-heatmap-0\"><svg"));
         assert!(section.markdown.contains("took 3m 12s"));
         assert_eq!(section.heatmaps.len(), 1);
-        let cases = crate::results::group(&records, crate::stats::Stability::default());
+        let cases = crate::results::group(&records, crate::judging::stats::Stability::default());
         let report = crate::results::report::render_with_fleet(&records, &cases, &section);
         assert!(
             report.html.contains("FLEET NOT ACCEPTED"),

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::fleet::FleetGroup;
 use super::plot::{Anchor, Scene, Shape};
 use super::si;
-use crate::metrics::Better;
+use crate::judging::metrics::Better;
 
 /// Sequential colours, worst first (dark purple → yellow, after viridis): readable in
 /// grey and by colour-blind readers.
@@ -79,7 +79,7 @@ pub fn scene(group: &FleetGroup) -> Scene {
         }
     }
     // Cells: a pair's own cell, and its mirror unless the sweep tested that way too.
-    let mut cells: BTreeMap<(usize, usize), &crate::fleet::PairVerdict> = BTreeMap::new();
+    let mut cells: BTreeMap<(usize, usize), &crate::judging::fleet::PairVerdict> = BTreeMap::new();
     for pair in &verdict.pairs {
         let (Some(&a), Some(&b)) = (
             index.get(pair.nodes[0].as_str()),
@@ -89,7 +89,7 @@ pub fn scene(group: &FleetGroup) -> Scene {
         };
         cells.insert((a, b), pair);
     }
-    let mirrored: Vec<((usize, usize), &crate::fleet::PairVerdict)> = cells
+    let mirrored: Vec<((usize, usize), &crate::judging::fleet::PairVerdict)> = cells
         .iter()
         .filter(|((a, b), _)| !cells.contains_key(&(*b, *a)))
         .map(|((a, b), pair)| ((*b, *a), *pair))
@@ -182,7 +182,7 @@ pub fn scene(group: &FleetGroup) -> Scene {
 /// The colour scale (values in the metric's unit), and what the marks mean.
 fn legend(
     shapes: &mut Vec<Shape>,
-    verdict: &crate::fleet::FleetVerdict,
+    verdict: &crate::judging::fleet::FleetVerdict,
     low: f64,
     high: f64,
     x: f64,
@@ -289,7 +289,7 @@ fn short_metric(metric: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{OutlierRule, PairResult, judge};
+    use crate::judging::fleet::{OutlierRule, PairResult, judge};
 
     fn group(n: usize, slow: usize) -> FleetGroup {
         let nodes: Vec<String> = (0..n).map(|i| format!("node-{i}")).collect();

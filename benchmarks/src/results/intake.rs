@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::record::{Evidence, ResultRecord, SCHEMA_VERSION};
+use crate::results::record::{Evidence, ResultRecord, SCHEMA_VERSION};
 
 /// What one JSON file in a results directory turned out to be.
 #[derive(Debug)]
@@ -98,7 +98,7 @@ pub fn evidence_problem(evidence: &Evidence, bytes: Option<&[u8]>) -> Option<Str
     let Some(bytes) = bytes else {
         return Some(format!("evidence {} is missing", evidence.path));
     };
-    let digest = crate::report::sha256_hex(bytes);
+    let digest = crate::execution::agent_report::sha256_hex(bytes);
     (digest != evidence.sha256).then(|| {
         format!(
             "evidence {} does not match its digest (sha256 {digest}, the record says {})",
@@ -177,7 +177,7 @@ mod tests {
     fn evidence_is_checked_against_its_digest() {
         let raw = b"iperf3 output\n";
         let evidence = Evidence {
-            sha256: crate::report::sha256_hex(raw),
+            sha256: crate::execution::agent_report::sha256_hex(raw),
             bytes: raw.len() as u64,
             path: "evidence/x.txt".into(),
         };

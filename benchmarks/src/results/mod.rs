@@ -1,6 +1,7 @@
-//! Working with result records: grouping repetitions into cases with statistics,
-//! comparing two result sets, CSV export, SVG charts and reports. Pure: records in,
-//! text out; reading directories is the CLI's job (`perfsweep results`).
+//! Result records (one per benchmark run) and working with them: grouping repetitions
+//! into cases with statistics, comparing two result sets, CSV export, SVG charts and
+//! reports. Pure: records in, text out; reading directories is the CLI's job
+//! (`perfsweep results`).
 
 pub mod compare;
 pub mod csv;
@@ -11,17 +12,18 @@ pub mod intake;
 pub mod plot;
 pub mod provenance;
 pub mod raster;
+pub mod record;
 pub mod report;
 pub mod units;
 
 use serde_json::{Map, Value};
 
-use crate::metrics::Better;
-use crate::record::ResultRecord;
-use crate::stats::{Stability, Summary};
+use crate::judging::metrics::Better;
+use crate::judging::stats::{Stability, Summary};
+use crate::results::record::ResultRecord;
 
 // Kept here for the CLI and reports that format numbers through `results`.
-pub use crate::format::si;
+pub use crate::formats::number::si;
 
 /// The repetitions of one permutation (one case) and their statistics.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,7 +62,7 @@ impl Case {
 
     /// The key used to match cases without a shared case id: kind + permutation values.
     pub fn fallback_key(&self) -> String {
-        crate::record::fallback_case_key(&self.kind, &self.permutation)
+        crate::results::record::fallback_case_key(&self.kind, &self.permutation)
     }
 }
 
@@ -138,7 +140,7 @@ pub(crate) mod testing {
 
     use serde_json::{Map, json};
 
-    use crate::record::{
+    use crate::results::record::{
         BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord, SCHEMA_VERSION,
     };
 
@@ -149,7 +151,7 @@ pub(crate) mod testing {
         let result = json!({"protocol": "TCP", "reverse": false, "bidirectional": false,
             "numStreams": streams, "durationSeconds": 10.0, "sentBitsPerSecond": bits,
             "receivedBitsPerSecond": bits, "sentBytes": 1, "receivedBytes": 1, "retransmits": 0});
-        let kind = crate::registry::lookup("IPerf").unwrap();
+        let kind = crate::kinds::registry::lookup("IPerf").unwrap();
         ResultRecord {
             schema_version: SCHEMA_VERSION.into(),
             run_id: run.into(),

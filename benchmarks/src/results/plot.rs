@@ -223,7 +223,10 @@ const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
 
 /// A 95% interval of a throughput or a latency may reach below zero with few
 /// repetitions; the quantity itself cannot, so the whisker stops at zero.
-fn clamp_whiskers_at_zero(series: &mut Series, y_defs: &[&'static crate::metrics::MetricDef]) {
+fn clamp_whiskers_at_zero(
+    series: &mut Series,
+    y_defs: &[&'static crate::judging::metrics::MetricDef],
+) {
     if !y_defs.is_empty() && y_defs.iter().all(|d| d.valid.min >= 0.0) {
         for point in series.iter_mut().flat_map(|(_, points)| points) {
             if let Some((low, _)) = &mut point.y_err {
@@ -238,7 +241,7 @@ fn clamp_whiskers_at_zero(series: &mut Series, y_defs: &[&'static crate::metrics
 fn y_display_scale(
     series: &Series,
     thresholds: &[Threshold],
-    y_defs: &[&'static crate::metrics::MetricDef],
+    y_defs: &[&'static crate::judging::metrics::MetricDef],
 ) -> Option<DisplayScale> {
     let y_unit = y_defs
         .first()
@@ -284,7 +287,7 @@ impl Labels {
         x_name: String,
         x_scale: Option<&DisplayScale>,
         y_scale: Option<&DisplayScale>,
-        y_defs: &[&'static crate::metrics::MetricDef],
+        y_defs: &[&'static crate::judging::metrics::MetricDef],
     ) -> Labels {
         let x = match (x_scale, &spec.x) {
             (Some(scale), Axis::Metric(m)) => axis_title(m, &scale.unit),
@@ -688,8 +691,8 @@ type Series = Vec<(String, Vec<Point>)>;
 
 /// The declarations of the y metric (for [`HEADLINE`], of each headline), in the
 /// cases' kinds; empty when one is unknown.
-fn y_defs(cases: &[Case], spec: &PlotSpec) -> Vec<&'static crate::metrics::MetricDef> {
-    let mut defs: Vec<&'static crate::metrics::MetricDef> = Vec::new();
+fn y_defs(cases: &[Case], spec: &PlotSpec) -> Vec<&'static crate::judging::metrics::MetricDef> {
+    let mut defs: Vec<&'static crate::judging::metrics::MetricDef> = Vec::new();
     for case in cases {
         let metric = if spec.y == HEADLINE {
             case.headline()
@@ -950,9 +953,9 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judging::stats::Stability;
     use crate::results::group;
     use crate::results::testing::iperf;
-    use crate::stats::Stability;
 
     fn cases() -> Vec<Case> {
         let mut records = Vec::new();
@@ -1080,11 +1083,11 @@ mod tests {
                     "clatStddevMicros": 0.0, "clatMinMicros": 1.0, "clatMaxMicros": 1.0});
                 let result = serde_json::json!({"clientServer": false,
                     "percentilesExact": true, direction: stats});
-                let kind = crate::registry::lookup("Fio").expect("registered");
+                let kind = crate::kinds::registry::lookup("Fio").expect("registered");
                 record.benchmark.kind = "Fio".into();
                 record.benchmark.permutation =
                     serde_json::from_value(serde_json::json!({"bs": bs, "rw": rw})).expect("a map");
-                record.outcome = crate::record::RecordOutcome::Succeeded {
+                record.outcome = crate::results::record::RecordOutcome::Succeeded {
                     summary: String::new(),
                     metrics: kind.metrics(&result),
                     result,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::record::ResultRecord;
+use crate::results::record::ResultRecord;
 
 /// `(what, value)` rows; empty without records.
 pub fn rows(records: &[ResultRecord]) -> Vec<(String, String)> {
@@ -78,7 +78,7 @@ mod tests {
     fn dates_hosts_hardware_and_versions_come_from_the_records() {
         let record = |host: &str, start: &str, end: &str| -> ResultRecord {
             serde_json::from_value(json!({
-                "schemaVersion": crate::record::SCHEMA_VERSION,
+                "schemaVersion": crate::results::record::SCHEMA_VERSION,
                 "runId": "r", "benchmark": {"kind": "IPerf", "name": host},
                 "workloadSpecDigest": "d", "spec": {}, "backend": "kubernetes",
                 "environment": {"perfsweepVersion": "0.1.0", "hosts": [host],

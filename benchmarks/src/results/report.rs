@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use super::plot::{self, Axis, PlotSpec, escape};
 use super::{Case, describe_permutation, si};
-use crate::acceptance::{self, Judgement};
-use crate::record::{RecordOutcome, ResultRecord};
+use crate::judging::acceptance::{self, Judgement};
+use crate::results::record::{RecordOutcome, ResultRecord};
 
 /// The acceptance of one record.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,9 +150,9 @@ fn judged_metric(
 /// the best iteration; their results keep them all).
 fn llm_iteration_chart(records: &[ResultRecord]) -> Option<(String, String, String)> {
     use super::MetricStats;
+    use crate::judging::metrics::Better;
+    use crate::judging::stats::{Stability, Summary};
     use crate::kinds::llm::LLMInferenceResult;
-    use crate::metrics::Better;
-    use crate::stats::{Stability, Summary};
 
     const KIND: &str = "LLMInference";
     let mut cases = Vec::new();
@@ -686,8 +686,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{BenchmarkIdentity, Environment, Evidence};
-    use crate::stats::Stability;
+    use crate::judging::stats::Stability;
+    use crate::results::record::{BenchmarkIdentity, Environment, Evidence};
     use serde_json::{Map, json};
 
     fn record(name: &str, streams: u64, bits: Option<f64>) -> ResultRecord {
@@ -696,7 +696,7 @@ mod tests {
         let mut permutation = Map::new();
         permutation.insert("streams".into(), json!(streams));
         ResultRecord {
-            schema_version: crate::record::SCHEMA_VERSION.into(),
+            schema_version: crate::results::record::SCHEMA_VERSION.into(),
             run_id: "run-1".into(),
             benchmark: BenchmarkIdentity {
                 kind: "IPerf".into(),
@@ -717,8 +717,12 @@ mod tests {
                     summary: "x".into(),
                     result: json!({}),
                     metrics: vec![
-                        crate::metrics::MetricDef::higher("received_bits_per_second", "", "")
-                            .of(bits),
+                        crate::judging::metrics::MetricDef::higher(
+                            "received_bits_per_second",
+                            "",
+                            "",
+                        )
+                        .of(bits),
                     ],
                 },
                 None => RecordOutcome::Failed {
@@ -789,7 +793,8 @@ mod tests {
                 if let RecordOutcome::Succeeded { metrics, .. } = &mut r.outcome {
                     metrics.insert(
                         0,
-                        crate::metrics::MetricDef::lower("retransmits", "count", "").of(3.0),
+                        crate::judging::metrics::MetricDef::lower("retransmits", "count", "")
+                            .of(3.0),
                     );
                 }
                 records.push(r);
@@ -835,7 +840,7 @@ mod tests {
     #[test]
     fn llm_latency_throughput_has_a_point_per_iteration() {
         let raw = include_str!("../../testdata/llm/loadgen-sim-two-scenarios.txt");
-        let kind = crate::registry::lookup("LLMInference").expect("registered");
+        let kind = crate::kinds::registry::lookup("LLMInference").expect("registered");
         let parsed = kind.parse(raw).expect("the fixture parses");
         let iterations = parsed.result["iterations"]
             .as_array()

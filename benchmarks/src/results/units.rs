@@ -1,8 +1,9 @@
-//! Axis units for charts: each metric's declared unit ([`crate::metrics::MetricDef::unit`])
-//! scaled to a readable magnitude (9.4e9 bit/s → 9.4 Gbit/s, 1.2e-4 s → 120 µs), and an
-//! axis title naming the quantity rather than the snake_case metric name. Pure.
+//! Axis units for charts: each metric's declared unit
+//! ([`crate::judging::metrics::MetricDef::unit`]) scaled to a readable magnitude (9.4e9
+//! bit/s → 9.4 Gbit/s, 1.2e-4 s → 120 µs), and an axis title naming the quantity rather
+//! than the snake_case metric name. Pure.
 
-use crate::metrics::MetricDef;
+use crate::judging::metrics::MetricDef;
 
 /// How values of a metric are shown: `shown = value × factor`, in `unit`.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +111,7 @@ pub fn axis_title(metric: &str, unit: &str) -> String {
 
 /// The declaration of `metric` in `kind`, when both are known.
 pub fn metric_def(kind: &str, metric: &str) -> Option<&'static MetricDef> {
-    crate::registry::lookup(kind)?.metric_def(metric)
+    crate::kinds::registry::lookup(kind)?.metric_def(metric)
 }
 
 #[cfg(test)]

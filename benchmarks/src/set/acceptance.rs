@@ -1,15 +1,15 @@
 //! A set's acceptance: the verdicts of its children counted into the set's own
-//! `Accepted` condition. The criteria themselves are [`crate::acceptance`]'s.
+//! `Accepted` condition. The criteria themselves are [`crate::judging::acceptance`]'s.
 
 use serde::{Deserialize, Serialize};
 
-use crate::acceptance::{
+use crate::api::status::Phase;
+use crate::judging::acceptance::{
     CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, FLEET_OUTLIERS, IN_PROGRESS,
 };
-use crate::fleet::FleetSummary;
+use crate::judging::fleet::FleetSummary;
 use crate::set::child::ChildState;
 use crate::set::expand::Expansion;
-use crate::status::Phase;
 
 /// A failed child.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -54,7 +54,7 @@ pub fn has_criteria(expansion: &Expansion) -> bool {
     expansion.children.iter().any(|child| {
         child
             .spec
-            .get(crate::acceptance::FIELD)
+            .get(crate::judging::acceptance::FIELD)
             .and_then(serde_json::Value::as_array)
             .is_some_and(|criteria| !criteria.is_empty())
     })
@@ -111,7 +111,7 @@ impl SetAcceptance {
     /// passed; Unknown before. The one acceptance outcome: the set's condition, `run`'s
     /// summary and exit code, and the report all read it.
     pub fn condition(&self, fleet: Option<&FleetSummary>) -> (&'static str, &'static str, String) {
-        use crate::status::condition_status::{FALSE, TRUE, UNKNOWN};
+        use crate::api::status::condition_status::{FALSE, TRUE, UNKNOWN};
         let total = self.accepted + self.rejected + self.failed + self.pending;
         let counts = format!(
             "{} accepted, {} rejected, {} failed, {} pending of {total}",
@@ -143,7 +143,7 @@ impl SetAcceptance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acceptance::criteria_of;
+    use crate::judging::acceptance::criteria_of;
     use serde_json::{Value, json};
 
     #[test]
@@ -199,8 +199,8 @@ mod tests {
 
     #[test]
     fn a_fleet_with_outliers_is_not_accepted_once_every_child_is_in() {
-        use crate::fleet::{OutlierRule, PairResult, judge};
-        use crate::metrics::Better;
+        use crate::judging::fleet::{OutlierRule, PairResult, judge};
+        use crate::judging::metrics::Better;
         let pair = |a: &str, b: &str, value: f64| PairResult {
             nodes: [a.to_owned(), b.to_owned()],
             value: Some(value),

@@ -1,7 +1,7 @@
 //! The state of one child of a set, as the set controller sees it: what the set's
 //! status and its acceptance are both computed from.
 
-use crate::status::Phase;
+use crate::api::status::Phase;
 
 /// The state of one child as the set controller sees it.
 #[derive(Clone, Debug, PartialEq)]

@@ -18,12 +18,12 @@ use serde_json::{Map, Value, json};
 
 use super::merge::{merge, set_path, split_path};
 use super::{BenchmarkSetSpec, MAX_SET_NAME_LEN};
-use crate::compat;
-use crate::digest::sha256_hex;
-use crate::labels;
-use crate::names::MAX_BENCHMARK_NAME_LEN;
-use crate::registry::{self, KindInfo};
-use crate::validation::FieldError;
+use crate::api::compat;
+use crate::api::labels;
+use crate::api::names::MAX_BENCHMARK_NAME_LEN;
+use crate::api::validation::FieldError;
+use crate::formats::digest::sha256_hex;
+use crate::kinds::registry::{self, KindInfo};
 
 /// Hex digits of the spec digest used in child names.
 const CASE_ID_LEN: usize = 10;
@@ -218,7 +218,7 @@ pub fn expand_with_nodes(
     let permutation_count = count_permutations(spec, plan.as_ref().map_or(0, PairPlan::count))?;
     check_set_name(set_name, spec.repetitions)?;
     if let Some(error) =
-        crate::acceptance::check(&spec.acceptance, kind.metric_defs, "spec.acceptance")
+        crate::judging::acceptance::check(&spec.acceptance, kind.metric_defs, "spec.acceptance")
             .into_iter()
             .next()
     {
@@ -276,7 +276,7 @@ pub fn expand_with_nodes(
         // Acceptance criteria are not the workload: they leave the case id alone.
         let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
         add_set_acceptance(&mut merged, spec);
-        crate::output::inherit(&mut merged, spec.output_location.as_ref());
+        crate::execution::output::inherit(&mut merged, spec.output_location.as_ref());
         let description = match (pair, &source) {
             (Some(pair), Source::Template) => pair.to_string(),
             (Some(pair), _) => format!("{base_description}, {pair}"),
@@ -362,7 +362,7 @@ pub fn workload_spec_digest(kind: &str, spec: &Value) -> String {
     sha256_hex(&json!({
         "apiVersion": crate::API_VERSION,
         "kind": kind,
-        "spec": crate::output::strip(&crate::acceptance::strip(spec)),
+        "spec": crate::execution::output::strip(&crate::judging::acceptance::strip(spec)),
     }))
 }
 
@@ -377,7 +377,7 @@ fn add_set_acceptance(child: &mut Map<String, Value>, spec: &BenchmarkSetSpec) {
         .filter_map(|c| serde_json::to_value(c).ok());
     // Not a list: the child's validation reports it.
     if let Value::Array(list) = child
-        .entry(crate::acceptance::FIELD)
+        .entry(crate::judging::acceptance::FIELD)
         .or_insert_with(|| Value::Array(Vec::new()))
     {
         list.extend(extra);

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::BenchmarkSetSpec;
 use super::acceptance::ChildAcceptance;
 use super::expand::Expansion;
-use crate::acceptance;
-use crate::fleet::{self, FleetSummary, OutlierRule, PairResult};
+use crate::judging::acceptance;
+use crate::judging::fleet::{self, FleetSummary, OutlierRule, PairResult};
 
 /// The outlier rule the set asks for (`permutations.nodePairs.outliers`), or the default.
 pub fn outlier_rule(spec: &BenchmarkSetSpec) -> OutlierRule {
@@ -34,14 +34,14 @@ pub fn summary(
     }
     let criteria =
         acceptance::criteria_of(&Value::Object((*expansion.children.first()?.spec).clone()));
-    let metric = fleet::judged_metric(expansion.kind, &criteria)?;
+    let metric = expansion.kind.judged_metric(&criteria)?;
     let pair_of = |index: usize| expansion.children.get(index)?.pair.clone();
     let evidence = |index: usize| expansion.children.get(index).map(|c| c.name.clone());
     let mut pairs: Vec<PairResult> = results
         .iter()
         .filter_map(|(index, result)| {
-            let value =
-                crate::metrics::find(&expansion.kind.metrics(result), metric.name).map(|m| m.value);
+            let value = crate::judging::metrics::find(&expansion.kind.metrics(result), metric.name)
+                .map(|m| m.value);
             Some(PairResult {
                 nodes: pair_of(*index)?,
                 value,

@@ -24,7 +24,7 @@ pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes, expand_w
 pub use merge::ListMergeMode;
 pub use status::BenchmarkSetStatus;
 
-pub use crate::names::MAX_SET_NAME_LEN;
+pub use crate::api::names::MAX_SET_NAME_LEN;
 
 /// The default cap on the children of one set.
 pub const DEFAULT_MAX_CHILDREN: u32 = 10_000;
@@ -99,12 +99,12 @@ pub struct BenchmarkSetSpec {
     /// child was accepted and False as soon as one was rejected or failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
-    pub acceptance: Vec<crate::acceptance::Criterion>,
+    pub acceptance: Vec<crate::judging::acceptance::Criterion>,
 
     /// Where every child's result record and raw evidence are exported (see the
     /// benchmark kinds' `outputLocation`); a template that names its own wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_location: Option<crate::output::OutputLocation>,
+    pub output_location: Option<crate::execution::output::OutputLocation>,
 }
 
 /// The benchmark a set's children are made from.
@@ -180,7 +180,7 @@ pub struct NodePairs {
 
     /// When a pair is an outlier in the fleet verdict (see `status.fleet`).
     #[serde(default)]
-    pub outliers: crate::fleet::OutlierRule,
+    pub outliers: crate::judging::fleet::OutlierRule,
 
     /// The reference node of `AgainstReference`; it must match `selector`. It plays the
     /// first role of every pair.
@@ -274,7 +274,7 @@ fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The BenchmarkSet CRD, with the kind list and name rules only known at run time.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BenchmarkSet::crd();
-    crate::crd_rules::kubernetes_formats(&mut crd);
+    crate::api::crd_rules::kubernetes_formats(&mut crd);
     let Some(root) = crd
         .spec
         .versions
@@ -284,7 +284,7 @@ pub fn crd() -> CustomResourceDefinition {
     else {
         return crd;
     };
-    crate::crd_rules::name_rules(
+    crate::api::crd_rules::name_rules(
         root,
         MAX_SET_NAME_LEN,
         "children are named <set>-<case id>-<repetition>",
@@ -292,7 +292,7 @@ pub fn crd() -> CustomResourceDefinition {
     );
     if let Some(kind) = property(root, &["spec", "template", "kind"]) {
         kind.enum_ = Some(
-            crate::registry::kind_names()
+            crate::kinds::registry::kind_names()
                 .into_iter()
                 .map(|k| {
                     k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
@@ -317,16 +317,16 @@ fn property<'a>(
 
 /// The BenchmarkSet schema and CEL rules, compiled once.
 struct SetSchema {
-    schema: crate::schema::Node,
+    schema: crate::api::schema::Node,
     cel: kube::core::cel::CompiledSchema,
 }
 
 fn set_schema() -> &'static SetSchema {
     static SCHEMA: std::sync::OnceLock<SetSchema> = std::sync::OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let json = crate::crd_rules::open_api_schema(&crd());
+        let json = crate::api::crd_rules::open_api_schema(&crd());
         SetSchema {
-            schema: crate::schema::Node::compile(&json)
+            schema: crate::api::schema::Node::compile(&json)
                 .unwrap_or_else(|e| panic!("the derived BenchmarkSet schema is invalid: {e}")),
             cel: kube::core::cel::compile_schema(&json),
         }
@@ -335,8 +335,10 @@ fn set_schema() -> &'static SetSchema {
 
 /// Checks a BenchmarkSet object as admission would (schema and CEL rules) and reads it.
 /// Child specs are checked later, by [`expand`].
-pub fn parse_object(object: &Value) -> Result<BenchmarkSet, Vec<crate::validation::FieldError>> {
-    use crate::validation::FieldError;
+pub fn parse_object(
+    object: &Value,
+) -> Result<BenchmarkSet, Vec<crate::api::validation::FieldError>> {
+    use crate::api::validation::FieldError;
     let compiled = set_schema();
     // The schema's errors and the CEL rules' together (except rules on fields the
     // schema already refused), so that one round of fixes is enough.

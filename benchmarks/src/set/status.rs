@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::FailurePolicy;
-use crate::status::Phase;
+use crate::api::status::Phase;
 
 /// Failures listed in status before the list is cut (the count stays exact).
 pub const FAILURES_LISTED: usize = 10;
@@ -107,7 +107,7 @@ pub struct BenchmarkSetStatus {
     /// and links, and the worst ten of each with how far below the fleet they are. The
     /// full table is in the result records (`perfsweep results report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<crate::fleet::FleetSummary>,
+    pub fleet: Option<crate::judging::fleet::FleetSummary>,
 }
 
 /// Where a node-pair set is in its rounds.

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::registry::KindInfo;
-use crate::stats::{Stability, Summary};
+use crate::judging::stats::{Stability, Summary};
+use crate::kinds::registry::KindInfo;
 
 /// Cases listed in the status before the list is cut (counts stay exact).
 pub const CASES_LISTED: usize = 100;
@@ -64,7 +64,7 @@ pub fn summarize<'a>(
         match position {
             Some(i) => {
                 let (_, metric, values) = &mut order[i];
-                if let Some(m) = crate::metrics::find(&metrics, metric) {
+                if let Some(m) = crate::judging::metrics::find(&metrics, metric) {
                     values.push(m.value);
                 }
             }
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn per_case_headline_statistics() {
-        let kind = crate::registry::lookup("IPerf").unwrap();
+        let kind = crate::kinds::registry::lookup("IPerf").unwrap();
         let results = [
             ("a", iperf(100.0)),
             ("b", iperf(10.0)),
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_list_is_bounded() {
-        let kind = crate::registry::lookup("IPerf").unwrap();
+        let kind = crate::kinds::registry::lookup("IPerf").unwrap();
         let ids: Vec<String> = (0..CASES_LISTED + 5).map(|i| format!("c{i}")).collect();
         let result = iperf(1.0);
         let summary = summarize(

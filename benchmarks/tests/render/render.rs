@@ -13,18 +13,18 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodSpec, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use perfsweep_benchmarks::agent_env::{self, AddressSource, PeerEndpoints};
-use perfsweep_benchmarks::document::{self, Checked};
-use perfsweep_benchmarks::plan::Plan;
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::api::schema::Node;
+use perfsweep_benchmarks::api::volcano::{self, PodGroup};
+use perfsweep_benchmarks::execution::agent_env::{self, AddressSource, PeerEndpoints};
+use perfsweep_benchmarks::execution::plan::Plan;
+use perfsweep_benchmarks::formats::yaml;
+use perfsweep_benchmarks::input::document::{self, Checked};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::render::network::{
     self, DEFAULT_NETWORK_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION,
 };
 use perfsweep_benchmarks::render::placement::{NODE_NAME_FIELD, SPREAD_LABEL};
 use perfsweep_benchmarks::render::{BenchmarkRef, RenderError, Rendered, render};
-use perfsweep_benchmarks::schema::Node;
-use perfsweep_benchmarks::volcano::{self, PodGroup};
-use perfsweep_benchmarks::yaml;
 use serde_json::{Value, json};
 
 const NAME: &str = "bench";
@@ -1349,7 +1349,9 @@ fn kube_perftest_examples_render() {
             let plan = match expansion.kind.plan(&spec) {
                 Ok(plan) => plan,
                 // Kinds whose plan is not written yet have nothing to render.
-                Err(perfsweep_benchmarks::plan::PlanError::NotImplemented { .. }) => break,
+                Err(perfsweep_benchmarks::execution::plan::PlanError::NotImplemented {
+                    ..
+                }) => break,
                 Err(e) => panic!("{}: {e}", file.display()),
             };
             let benchmark = BenchmarkRef {

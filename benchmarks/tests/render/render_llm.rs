@@ -6,7 +6,7 @@
 use crate::support;
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::render::{BenchmarkRef, render};
 use serde_json::json;
 use support::{kubernetes_validate, to_value};

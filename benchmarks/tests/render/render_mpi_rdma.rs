@@ -7,9 +7,9 @@ use crate::support;
 
 use support::{to_value, volcano_schema};
 
-use perfsweep_benchmarks::agent_env;
-use perfsweep_benchmarks::plan::{Plan, fill};
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::execution::agent_env;
+use perfsweep_benchmarks::execution::plan::{Plan, fill};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::render::{BenchmarkRef, Rendered, launch, render};
 use serde_json::{Value, json};
 

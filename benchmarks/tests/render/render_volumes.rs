@@ -9,8 +9,8 @@ use crate::support;
 use support::{kubernetes_validate, to_value};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
-use perfsweep_benchmarks::plan::{Plan, RoleVolume, VolumeSource};
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::execution::plan::{Plan, RoleVolume, VolumeSource};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::render::{BenchmarkRef, Rendered, render};
 use serde_json::{Value, json};
 

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use perfsweep_benchmarks::document::{self, Checked};
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::formats::yaml;
+use perfsweep_benchmarks::input::document::{self, Checked};
 use serde_json::Value;
 
 fn examples() -> Vec<PathBuf> {

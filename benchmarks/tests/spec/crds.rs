@@ -112,7 +112,7 @@ fn undocumented_fields(schema: &Value, path: &str, out: &mut Vec<String>) {
 fn every_crd_is_structural() {
     for crd in crds::all() {
         let value = serde_json::to_value(&crd).expect("CRD serializes");
-        let violations = perfsweep_benchmarks::structural::check_crd(&value);
+        let violations = perfsweep_benchmarks::api::structural::check_crd(&value);
         assert!(
             violations.is_empty(),
             "{} would be refused by the API server:\n{}",
@@ -133,8 +133,9 @@ fn every_crd_is_structural() {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("a readable CRD file");
-            for document in perfsweep_benchmarks::yaml::documents(&text).expect("CRD YAML") {
-                let violations = perfsweep_benchmarks::structural::check_crd(&document);
+            for document in perfsweep_benchmarks::formats::yaml::documents(&text).expect("CRD YAML")
+            {
+                let violations = perfsweep_benchmarks::api::structural::check_crd(&document);
                 assert!(
                     violations.is_empty(),
                     "{} would be refused by the API server:\n{}",

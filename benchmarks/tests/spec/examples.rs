@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use perfsweep_benchmarks::{document, yaml};
+use perfsweep_benchmarks::formats::yaml;
+use perfsweep_benchmarks::input::document;
 
 #[test]
 fn every_example_validates() {
@@ -36,7 +37,7 @@ fn example_network_attachments_match_the_multus_crd() {
         ))
         .expect("the Multus CRD is in testdata");
     let crd = yaml::documents(&crd_text).expect("valid YAML").remove(0);
-    let schema = perfsweep_benchmarks::schema::Node::compile(
+    let schema = perfsweep_benchmarks::api::schema::Node::compile(
         &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
     )
     .expect("the Multus schema compiles");

@@ -1,8 +1,8 @@
 //! BenchmarkSet expansion: counts, names, merge, and rejection with field paths.
 
-use perfsweep_benchmarks::document::{self, Checked, DocumentError};
+use perfsweep_benchmarks::formats::yaml;
+use perfsweep_benchmarks::input::document::{self, Checked, DocumentError};
 use perfsweep_benchmarks::set::{self, BenchmarkSetSpec, SetError};
-use perfsweep_benchmarks::yaml;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

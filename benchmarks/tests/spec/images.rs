@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use perfsweep_benchmarks::registry::{self, IMAGE_REGISTRY};
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::formats::yaml;
+use perfsweep_benchmarks::kinds::registry::{self, IMAGE_REGISTRY};
 use serde_json::Value;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use perfsweep_benchmarks::schema::Node;
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::api::schema::Node;
+use perfsweep_benchmarks::formats::yaml;
 use serde_json::Value;
 
 /// A file under `testdata/third-party/`.

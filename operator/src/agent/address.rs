@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use perfsweep_benchmarks::agent_env::{self, AddressSource};
+use perfsweep_benchmarks::execution::agent_env::{self, AddressSource};
 
 /// The resolved data-plane address and, for Multus, the interface it is on.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
+use perfsweep_benchmarks::execution::plan::{AGENT_PROGRAM, Command};
 use perfsweep_benchmarks::kinds::mpi::REQUIRE_PROGRAM;
 use perfsweep_benchmarks::kinds::rdma::plan::REQUIRE_RDMA_DEVICE;
-use perfsweep_benchmarks::plan::{AGENT_PROGRAM, Command};
 
 use super::{Failure, Reason};
 

@@ -1,7 +1,7 @@
 //! A `pvc://` output location, written by the benchmark's own pod: the result role's
 //! agent writes its report (outcome, structured result, command, times) and the raw
 //! evidence into the claim the plan mounts (see
-//! `perfsweep_benchmarks::output::export_into_claim`), under
+//! `perfsweep_benchmarks::execution::output::export_into_claim`), under
 //! `<path>/<run>/<name>[-<index>].json` and `<path>/<run>/evidence/<sha256>.txt`.
 //!
 //! A failed write does not change the benchmark's outcome (what was measured stands); it
@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use perfsweep_benchmarks::agent_env;
-use perfsweep_benchmarks::report::AgentReport;
+use perfsweep_benchmarks::execution::agent_env;
+use perfsweep_benchmarks::execution::agent_report::AgentReport;
 
 use super::config::AgentConfig;
 
@@ -74,7 +74,7 @@ pub fn write_if_asked(config: &AgentConfig, report: &AgentReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::report::{Outcome, sha256_hex};
+    use perfsweep_benchmarks::execution::agent_report::{Outcome, sha256_hex};
 
     #[test]
     fn the_report_and_its_evidence_land_under_the_run() {

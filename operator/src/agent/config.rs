@@ -1,10 +1,10 @@
 //! The agent's configuration, read from the environment the backends set
-//! (see `perfsweep_benchmarks::agent_env`).
+//! (see `perfsweep_benchmarks::execution::agent_env`).
 
 use std::path::PathBuf;
 
-use perfsweep_benchmarks::agent_env::{self, AddressSource, PeerEndpoints};
-use perfsweep_benchmarks::plan::{Plan, Role};
+use perfsweep_benchmarks::execution::agent_env::{self, AddressSource, PeerEndpoints};
+use perfsweep_benchmarks::execution::plan::{Plan, Role};
 
 /// Everything an agent needs to play its role.
 #[derive(Clone, Debug)]

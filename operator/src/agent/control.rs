@@ -463,10 +463,10 @@ impl perfsweep_llm::loadgen::hooks::Barrier for LoadgenBarrier {
         worker: u32,
     ) -> perfsweep_llm::loadgen::hooks::BoxFuture<'a, std::io::Result<()>> {
         Box::pin(async move {
-            let token = std::env::var(perfsweep_benchmarks::agent_env::LAUNCH_TOKEN).map_err(|_| {
+            let token = std::env::var(perfsweep_benchmarks::execution::agent_env::LAUNCH_TOKEN).map_err(|_| {
                 std::io::Error::other(format!(
                     "{} is not set: --sync needs the benchmark's token, which the agent passes to its command",
-                    perfsweep_benchmarks::agent_env::LAUNCH_TOKEN
+                    perfsweep_benchmarks::execution::agent_env::LAUNCH_TOKEN
                 ))
             })?;
             barrier(endpoint, token.as_bytes(), name, worker).await

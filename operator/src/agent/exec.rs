@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use perfsweep_benchmarks::agent_env;
+use perfsweep_benchmarks::execution::agent_env;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -347,12 +347,12 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
 /// [`agent_env::RSH_PEERS`] from each peer's data address to its control endpoint.
 pub fn command_env(
     config: &super::AgentConfig,
-    peers: &perfsweep_benchmarks::plan::PeerAddresses,
+    peers: &perfsweep_benchmarks::execution::plan::PeerAddresses,
 ) -> Result<BTreeMap<String, String>, super::Failure> {
     use super::{Failure, Reason};
     let mut env = BTreeMap::new();
     for (name, value) in &config.role().env {
-        let value = perfsweep_benchmarks::plan::fill(value, peers)
+        let value = perfsweep_benchmarks::execution::plan::fill(value, peers)
             .map_err(|e| Failure::plain(Reason::PlanInvalid, format!("env {name}: {e}")))?;
         env.insert(name.clone(), value);
     }

@@ -5,8 +5,9 @@
 //! An agent: serves its control endpoint; resolves its data address; learns its peers'
 //! addresses and waits for the roles it depends on; writes the role's files and runs its
 //! setup; runs the measured command with its output streamed and captured; and ends with
-//! one report line (see `perfsweep_benchmarks::report`). The result process parses the
-//! output with the kind's parser, then tells the serving roles to stop.
+//! one report line (see `perfsweep_benchmarks::execution::agent_report`). The result
+//! process parses the output with the kind's parser, then tells the serving roles to
+//! stop.
 
 pub mod address;
 pub mod auth;
@@ -27,10 +28,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::parse_error::{ParseError, strip_terminal_codes};
-use perfsweep_benchmarks::plan::{self, Lifetime, PeerAddresses, Readiness};
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{self, AgentReport, Outcome};
+use perfsweep_benchmarks::execution::agent_report::{self, AgentReport, Outcome};
+use perfsweep_benchmarks::execution::parse_error::{ParseError, strip_terminal_codes};
+use perfsweep_benchmarks::execution::plan::{self, Lifetime, PeerAddresses, Readiness};
+use perfsweep_benchmarks::kinds::registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
@@ -74,7 +75,7 @@ pub async fn run(config: AgentConfig) -> ExitCode {
                 Reason::LaunchTokenMissing,
                 format!(
                     "{} is not set: the agents of a benchmark authenticate each other with its token (on Kubernetes from the benchmark's Secret)",
-                    perfsweep_benchmarks::agent_env::LAUNCH_TOKEN
+                    perfsweep_benchmarks::execution::agent_env::LAUNCH_TOKEN
                 ),
             ),
         );
@@ -83,7 +84,9 @@ pub async fn run(config: AgentConfig) -> ExitCode {
     };
     let control = Control::new(token.0);
     let bind_host = match &config.address {
-        perfsweep_benchmarks::agent_env::AddressSource::Literal(address) => address.clone(),
+        perfsweep_benchmarks::execution::agent_env::AddressSource::Literal(address) => {
+            address.clone()
+        }
         _ => "0.0.0.0".to_owned(),
     };
     let report = match TcpListener::bind((bind_host.as_str(), config.control_port)).await {
@@ -541,7 +544,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
         host: config.host.clone(),
         raw_output_sha256: evidence
             .as_ref()
-            .map(|raw| report::sha256_hex(raw.as_bytes())),
+            .map(|raw| agent_report::sha256_hex(raw.as_bytes())),
         raw_output: evidence,
         tool_version: None,
     }
@@ -607,7 +610,9 @@ mod plain_text_tests {
             index: 0,
             peers: std::collections::BTreeMap::default(),
             control_port: 0,
-            address: perfsweep_benchmarks::agent_env::AddressSource::Literal("127.0.0.1".into()),
+            address: perfsweep_benchmarks::execution::agent_env::AddressSource::Literal(
+                "127.0.0.1".into(),
+            ),
             workdir: std::env::temp_dir(),
             mtu: None,
             host: None,

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 
-use perfsweep_benchmarks::plan::Command;
+use perfsweep_benchmarks::execution::plan::Command;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout};
 
@@ -20,7 +20,7 @@ pub fn spawn(
 ) -> Result<Child, Failure> {
     // `perfsweep …` steps run as this very binary, wherever it is.
     let program = match std::env::current_exe() {
-        Ok(exe) if command.program == perfsweep_benchmarks::plan::AGENT_PROGRAM => exe,
+        Ok(exe) if command.program == perfsweep_benchmarks::execution::plan::AGENT_PROGRAM => exe,
         _ => std::path::PathBuf::from(&command.program),
     };
     let mut process = tokio::process::Command::new(program);

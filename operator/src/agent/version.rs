@@ -1,10 +1,11 @@
-//! Asks the measured tool for its version (see `perfsweep_benchmarks::tool_version`).
+//! Asks the measured tool for its version (see
+//! `perfsweep_benchmarks::execution::tool_version`).
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use perfsweep_benchmarks::plan::AGENT_PROGRAM;
-use perfsweep_benchmarks::tool_version::{self, ToolVersion};
+use perfsweep_benchmarks::execution::plan::AGENT_PROGRAM;
+use perfsweep_benchmarks::execution::tool_version::{self, ToolVersion};
 
 /// A tool that takes longer than this to print its version is not asked again; the
 /// record just lacks the line (the benchmark itself must not wait on it).

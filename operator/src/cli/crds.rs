@@ -10,7 +10,10 @@ pub fn run(output_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let all = crds::all();
     match output_dir {
         None => {
-            print!("{}", perfsweep_benchmarks::yaml::to_multi_document(&all)?);
+            print!(
+                "{}",
+                perfsweep_benchmarks::formats::yaml::to_multi_document(&all)?
+            );
         }
         Some(dir) => {
             std::fs::create_dir_all(dir)

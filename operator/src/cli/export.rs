@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::export::{self, Retry};
-use perfsweep_benchmarks::output::{self, OutputLocation};
+use perfsweep_benchmarks::execution::output::{self, OutputLocation};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {

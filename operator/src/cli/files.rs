@@ -32,7 +32,7 @@ pub fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(usize, Vec<Input>)>> {
         .iter()
         .map(|file| {
             let text = read(file)?;
-            let documents = perfsweep_benchmarks::yaml::documents(&text)
+            let documents = perfsweep_benchmarks::formats::yaml::documents(&text)
                 .with_context(|| format!("{}: not valid YAML", file.display()))?;
             let count = documents.len();
             // An empty file is a mistake (the wrong file, a failed redirect), not a
@@ -69,7 +69,10 @@ fn read(file: &Path) -> anyhow::Result<String> {
 
 /// Prints on stderr what was converted in a document (kube-perftest's group, an OME
 /// BenchmarkJob, inline credentials moved into a Secret).
-pub fn tell_conversions(location: &str, document: &perfsweep_benchmarks::document::Document) {
+pub fn tell_conversions(
+    location: &str,
+    document: &perfsweep_benchmarks::input::document::Document,
+) {
     for message in document.conversion_messages() {
         match message.split_once(": ") {
             Some((level, text)) => eprintln!("{level}: {location}: {text}"),

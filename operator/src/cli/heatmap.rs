@@ -3,8 +3,8 @@
 use std::path::{Component, Path};
 
 use anyhow::Context;
-use perfsweep_benchmarks::fleet::OutlierRule;
-use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::judging::fleet::OutlierRule;
+use perfsweep_benchmarks::results::record::ResultRecord;
 use perfsweep_benchmarks::results::{fleet, heatmap, plot::Scene};
 
 /// The heatmap of the first node-pair sweep in `records` (the others are named).

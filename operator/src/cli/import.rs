@@ -7,8 +7,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use perfsweep_benchmarks::record::{self, Environment, Evidence, RecordOutcome, ResultRecord};
-use perfsweep_benchmarks::{labels, registry, report};
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::execution::agent_report;
+use perfsweep_benchmarks::kinds::registry;
+use perfsweep_benchmarks::results::record::{
+    self, Environment, Evidence, RecordOutcome, ResultRecord,
+};
 use serde_json::{Map, Value};
 
 use crate::{output_dir, records};
@@ -112,7 +116,7 @@ fn is_object_name(name: &str) -> bool {
 fn benchmark_object(path: &Path) -> anyhow::Result<(&'static registry::KindInfo, Value)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let documents = perfsweep_benchmarks::yaml::documents(&text)
+    let documents = perfsweep_benchmarks::formats::yaml::documents(&text)
         .with_context(|| format!("{}: not valid YAML", path.display()))?;
     documents
         .into_iter()
@@ -126,7 +130,7 @@ fn benchmark_object(path: &Path) -> anyhow::Result<(&'static registry::KindInfo,
 /// What the logs say, judged as the operator judges a result pod's log.
 struct Judged {
     outcome: RecordOutcome,
-    report: Option<report::AgentReport>,
+    report: Option<agent_report::AgentReport>,
 }
 
 fn judge(kind: &registry::KindInfo, logs: &[String], paths: &[PathBuf]) -> Judged {
@@ -138,7 +142,7 @@ fn judge(kind: &registry::KindInfo, logs: &[String], paths: &[PathBuf]) -> Judge
         return failed(Failure::new(Reason::ResultUnparseable, "no log was given"));
     };
     // The role is the first log's; every replica must be of the same role, in order.
-    let role = match report::find(first) {
+    let role = match agent_report::find(first) {
         Ok(found) => found.role,
         Err(e) => {
             let message = format!("{}: {e}", paths[0].display());
@@ -222,7 +226,7 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+    use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 
     const IPERF_OUTPUT: &str = include_str!("../../../benchmarks/testdata/iperf/tcp-1stream.json");
 

@@ -183,8 +183,8 @@ pub fn loadgen_hooks() -> perfsweep_llm::loadgen::Hooks {
 
 /// A built-in check of the agent, run as a command.
 fn builtin_check(check: &str, args: Vec<String>) -> anyhow::Result<ExitCode> {
-    let command = perfsweep_benchmarks::plan::Command {
-        program: perfsweep_benchmarks::plan::AGENT_PROGRAM.into(),
+    let command = perfsweep_benchmarks::execution::plan::Command {
+        program: perfsweep_benchmarks::execution::plan::AGENT_PROGRAM.into(),
         package: "perfsweep".into(),
         args: Vec::new(),
     };

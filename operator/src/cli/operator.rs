@@ -43,7 +43,7 @@ pub struct OperatorArgs {
     pub default_image_registry: Option<String>,
     /// Scheduler for benchmarks that set none: volcano or default.
     #[arg(long, env = "PERFSWEEP_DEFAULT_SCHEDULER", value_parser = parse_scheduler)]
-    pub default_scheduler: Option<perfsweep_benchmarks::common::Scheduler>,
+    pub default_scheduler: Option<perfsweep_benchmarks::kinds::common::Scheduler>,
     /// Volcano queue for benchmarks that set none.
     #[arg(long, env = "PERFSWEEP_DEFAULT_QUEUE")]
     pub default_queue: Option<String>,
@@ -64,10 +64,10 @@ pub struct OperatorArgs {
     pub max_children_per_set: u32,
 }
 
-fn parse_scheduler(text: &str) -> Result<perfsweep_benchmarks::common::Scheduler, String> {
+fn parse_scheduler(text: &str) -> Result<perfsweep_benchmarks::kinds::common::Scheduler, String> {
     match text {
-        "volcano" => Ok(perfsweep_benchmarks::common::Scheduler::Volcano),
-        "default" => Ok(perfsweep_benchmarks::common::Scheduler::Default),
+        "volcano" => Ok(perfsweep_benchmarks::kinds::common::Scheduler::Volcano),
+        "default" => Ok(perfsweep_benchmarks::kinds::common::Scheduler::Default),
         other => Err(format!(
             "unknown scheduler {other:?}: use volcano or default"
         )),
@@ -84,7 +84,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
         health_addr: args.health_addr,
         debounce: Duration::from_millis(args.debounce_ms),
         instance: Some(identity.clone()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults {
+        defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults {
             image_registry: args
                 .default_image_registry
                 .clone()

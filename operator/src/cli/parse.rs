@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::kinds::registry;
 use serde_json::json;
 
 pub fn run(kind: &str, file: &Path) -> anyhow::Result<ExitCode> {

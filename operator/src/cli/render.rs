@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use perfsweep_benchmarks::document::{self, Checked};
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::input::document::{self, Checked};
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 use perfsweep_benchmarks::render::{self, BenchmarkRef};
 use perfsweep_benchmarks::set::expand::SetRef;
 use serde_json::Value;
@@ -96,7 +96,7 @@ pub fn run(
     }
     print!(
         "{}",
-        perfsweep_benchmarks::yaml::to_multi_document(&objects)?
+        perfsweep_benchmarks::formats::yaml::to_multi_document(&objects)?
     );
     Ok(ExitCode::SUCCESS)
 }

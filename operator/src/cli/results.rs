@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
+use perfsweep_benchmarks::judging::stats::Stability;
 use perfsweep_benchmarks::results::compare::{self, Criteria, Direction};
 use perfsweep_benchmarks::results::plot::{self, Axis, PlotSpec};
+use perfsweep_benchmarks::results::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::results::{self, describe_permutation, si};
 use perfsweep_benchmarks::results::{intake, raster};
-use perfsweep_benchmarks::stats::Stability;
 
 #[derive(Debug, clap::Args)]
 pub struct ResultsArgs {
@@ -140,7 +140,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
         max_cv: args.max_cv,
         min_repetitions: args.min_repetitions,
     };
-    let rule = perfsweep_benchmarks::fleet::OutlierRule {
+    let rule = perfsweep_benchmarks::judging::fleet::OutlierRule {
         mads: args.outlier_mads,
         min_deviation: args.outlier_min_deviation,
     };
@@ -339,7 +339,7 @@ fn write_report(
     dir: &Path,
     output: &Path,
     stability: Stability,
-    rule: perfsweep_benchmarks::fleet::OutlierRule,
+    rule: perfsweep_benchmarks::judging::fleet::OutlierRule,
 ) -> anyhow::Result<ExitCode> {
     let records = load(dir)?;
     let cases = results::group(&records, stability);
@@ -363,7 +363,7 @@ fn write_report(
     if !fleet.groups.is_empty() {
         // The full per-node and per-link table, next to the report.
         let table = output.join("fleet.json");
-        let all: Vec<&perfsweep_benchmarks::fleet::FleetVerdict> =
+        let all: Vec<&perfsweep_benchmarks::judging::fleet::FleetVerdict> =
             fleet.groups.iter().map(|g| &g.verdict).collect();
         std::fs::write(&table, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("cannot write {}", table.display()))?;
@@ -665,7 +665,7 @@ fn compare_table(comparison: &compare::Comparison) -> String {
         .to_vec(),
     ];
     for c in &comparison.changes {
-        let side = |s: &perfsweep_benchmarks::stats::Summary| match s.ci95_half_width() {
+        let side = |s: &perfsweep_benchmarks::judging::stats::Summary| match s.ci95_half_width() {
             Some(h) => format!("{} ±{} (n={})", si(s.mean), si(h), s.count),
             None => format!("{} (n={})", si(s.mean), s.count),
         };

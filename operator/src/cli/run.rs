@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use perfsweep_benchmarks::document::{self, Checked};
-use perfsweep_benchmarks::record::{self, BenchmarkIdentity, RecordOutcome, ResultRecord};
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::input::document::{self, Checked};
+use perfsweep_benchmarks::kinds::registry::KindInfo;
+use perfsweep_benchmarks::results::record::{self, BenchmarkIdentity, RecordOutcome, ResultRecord};
 use serde_json::{Map, Value, json};
 
 use super::files;
@@ -363,7 +363,7 @@ async fn run_jobs(
             eprintln!("{line}");
         }
         if set.acceptance().is_some_and(|(_, reason, _)| {
-            reason == perfsweep_benchmarks::acceptance::FLEET_OUTLIERS
+            reason == perfsweep_benchmarks::judging::acceptance::FLEET_OUTLIERS
         }) {
             tally.fleets_not_accepted += 1;
         }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use perfsweep_benchmarks::document::{self, Checked};
+use perfsweep_benchmarks::input::document::{self, Checked};
 
 use super::files;
 

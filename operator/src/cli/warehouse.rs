@@ -398,7 +398,7 @@ async fn pull_telemetry(
             lines.push_str(&serde_json::to_string(slice).context("a telemetry slice")?);
             lines.push('\n');
         }
-        let name = perfsweep_benchmarks::digest::sha256_hex(&serde_json::json!([
+        let name = perfsweep_benchmarks::formats::digest::sha256_hex(&serde_json::json!([
             window.run_id,
             window.benchmark.kind,
             window.benchmark.name,

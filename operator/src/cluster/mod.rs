@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
-use perfsweep_benchmarks::document::Checked;
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::api::status::Phase;
+use perfsweep_benchmarks::input::document::Checked;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
+use perfsweep_benchmarks::results::record::{RecordOutcome, ResultRecord};
 use perfsweep_benchmarks::set::BenchmarkSet;
-use perfsweep_benchmarks::status::Phase;
 use serde_json::{Map, Value, json};
 
 use crate::controller::benchmarkset::api_resource;
@@ -412,8 +412,8 @@ async fn fleet_of_set(client: &Client, namespace: &str, name: &str, tally: &mut 
         println!("\n{name}: {}", fleet.headline());
     }
     let fleet_rejected = status.conditions.iter().any(|c| {
-        c.type_ == perfsweep_benchmarks::acceptance::CONDITION
-            && c.reason == perfsweep_benchmarks::acceptance::FLEET_OUTLIERS
+        c.type_ == perfsweep_benchmarks::judging::acceptance::CONDITION
+            && c.reason == perfsweep_benchmarks::judging::acceptance::FLEET_OUTLIERS
     });
     if fleet_rejected {
         tally.fleets_not_accepted += 1;
@@ -502,7 +502,8 @@ mod tests {
 
     #[test]
     fn a_failure_is_printed_with_its_reason_and_message() {
-        let kind = perfsweep_benchmarks::registry::lookup("MPIPingPong").expect("registered");
+        let kind =
+            perfsweep_benchmarks::kinds::registry::lookup("MPIPingPong").expect("registered");
         let object = json!({
             "metadata": {"name": "pp", "namespace": "ns"},
             "spec": {},

@@ -21,8 +21,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::volcano::PodGroup;
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::api::volcano::PodGroup;
 use serde::de::DeserializeOwned;
 
 use super::scoped_api;

@@ -284,8 +284,8 @@ impl Elector {
                 namespace: Some(self.config.lease_namespace.clone()),
                 labels: Some(
                     [(
-                        perfsweep_benchmarks::labels::MANAGED_BY.to_owned(),
-                        perfsweep_benchmarks::labels::MANAGER.to_owned(),
+                        perfsweep_benchmarks::api::labels::MANAGED_BY.to_owned(),
+                        perfsweep_benchmarks::api::labels::MANAGER.to_owned(),
                     )]
                     .into(),
                 ),

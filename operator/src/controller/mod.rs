@@ -109,7 +109,7 @@ pub struct Settings {
     /// Name of this replica, for events.
     pub instance: Option<String>,
     /// Defaults for benchmarks that leave image, scheduler or queue unset.
-    pub defaults: perfsweep_benchmarks::common::ClusterDefaults,
+    pub defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults,
     /// Attempts and backoff of exports to a benchmark's `outputLocation`, and where it
     /// may go.
     pub export: benchmark::export::ExportPolicy,

@@ -153,7 +153,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::status::{BenchmarkStatus, Phase, condition, set_condition};
+    use perfsweep_benchmarks::api::status::{BenchmarkStatus, Phase, condition, set_condition};
     use serde_json::Value;
 
     #[test]

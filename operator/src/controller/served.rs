@@ -30,7 +30,7 @@ use futures::Stream;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use perfsweep_benchmarks::crds::{SCHEMA_DIGEST_ANNOTATION, schema_digest};
-use perfsweep_benchmarks::registry::{self, KindInfo};
+use perfsweep_benchmarks::kinds::registry::{self, KindInfo};
 use tokio::sync::watch;
 
 /// The condition on a BenchmarkSet whose children's kind the API server does not serve.

@@ -9,7 +9,7 @@ use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use perfsweep_benchmarks::record::{RecordOutcome, ResultRecord};
+use perfsweep_benchmarks::results::record::{RecordOutcome, ResultRecord};
 
 /// Every record as one line of compact JSON.
 pub fn json_lines(records: &[ResultRecord]) -> anyhow::Result<Vec<u8>> {
@@ -46,7 +46,7 @@ message perfsweep_result {
 /// One Parquet row.
 struct Row<'a> {
     record: &'a ResultRecord,
-    metric: Option<perfsweep_benchmarks::metrics::Metric>,
+    metric: Option<perfsweep_benchmarks::judging::metrics::Metric>,
 }
 
 /// The records as a Parquet file (uncompressed: the crate is built without codecs to
@@ -206,15 +206,15 @@ mod tests {
                 summary: "1 Gbit/s".into(),
                 result: serde_json::json!({}),
                 metrics: vec![
-                    perfsweep_benchmarks::metrics::Metric {
+                    perfsweep_benchmarks::judging::metrics::Metric {
                         name: "received_bits_per_second".into(),
                         value: 1e9,
-                        better: perfsweep_benchmarks::metrics::Better::Higher,
+                        better: perfsweep_benchmarks::judging::metrics::Better::Higher,
                     },
-                    perfsweep_benchmarks::metrics::Metric {
+                    perfsweep_benchmarks::judging::metrics::Metric {
                         name: "retransmits".into(),
                         value: 3.0,
-                        better: perfsweep_benchmarks::metrics::Better::Lower,
+                        better: perfsweep_benchmarks::judging::metrics::Better::Lower,
                     },
                 ],
             },

@@ -42,8 +42,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use perfsweep_benchmarks::record::{Evidence, ResultRecord};
-use perfsweep_benchmarks::report::sha256_hex;
+use perfsweep_benchmarks::execution::agent_report::sha256_hex;
+use perfsweep_benchmarks::results::record::{Evidence, ResultRecord};
 
 pub use store::Store;
 
@@ -115,7 +115,7 @@ impl std::fmt::Display for BucketLocation {
 }
 
 /// Parameters an export destination accepts.
-pub use perfsweep_benchmarks::output::PARAMETERS;
+pub use perfsweep_benchmarks::execution::output::PARAMETERS;
 
 /// Parses `uri` with its `parameters` (pure: no environment, no I/O).
 pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result<Destination> {
@@ -404,7 +404,7 @@ pub fn aws_profile_keys(file: &str, profile: &str) -> Option<(String, String, Op
 /// The names credentials are looked up by, per service: the environment variables each
 /// cloud's own tools read, and the keys of an operator Secret (required ones first).
 pub fn credential_names(service: Service) -> Vec<&'static str> {
-    perfsweep_benchmarks::output::credential_names(service.scheme())
+    perfsweep_benchmarks::execution::output::credential_names(service.scheme())
         .map(|(required, optional)| required.iter().chain(optional).copied().collect())
         .unwrap_or_default()
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use perfsweep_benchmarks::record::ResultRecord;
+use perfsweep_benchmarks::results::record::ResultRecord;
 
 use super::{Destination, Retry, Store};
 

@@ -14,11 +14,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::agent_env::{self, AddressSource, EnvValue};
+use perfsweep_benchmarks::execution::agent_env::{self, AddressSource, EnvValue};
+use perfsweep_benchmarks::execution::agent_report::AgentReport;
+use perfsweep_benchmarks::execution::plan::{Plan, Role, process_name};
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 use perfsweep_benchmarks::outcome::{self, Expected, Failure, ProcessOutput, Reason};
-use perfsweep_benchmarks::plan::{Plan, Role, process_name};
-use perfsweep_benchmarks::registry::KindInfo;
-use perfsweep_benchmarks::report::AgentReport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::process::{Child, Command};
@@ -53,7 +53,7 @@ pub enum LocalOutcome {
         summary: String,
         result: Value,
         /// The acceptance criteria's verdict; `None` without criteria.
-        acceptance: Option<perfsweep_benchmarks::acceptance::Judgement>,
+        acceptance: Option<perfsweep_benchmarks::judging::acceptance::Judgement>,
     },
     Failed(Failure),
 }
@@ -110,7 +110,7 @@ pub async fn run(kind: &KindInfo, name: &str, spec: &Value, options: &LocalOptio
 /// Runs a plan made from a spec (by [`KindInfo::plan`], or changed from one, as smoke
 /// tests that shrink a problem do) on this machine; judged without acceptance criteria.
 pub async fn run_planned(
-    plan: Result<Plan, perfsweep_benchmarks::plan::PlanError>,
+    plan: Result<Plan, perfsweep_benchmarks::execution::plan::PlanError>,
     name: &str,
     options: &LocalOptions,
 ) -> LocalRun {
@@ -119,7 +119,7 @@ pub async fn run_planned(
 
 /// [`run_planned`], the outcome judged against `spec`'s acceptance criteria.
 async fn run_planned_spec(
-    plan: Result<Plan, perfsweep_benchmarks::plan::PlanError>,
+    plan: Result<Plan, perfsweep_benchmarks::execution::plan::PlanError>,
     name: &str,
     spec: &Value,
     options: &LocalOptions,
@@ -164,7 +164,7 @@ pub struct Finished {
 /// the other processes (a peer that failed or hung fails a run the result process
 /// thought a success).
 pub fn judge(finished: &Finished, spec: &Value) -> (LocalOutcome, Option<AgentReport>) {
-    let Some(kind) = perfsweep_benchmarks::registry::lookup(&finished.kind) else {
+    let Some(kind) = perfsweep_benchmarks::kinds::registry::lookup(&finished.kind) else {
         let failure = Failure::new(
             Reason::PlanInvalid,
             format!("unknown benchmark kind {}", finished.kind),
@@ -218,12 +218,13 @@ pub fn judge(finished: &Finished, spec: &Value) -> (LocalOutcome, Option<AgentRe
 /// The plan's built-in checks (`perfsweep require-…` setup steps: an RDMA device, a
 /// program Debian does not package), run before any process starts; the first failure.
 pub fn preflight(plan: &Plan) -> Option<crate::agent::Failure> {
-    let peers = perfsweep_benchmarks::plan::PeerAddresses::new();
+    let peers = perfsweep_benchmarks::execution::plan::PeerAddresses::new();
     plan.roles
         .iter()
         .flat_map(|role| &role.setup)
         .filter_map(|step| {
-            let argv = perfsweep_benchmarks::plan::resolve_args(&step.args, &peers).ok()?;
+            let argv =
+                perfsweep_benchmarks::execution::plan::resolve_args(&step.args, &peers).ok()?;
             crate::agent::builtin::run(step, &argv)
         })
         .find_map(Result::err)
@@ -241,7 +242,7 @@ pub fn missing_tools_in<'a>(plans: impl IntoIterator<Item = &'a Plan>) -> Option
     for role in plans.into_iter().flat_map(|plan| &plan.roles) {
         for command in role.setup.iter().chain(std::iter::once(&role.command)) {
             // The agents run `perfsweep` as themselves.
-            if command.program != perfsweep_benchmarks::plan::AGENT_PROGRAM
+            if command.program != perfsweep_benchmarks::execution::plan::AGENT_PROGRAM
                 && find_on_path(&command.program).is_none()
             {
                 missing.insert(&command.program, &command.package);
@@ -732,7 +733,8 @@ impl AgentProcess {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                if echo && let Some(text) = perfsweep_benchmarks::progress::parse(&line) {
+                if echo && let Some(text) = perfsweep_benchmarks::execution::progress::parse(&line)
+                {
                     // The run's own line ("[1/3] … ...") is still open: start below it.
                     if std::mem::take(&mut first) {
                         eprintln!();

@@ -2,13 +2,13 @@
 //! controller makes them with: whether the next child may start (`failurePolicy`), the
 //! set's phase, and its `Accepted` condition over the children's verdicts.
 
-use perfsweep_benchmarks::fleet::{FleetSummary, OutlierRule};
+use perfsweep_benchmarks::api::status::Phase;
+use perfsweep_benchmarks::judging::fleet::{FleetSummary, OutlierRule};
 use perfsweep_benchmarks::set::acceptance::{
     ChildAcceptance, SetAcceptance, has_criteria, judged_by_fleet,
 };
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{FailurePolicy, expand::Expansion};
-use perfsweep_benchmarks::status::Phase;
 
 use super::LocalOutcome;
 
@@ -166,7 +166,7 @@ impl SetRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::acceptance;
+    use perfsweep_benchmarks::judging::acceptance;
     use perfsweep_benchmarks::outcome::{Failure, Reason};
     use serde_json::json;
 

@@ -7,10 +7,10 @@ use std::io::{BufRead, BufReader, Read, Write as _};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use perfsweep_benchmarks::agent_env;
-use perfsweep_benchmarks::plan::Arg;
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{self, Outcome};
+use perfsweep_benchmarks::execution::agent_env;
+use perfsweep_benchmarks::execution::agent_report::{self, Outcome};
+use perfsweep_benchmarks::execution::plan::Arg;
+use perfsweep_benchmarks::kinds::registry;
 use serde_json::json;
 
 /// The children of process `pid` (every thread's), from `/proc`.
@@ -200,7 +200,7 @@ fn sigterm_ends_the_agent(pid_1: bool) {
         .expect("piped stdout")
         .read_to_string(&mut stdout)
         .expect("the agent's output");
-    let report = report::find(&stdout).expect("the agent printed its report");
+    let report = agent_report::find(&stdout).expect("the agent printed its report");
     match &report.outcome {
         Outcome::Failed { reason, message } => {
             assert_eq!(reason, "Interrupted", "{message}");

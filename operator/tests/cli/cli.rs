@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::formats::yaml;
 use serde_json::Value;
 
 fn perfsweep(args: &[&str]) -> Output {
@@ -189,7 +189,7 @@ fn render_objects_gives_valid_podgroups_for_every_child() {
     )
     .expect("Volcano CRD");
     let crd = yaml::documents(&crd).expect("YAML").remove(0);
-    let schema = perfsweep_benchmarks::schema::Node::compile(
+    let schema = perfsweep_benchmarks::api::schema::Node::compile(
         &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
     )
     .expect("schema compiles");

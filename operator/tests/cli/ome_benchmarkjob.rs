@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::formats::yaml;
 use serde_json::{Value, json};
 
 const OCI_EXAMPLE: &str = "examples/ome/benchmarkjob-oci.yaml";

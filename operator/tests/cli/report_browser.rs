@@ -28,7 +28,7 @@ fn write_records(dir: &Path) {
                 rate *= 0.6;
             }
             let record = json!({
-                "schemaVersion": perfsweep_benchmarks::record::SCHEMA_VERSION,
+                "schemaVersion": perfsweep_benchmarks::results::record::SCHEMA_VERSION,
                 "runId": "20261125T120000Z-abcdef",
                 "benchmark": {"kind": "IPerf", "name": name, "set": "fleet",
                     "benchmarkCaseId": format!("case{i}{j}"), "repetition": 0,

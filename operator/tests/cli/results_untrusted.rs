@@ -10,18 +10,18 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use local_support::{perfsweep, scratch};
-use perfsweep_benchmarks::record::{
+use perfsweep_benchmarks::kinds::registry;
+use perfsweep_benchmarks::results::record::{
     BenchmarkIdentity, Environment, Evidence, RecordOutcome, ResultRecord, SCHEMA_VERSION,
 };
-use perfsweep_benchmarks::registry;
 use serde_json::json;
 
 /// Writes the record of repetition `repetition` of an iperf case with `streams` and its
 /// evidence into `dir`; returns the record's path.
 fn write_record(dir: &Path, run: &str, streams: u32, repetition: u32, bits: f64) -> PathBuf {
     let raw = format!("iperf3 output of run {run}, {streams} streams, repetition {repetition}\n");
-    let sha = perfsweep_benchmarks::report::sha256_hex(raw.as_bytes());
-    let evidence_path = perfsweep_benchmarks::record::evidence_path(&sha);
+    let sha = perfsweep_benchmarks::execution::agent_report::sha256_hex(raw.as_bytes());
+    let evidence_path = perfsweep_benchmarks::results::record::evidence_path(&sha);
     std::fs::create_dir_all(dir.join("evidence")).expect("evidence directory");
     std::fs::write(dir.join(&evidence_path), &raw).expect("evidence written");
     let result = json!({"protocol": "TCP", "reverse": false, "bidirectional": false,

@@ -6,8 +6,8 @@ use crate::support;
 
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_benchmarks::kinds::iperf::IPerf;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod};
@@ -250,7 +250,7 @@ async fn runs_an_iperf_to_a_result_and_cleans_up() {
         .get(&Gvr::CONFIGMAPS, Some(NS), "happy-evidence")
         .expect("the evidence ConfigMap exists");
     assert_eq!(evidence["metadata"]["ownerReferences"][0]["name"], "happy");
-    let kept: perfsweep_benchmarks::report::AgentReport = serde_json::from_str(
+    let kept: perfsweep_benchmarks::execution::agent_report::AgentReport = serde_json::from_str(
         evidence["data"]["report.json"]
             .as_str()
             .expect("the report is kept"),

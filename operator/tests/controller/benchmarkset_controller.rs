@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::set::BenchmarkSet;
 use perfsweep_testkit::{ApiDouble, RequestMatcher};
 use serde_json::{Value, json};
@@ -527,7 +527,7 @@ async fn kube_perftest_set_runs_through_the_operator() {
     ))
     .expect("reading the kube-perftest example");
     let mut object: Value =
-        perfsweep_benchmarks::yaml::from_str(&text).expect("the example is YAML");
+        perfsweep_benchmarks::formats::yaml::from_str(&text).expect("the example is YAML");
     assert_eq!(object["apiVersion"], "perftest.stackhpc.com/v1alpha1");
     // The set itself must be ours; its template keeps kube-perftest's group.
     object["apiVersion"] = json!("perfsweep.io/v1alpha1");

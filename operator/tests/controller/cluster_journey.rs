@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::{Operator, WAIT, double_with_crds, wait_until};

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{self, AGENT, Fixture, finish_pod, run_pod};
@@ -304,7 +304,7 @@ async fn a_pytorch_benchmark_runs_to_its_result() {
         .and_then(|e| e["value"].as_str())
         .expect("the plan reaches the agent")
         .to_owned();
-    let plan: perfsweep_benchmarks::plan::Plan =
+    let plan: perfsweep_benchmarks::execution::plan::Plan =
         serde_json::from_str(&plan_env).expect("the plan parses");
     let args = format!("{:?}", plan.roles[0].command.args);
     assert!(

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{AGENT, patch_pod_status, pod_status};

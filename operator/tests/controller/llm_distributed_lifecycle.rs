@@ -9,14 +9,14 @@ use crate::support;
 use hdrhistogram::Histogram;
 use kube::Api;
 use kube::api::PostParams;
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_benchmarks::kinds::llm::LLMInference;
 use perfsweep_benchmarks::kinds::llm::distribute::summarize;
 use perfsweep_benchmarks::kinds::llm::histogram;
 use perfsweep_benchmarks::kinds::llm::result::{
     ClientLoad, FORMAT, LLMInferenceResult, RawHistograms, RawIteration,
 };
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{AGENT, now, patch_pod_status, pod_status};

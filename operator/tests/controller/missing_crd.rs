@@ -11,7 +11,7 @@ use crate::support;
 use std::time::Duration;
 
 use perfsweep::controller::Settings;
-use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::api::labels;
 use serde_json::{Value, json};
 use support::*;
 
@@ -145,7 +145,7 @@ async fn an_outdated_crd_is_reported_and_its_kind_still_runs() {
     let double = double_with_crds().await;
     let crds = perfsweep_testkit::Gvr::CUSTOM_RESOURCE_DEFINITIONS;
     let current = perfsweep_benchmarks::crds::schema_digest(
-        &perfsweep_benchmarks::registry::lookup("IPerf")
+        &perfsweep_benchmarks::kinds::registry::lookup("IPerf")
             .expect("IPerf is a kind")
             .crd,
     );

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 use support::kubelet::{self, AGENT, Fixture, now, patch_pod_status, pod_status, run_pod};

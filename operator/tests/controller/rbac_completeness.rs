@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use perfsweep::controller::Settings;
 use perfsweep::controller::leader::{LeaderElection, run_with_leader_election};
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
 use serde_json::{Value, json};
 use support::kubelet::{self, AGENT};

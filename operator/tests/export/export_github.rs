@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
-use perfsweep_benchmarks::report::sha256_hex;
+use perfsweep_benchmarks::execution::agent_report::sha256_hex;
 
 const TOKEN: &str = "ghp_never-printed-0123456789";
 const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n";

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use perfsweep::export::Store;
-use perfsweep_benchmarks::report::sha256_hex;
+use perfsweep_benchmarks::execution::agent_report::sha256_hex;
 
 const SECRET: &str = "s3cr3t-never-printed-0123456789";
 const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n[  5] 0.00-1.00 sec 1.1 GBytes\n";

@@ -9,7 +9,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
-use perfsweep_benchmarks::yaml;
+use perfsweep_benchmarks::formats::yaml;
 use perfsweep_llm::sim::{SimArgs, Simulator};
 use serde_json::Value;
 

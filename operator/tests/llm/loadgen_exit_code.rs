@@ -59,7 +59,7 @@ fn assert_not_started(output: &Output, document: &Value, why: &str) {
     // with its reason.
     let parsed = perfsweep_benchmarks::kinds::llm::plan::parse(&document.to_string());
     assert!(
-        matches!(&parsed, Err(perfsweep_benchmarks::parse_error::ParseError::ToolReportedError(m)) if m == message),
+        matches!(&parsed, Err(perfsweep_benchmarks::execution::parse_error::ParseError::ToolReportedError(m)) if m == message),
         "{parsed:?}"
     );
     for misleading in [

@@ -75,7 +75,7 @@ fn a_local_fio_sweep_reports_what_fio_measured_on_two_workers() {
         let evidence_path = out.join(record["evidence"]["path"].as_str().expect("evidence path"));
         let raw = std::fs::read_to_string(&evidence_path).expect("evidence file");
         assert_eq!(
-            perfsweep_benchmarks::report::sha256_hex(raw.as_bytes()),
+            perfsweep_benchmarks::execution::agent_report::sha256_hex(raw.as_bytes()),
             record["evidence"]["sha256"].as_str().expect("digest"),
         );
         let start = raw.find('{').expect("JSON in fio's output");

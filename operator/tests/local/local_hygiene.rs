@@ -201,7 +201,7 @@ fn signalled_mid_run(dir: &Path, sweep: &str, signal: libc::c_int, name: &str, t
     let evidence = out.join(kept[0]["evidence"]["path"].as_str().expect("evidence path"));
     let raw = std::fs::read(&evidence).expect("evidence kept");
     assert_eq!(
-        perfsweep_benchmarks::report::sha256_hex(&raw),
+        perfsweep_benchmarks::execution::agent_report::sha256_hex(&raw),
         kept[0]["evidence"]["sha256"].as_str().expect("digest")
     );
 }

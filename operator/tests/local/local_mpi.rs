@@ -8,8 +8,8 @@ use std::time::Instant;
 use perfsweep::local::{self, LocalOptions, LocalOutcome};
 use perfsweep_benchmarks::kinds::openfoam::OpenFOAMSpec;
 use perfsweep_benchmarks::kinds::openfoam::plan::{Mesh, plan_with_mesh};
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_benchmarks::outcome::Failure;
-use perfsweep_benchmarks::registry;
 use serde_json::{Value, json};
 
 fn on_path(program: &str) -> bool {

@@ -3,9 +3,9 @@
 //! processes' output (what `local::run` calls) must agree on the phase, the reason and
 //! the result of every case.
 
+use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_benchmarks::kinds::iperf::parse::IPerfResult;
-use perfsweep_benchmarks::registry::{self, KindInfo};
-use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+use perfsweep_benchmarks::kinds::registry::{self, KindInfo};
 use serde_json::{Value, json};
 
 use perfsweep::controller::benchmark::outcome as controller;

@@ -4,7 +4,7 @@
 //! `benchmarks/testdata`), and waits for the controller's verdict. One copy for every
 //! controller test, so that what "a pod ran" means cannot drift between them.
 
-use perfsweep_benchmarks::registry;
+use perfsweep_benchmarks::kinds::registry;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
 

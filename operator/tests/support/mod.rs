@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use kube::Api;
 use kube::api::PostParams;
 use perfsweep::controller::Settings;
-use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::api::labels;
 use perfsweep_benchmarks::set::BenchmarkSet;
 use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
 use serde_json::{Value, json};
@@ -128,7 +128,7 @@ fn render_chart_now() -> Option<Vec<Value>> {
         _ => panic!("rendering the chart failed ({}): {stderr}", output.status),
     }
     let text = String::from_utf8(output.stdout).expect("the rendered chart is UTF-8");
-    Some(perfsweep_benchmarks::yaml::documents(&text).expect("the rendered chart is YAML"))
+    Some(perfsweep_benchmarks::formats::yaml::documents(&text).expect("the rendered chart is YAML"))
 }
 
 /// The rules of the chart's Roles and ClusterRoles, for its service account.
@@ -154,7 +154,7 @@ pub fn settings(instance: &str, port: u16) -> Settings {
         health_addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         debounce: Duration::from_millis(50),
         instance: Some(instance.to_owned()),
-        defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+        defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
         max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
         crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,

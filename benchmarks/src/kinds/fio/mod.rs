@@ -9,9 +9,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
+use crate::api::status::BenchmarkStatus;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 /// fio's `rw` option. kube-perftest spelled the sequential mixed mode `"rw,readwrite"`;
 /// that value is accepted and means `rw`.
@@ -243,13 +243,13 @@ fn default_percentiles() -> Vec<f64> {
 /// Status of a Fio benchmark.
 pub type FioStatus = BenchmarkStatus<parse::FioResult>;
 
-impl crate::kind::BenchmarkKind for Fio {
+impl crate::kinds::kind::BenchmarkKind for Fio {
     type Spec = FioSpec;
     type Output = parse::FioResult;
     const PARSE_NAME: &'static str = "fio";
     const IMAGE: &'static str = "fio";
 
-    fn parse(raw: &str) -> Result<parse::FioResult, crate::parse_error::ParseError> {
+    fn parse(raw: &str) -> Result<parse::FioResult, crate::execution::parse_error::ParseError> {
         parse::parse(raw)
     }
 
@@ -268,21 +268,21 @@ impl crate::kind::BenchmarkKind for Fio {
         &spec.common
     }
 
-    fn check(spec: &FioSpec) -> Vec<crate::validation::FieldError> {
-        let mut errors: Vec<crate::validation::FieldError> = spec
+    fn check(spec: &FioSpec) -> Vec<crate::api::validation::FieldError> {
+        let mut errors: Vec<crate::api::validation::FieldError> = spec
             .percentiles
             .iter()
             .enumerate()
             .filter(|(_, p)| !(**p > 0.0 && **p < 100.0))
             .map(|(i, p)| {
-                crate::validation::FieldError::new(
+                crate::api::validation::FieldError::new(
                     format!("spec.percentiles[{i}]"),
                     format!("{p} is not a percentile strictly between 0 and 100"),
                 )
             })
             .collect();
         if spec.prefill && spec.job_file.is_some() {
-            errors.push(crate::validation::FieldError::new(
+            errors.push(crate::api::validation::FieldError::new(
                 "spec.prefill",
                 "prefill writes the files of the generated job; with jobFile, add the write pass to the job file (a job with stonewall)",
             ));
@@ -290,7 +290,9 @@ impl crate::kind::BenchmarkKind for Fio {
         errors
     }
 
-    fn plan(spec: &FioSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &FioSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         Ok(plan::plan(spec))
     }
 }

@@ -28,7 +28,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{
+use crate::execution::parse_error::{
     JsonAt, ParseError, ensure_ran_as_asked, extract_json_document, find_marker, finite, fmt,
     line_of_value,
 };
@@ -471,7 +471,7 @@ fn aggregate<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{
+    use crate::execution::parse_error::test_support::{
         approx, assert_round_trips, check_prefixes, corrupt, edits,
     };
     use proptest::prelude::*;
@@ -775,7 +775,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Through the registry, as `perfsweep parse` and the agent call it.
-        let fio = crate::registry::lookup("Fio").expect("registered");
+        let fio = crate::kinds::registry::lookup("Fio").expect("registered");
         assert!(matches!(
             fio.parse(&interrupted),
             Err(ParseError::ToolReportedError(_))

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
 use std::collections::BTreeMap;
 
 use super::FioSpec;
-use crate::plan::{
+use crate::execution::plan::{
     Arg, ClaimScope, Command, Lifetime, Plan, PlanFile, Port, PortProtocol, Readiness, Role,
     RoleVolume, VolumeSource,
 };
@@ -270,7 +270,7 @@ pub fn force_directory(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, fill, resolve_args};
+    use crate::execution::plan::{PeerAddresses, fill, resolve_args};
 
     fn spec(json: serde_json::Value) -> FioSpec {
         serde_json::from_value(json).expect("valid spec")

@@ -6,11 +6,11 @@ pub mod plan;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::parse_error::ParseError;
-use crate::plan::{Plan, PlanError};
-use crate::status::BenchmarkStatus;
+use crate::api::status::BenchmarkStatus;
+use crate::execution::parse_error::ParseError;
+use crate::execution::plan::{Plan, PlanError};
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 /// Transport protocol for iperf3.
 #[derive(
@@ -112,7 +112,7 @@ fn default_port() -> u16 {
 /// Status of an IPerf benchmark.
 pub type IPerfStatus = BenchmarkStatus<parse::IPerfResult>;
 
-impl crate::kind::BenchmarkKind for IPerf {
+impl crate::kinds::kind::BenchmarkKind for IPerf {
     type Spec = IPerfSpec;
     type Output = parse::IPerfResult;
     const ROLES: &'static [&'static str] = &["server", "client"];

@@ -9,7 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{
+use crate::execution::parse_error::{
     JsonAt, ParseError, ensure_ran_as_asked, extract_json_document, fmt, line_of_value,
 };
 
@@ -353,7 +353,7 @@ fn stream(s: &JsonAt<'_>, bidirectional: bool) -> Result<IPerfStream, ParseError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{approx, check_prefixes, corrupt, edits};
+    use crate::execution::parse_error::test_support::{approx, check_prefixes, corrupt, edits};
     use proptest::prelude::*;
     use serde_json::Value;
 
@@ -584,7 +584,7 @@ mod tests {
         fn corruption_never_panics(which in 0..ALL.len(), e in edits()) {
             let raw = corrupt(ALL[which], &e);
             if let Ok(r) = parse(&raw) {
-                crate::parse_error::test_support::assert_round_trips(&r);
+                crate::execution::parse_error::test_support::assert_round_trips(&r);
                 let _ = r.headline();
             }
         }

@@ -1,7 +1,7 @@
 //! The IPerf plan: an iperf3 server and a client that waits for it.
 
 use super::{IPerfSpec, Protocol};
-use crate::plan::{Arg, Command, Lifetime, Plan, Port, PortProtocol, Readiness, Role};
+use crate::execution::plan::{Arg, Command, Lifetime, Plan, Port, PortProtocol, Readiness, Role};
 use std::collections::BTreeMap;
 
 const PACKAGE: &str = "iperf3";
@@ -114,7 +114,7 @@ fn client_args(spec: &IPerfSpec) -> Vec<Arg> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, resolve_args};
+    use crate::execution::plan::{PeerAddresses, resolve_args};
 
     fn spec(json: serde_json::Value) -> IPerfSpec {
         serde_json::from_value(json).expect("valid spec")
@@ -127,7 +127,10 @@ mod tests {
         assert_eq!(server.ready_when, Readiness::Listening(5201));
         let client = plan.role("client").expect("client role");
         assert_eq!(client.waits_for, vec!["server"]);
-        let own = PeerAddresses::from([(crate::plan::SELF.to_owned(), vec!["10.1.2.4".into()])]);
+        let own = PeerAddresses::from([(
+            crate::execution::plan::SELF.to_owned(),
+            vec!["10.1.2.4".into()],
+        )]);
         let server_args = resolve_args(&server.command.args, &own).expect("resolvable");
         assert!(
             server_args.windows(2).any(|w| w == ["--bind", "10.1.2.4"]),

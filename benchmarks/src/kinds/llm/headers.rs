@@ -5,7 +5,7 @@
 //! A check of perfsweep's own rather than a CEL rule: a regular expression over the keys
 //! of an unbounded map is the kind of rule whose estimated cost an API server refuses.
 
-use crate::validation::FieldError;
+use crate::api::validation::FieldError;
 
 use super::LLMInferenceSpec;
 

@@ -21,9 +21,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::CommonSpec;
-use crate::status::BenchmarkStatus;
-use crate::validation::FieldError;
+use crate::api::status::BenchmarkStatus;
+use crate::api::validation::FieldError;
+use crate::kinds::common::CommonSpec;
 use scenario::TrafficScenario;
 
 /// The API the endpoint speaks.
@@ -568,7 +568,7 @@ pub struct DatasetSpec {
 
 /// Where results are exported (OME's BenchmarkJob shape); every kind has it now, through
 /// the common fields.
-pub use crate::output::OutputLocation;
+pub use crate::execution::output::OutputLocation;
 
 mod headers;
 
@@ -760,7 +760,7 @@ pub struct LLMInferenceSpec {
     /// Settings for the load generator pods only (OME's `podOverride`); the simulator
     /// role keeps the benchmark-wide settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_override: Option<crate::plan::PodOverride>,
+    pub pod_override: Option<crate::execution::plan::PodOverride>,
 }
 
 fn default_workers() -> u32 {
@@ -816,29 +816,31 @@ fn default_scenarios() -> Vec<Scenario> {
 /// Status of an LLMInference benchmark.
 pub type LLMInferenceStatus = BenchmarkStatus<LLMInferenceResult>;
 
-impl crate::kind::BenchmarkKind for LLMInference {
+impl crate::kinds::kind::BenchmarkKind for LLMInference {
     type Spec = LLMInferenceSpec;
     type Output = LLMInferenceResult;
     const PARSE_NAME: &'static str = "llm-inference";
     const IMAGE: &'static str = "perfsweep";
 
-    fn parse(raw: &str) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
+    fn parse(raw: &str) -> Result<LLMInferenceResult, crate::execution::parse_error::ParseError> {
         plan::parse(raw)
     }
 
-    fn plan(spec: &LLMInferenceSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &LLMInferenceSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         plan::plan(spec)
     }
 
     fn merge(
         outputs: Vec<LLMInferenceResult>,
-    ) -> Result<LLMInferenceResult, crate::parse_error::ParseError> {
+    ) -> Result<LLMInferenceResult, crate::execution::parse_error::ParseError> {
         distribute::merge(outputs).map_err(|error| match error {
             perfsweep_llm::report::MergeError::ToolReportedError(m) => {
-                crate::parse_error::ParseError::ToolReportedError(m)
+                crate::execution::parse_error::ParseError::ToolReportedError(m)
             }
             perfsweep_llm::report::MergeError::Unmergeable(m) => {
-                crate::parse_error::ParseError::Unmergeable(m)
+                crate::execution::parse_error::ParseError::Unmergeable(m)
             }
         })
     }
@@ -847,9 +849,9 @@ impl crate::kind::BenchmarkKind for LLMInference {
         output.summary()
     }
 
-    const METRICS: &'static [crate::metrics::MetricDef] = METRICS;
+    const METRICS: &'static [crate::judging::metrics::MetricDef] = METRICS;
 
-    fn metrics(output: &LLMInferenceResult) -> Vec<crate::metrics::Metric> {
+    fn metrics(output: &LLMInferenceResult) -> Vec<crate::judging::metrics::Metric> {
         METRICS[0]
             .maybe(output.output_tokens_per_second)
             .into_iter()
@@ -1029,25 +1031,29 @@ fn check_offered_load(spec: &LLMInferenceSpec) -> Vec<FieldError> {
     errors
 }
 
-const METRICS: &[crate::metrics::MetricDef] = &[
-    crate::metrics::MetricDef::higher(
+const METRICS: &[crate::judging::metrics::MetricDef] = &[
+    crate::judging::metrics::MetricDef::higher(
         "output_tokens_per_second",
         "tokens/s",
         "output tokens per second across all streams",
     )
     .up_to(1e9),
-    crate::metrics::MetricDef::lower("ttft_mean_milliseconds", "ms", "mean time to first token")
-        .up_to(3.6e6),
+    crate::judging::metrics::MetricDef::lower(
+        "ttft_mean_milliseconds",
+        "ms",
+        "mean time to first token",
+    )
+    .up_to(3.6e6),
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kind::BenchmarkKind;
+    use crate::kinds::kind::BenchmarkKind;
     use serde_json::{Value, json};
 
     fn errors(spec: Value) -> Vec<String> {
-        let info = crate::registry::lookup("LLMInference").expect("registered");
+        let info = crate::kinds::registry::lookup("LLMInference").expect("registered");
         let object = json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
             "metadata": {"name": "t", "namespace": "default"}, "spec": spec,

@@ -29,8 +29,8 @@ use super::{
     Api, Arrivals, BuiltinTokenizer, DatasetFormat, InferenceServiceGroup, KeyRef,
     LLMInferenceSpec, PvcFile, SaturationLoad, SimulatorSpec, Task,
 };
-use crate::parse_error::ParseError;
-use crate::plan::{
+use crate::execution::parse_error::ParseError;
+use crate::execution::plan::{
     Arg, Command, Lifetime, Plan, PlanError, Port, PortProtocol, Readiness, Role, RoleVolume,
     SecretEnv, VolumeSource,
 };
@@ -235,7 +235,7 @@ fn dataset_credentials(spec: &LLMInferenceSpec) -> Vec<SecretEnv> {
         return Vec::new();
     };
     let scheme = url.split("://").next().unwrap_or_default();
-    let Some((required, optional)) = crate::output::credential_names(scheme) else {
+    let Some((required, optional)) = crate::execution::output::credential_names(scheme) else {
         return Vec::new();
     };
     let entry = |name: &&str, optional: bool| SecretEnv {
@@ -571,7 +571,7 @@ fn loadgen_role(spec: &LLMInferenceSpec, loadgen: LoadgenCommand, simulated: boo
         replicas: spec.workers.max(1),
         setup: Vec::new(),
         command: Command {
-            program: crate::plan::AGENT_PROGRAM.into(),
+            program: crate::execution::plan::AGENT_PROGRAM.into(),
             package: PACKAGE.into(),
             args: loadgen.args.into_iter().map(Arg::Literal).collect(),
         },
@@ -662,7 +662,7 @@ fn simulator_role(sim: &SimulatorSpec, model: &str, connections: Option<u64>) ->
         replicas: 1,
         setup: Vec::new(),
         command: Command {
-            program: crate::plan::AGENT_PROGRAM.into(),
+            program: crate::execution::plan::AGENT_PROGRAM.into(),
             package: PACKAGE.into(),
             args: args.into_iter().map(Arg::Literal).collect(),
         },
@@ -717,7 +717,7 @@ pub fn parse(raw: &str) -> Result<LLMInferenceResult, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, resolve_args};
+    use crate::execution::plan::{PeerAddresses, resolve_args};
 
     fn spec(json: serde_json::Value) -> LLMInferenceSpec {
         serde_json::from_value(json).expect("valid spec")
@@ -768,7 +768,7 @@ mod tests {
         assert_eq!(loadgen.waits_for, ["simulator"]);
         let peers = PeerAddresses::from([
             ("simulator".into(), vec!["10.0.0.9".into()]),
-            (crate::plan::SELF.into(), vec!["10.0.0.9".into()]),
+            (crate::execution::plan::SELF.into(), vec!["10.0.0.9".into()]),
         ]);
         let args = loadgen_args(&plan, &peers).join(" ");
         assert!(
@@ -803,10 +803,10 @@ mod tests {
         assert_eq!(plan.result_role, LOADGEN);
         let mut peers = PeerAddresses::from([
             ("simulator".into(), vec!["10.0.0.9".into()]),
-            (crate::plan::INDEX.into(), vec!["2".into()]),
+            (crate::execution::plan::INDEX.into(), vec!["2".into()]),
         ]);
         peers.insert(
-            crate::plan::control_key(LOADGEN),
+            crate::execution::plan::control_key(LOADGEN),
             vec!["a:7470".into(), "b:7470".into(), "c:7470".into()],
         );
         let args = loadgen_args(&plan, &peers).join(" ");

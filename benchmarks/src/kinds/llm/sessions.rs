@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Api, LLMInferenceSpec, Task};
-use crate::validation::FieldError;
+use crate::api::validation::FieldError;
 pub use perfsweep_llm::report::sessions::{TurnFigures, summary};
 
 /// The conversation each stream holds.
@@ -108,7 +108,7 @@ mod tests {
     }
 
     fn paths(spec: &LLMInferenceSpec) -> Vec<String> {
-        use crate::registry::BenchmarkKind as _;
+        use crate::kinds::registry::BenchmarkKind as _;
         super::super::LLMInference::check(spec)
             .into_iter()
             .map(|e| e.path)
@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn sessions_render_as_loadgen_flags_and_replace_the_scenarios() {
-        use crate::plan::{PeerAddresses, resolve_args};
+        use crate::execution::plan::{PeerAddresses, resolve_args};
         let plan = super::super::plan::plan(&spec(serde_json::json!({}))).expect("plan");
         let args = resolve_args(
             &plan.role("loadgen").expect("loadgen").command.args,

@@ -8,7 +8,7 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use super::KeyRef;
-use crate::plan::{RoleVolume, VolumeSource};
+use crate::execution::plan::{RoleVolume, VolumeSource};
 
 /// TLS settings of the endpoint: at most one CA source, and no CA with
 /// `insecureSkipVerify`.
@@ -86,7 +86,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::{LLMInferenceSpec, plan::plan};
-    use crate::plan::{PeerAddresses, Plan, VolumeSource, resolve_args, volume_key};
+    use crate::execution::plan::{PeerAddresses, Plan, VolumeSource, resolve_args, volume_key};
 
     fn planned(endpoint: Value) -> Plan {
         let spec: LLMInferenceSpec =
@@ -103,7 +103,7 @@ mod tests {
     }
 
     fn errors(endpoint: Value) -> Vec<String> {
-        let info = crate::registry::lookup("LLMInference").expect("registered");
+        let info = crate::kinds::registry::lookup("LLMInference").expect("registered");
         let object = json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
             "metadata": {"name": "t", "namespace": "default"}, "spec": {"endpoint": endpoint},

@@ -7,10 +7,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::common::CommonSpec;
+use crate::api::status::BenchmarkStatus;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 use crate::kinds::mpi::Transport;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
 
 /// MPI ping-pong latency and bandwidth between two ranks on different nodes.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,17 +58,21 @@ fn default_maxlog() -> u32 {
 /// Status of an MPIPingPong benchmark.
 pub type MPIPingPongStatus = BenchmarkStatus<parse::MPIPingPongResult>;
 
-impl crate::kind::BenchmarkKind for MPIPingPong {
+impl crate::kinds::kind::BenchmarkKind for MPIPingPong {
     type Spec = MPIPingPongSpec;
     type Output = parse::MPIPingPongResult;
     const PARSE_NAME: &'static str = "mpi-pingpong";
     const IMAGE: &'static str = "mpi-benchmarks";
 
-    fn plan(spec: &MPIPingPongSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &MPIPingPongSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         Ok(plan(spec))
     }
 
-    fn parse(raw: &str) -> Result<parse::MPIPingPongResult, crate::parse_error::ParseError> {
+    fn parse(
+        raw: &str,
+    ) -> Result<parse::MPIPingPongResult, crate::execution::parse_error::ParseError> {
         parse::parse(raw)
     }
 
@@ -113,7 +117,7 @@ pub const IMB_INSTALL_HINT: &str = "IMB-MPI1 (Intel MPI Benchmarks) is not packa
 /// a launcher that takes no part in the traffic: `IMB-MPI1 PingPong -msglog 0:<maxlog>`
 /// measures message sizes 0 and 2^0 … 2^maxlog bytes (IMB's `-msglog [minlog:]maxlog`;
 /// the zero-byte size is always included).
-pub fn plan(spec: &MPIPingPongSpec) -> crate::plan::Plan {
+pub fn plan(spec: &MPIPingPongSpec) -> crate::execution::plan::Plan {
     let mut rank_command: Vec<String> = ["IMB-MPI1", "PingPong", "-msglog"]
         .map(str::to_owned)
         .to_vec();
@@ -142,7 +146,7 @@ pub fn plan(spec: &MPIPingPongSpec) -> crate::plan::Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, resolve_args};
+    use crate::execution::plan::{PeerAddresses, resolve_args};
 
     #[test]
     fn two_ranks_on_two_workers_and_a_launcher() {
@@ -179,7 +183,13 @@ mod tests {
             serde_json::from_value(serde_json::json!({"maxlog": 30})).expect("valid");
         let plan = plan(&spec);
         let args = &plan.role("launcher").expect("launcher").command.args;
-        assert!(args.contains(&crate::plan::Arg::lit("-mem")), "{args:?}");
-        assert!(args.contains(&crate::plan::Arg::lit("2.5")), "{args:?}");
+        assert!(
+            args.contains(&crate::execution::plan::Arg::lit("-mem")),
+            "{args:?}"
+        );
+        assert!(
+            args.contains(&crate::execution::plan::Arg::lit("2.5")),
+            "{args:?}"
+        );
     }
 }

@@ -21,7 +21,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, find_marker, parse_finite};
+use crate::execution::parse_error::{ParseError, ensure_not_empty, find_marker, parse_finite};
 
 /// One row of the PingPong table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -247,7 +247,9 @@ pub fn parse(raw: &str) -> Result<MPIPingPongResult, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{assert_round_trips, check_prefixes, corrupt, edits};
+    use crate::execution::parse_error::test_support::{
+        assert_round_trips, check_prefixes, corrupt, edits,
+    };
     use proptest::prelude::*;
 
     const REAL: &str =

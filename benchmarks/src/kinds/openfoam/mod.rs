@@ -7,11 +7,11 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::CommonSpec;
+use crate::api::status::BenchmarkStatus;
+use crate::api::validation::FieldError;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 use crate::kinds::mpi::Transport;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
-use crate::validation::FieldError;
 
 /// Mesh size of the lid-driven cavity case (S: 1M cells, M: 8M, XL: 64M, XXL: 216M).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -106,13 +106,15 @@ fn one() -> u32 {
 /// Status of an OpenFOAM benchmark.
 pub type OpenFOAMStatus = BenchmarkStatus<parse::OpenFOAMResult>;
 
-impl crate::kind::BenchmarkKind for OpenFOAM {
+impl crate::kinds::kind::BenchmarkKind for OpenFOAM {
     type Spec = OpenFOAMSpec;
     type Output = parse::OpenFOAMResult;
     const PARSE_NAME: &'static str = "openfoam";
     const IMAGE: &'static str = "openfoam";
 
-    fn parse(raw: &str) -> Result<parse::OpenFOAMResult, crate::parse_error::ParseError> {
+    fn parse(
+        raw: &str,
+    ) -> Result<parse::OpenFOAMResult, crate::execution::parse_error::ParseError> {
         parse::parse(raw)
     }
 
@@ -136,7 +138,9 @@ impl crate::kind::BenchmarkKind for OpenFOAM {
         &spec.common
     }
 
-    fn plan(spec: &OpenFOAMSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &OpenFOAMSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         Ok(plan::plan(spec))
     }
 

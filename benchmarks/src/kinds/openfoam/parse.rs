@@ -12,7 +12,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, find_marker, finite, parse_finite};
+use crate::execution::parse_error::{
+    ParseError, ensure_not_empty, find_marker, finite, parse_finite,
+};
 
 /// Process timing printed by `time` / `/usr/bin/time -v` after the solver.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -285,7 +287,7 @@ fn parse_execution_line(t: &str) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{
+    use crate::execution::parse_error::test_support::{
         approx, assert_round_trips, check_prefixes, corrupt, edits,
     };
     use proptest::prelude::*;

@@ -29,8 +29,8 @@
 //! summed over all ranks in `/usr/bin/time -v` form, with mpirun's wall-clock time.
 
 use super::{IterativeMethod, OpenFOAMSpec, ProblemSize};
+use crate::execution::plan::{Arg, Command, Plan, PlanFile};
 use crate::kinds::mpi::MpiJob;
-use crate::plan::{Arg, Command, Plan, PlanFile};
 
 /// The mesh and time stepping of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -258,7 +258,7 @@ fn pressure_solver(method: IterativeMethod) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, fill, resolve_args};
+    use crate::execution::plan::{PeerAddresses, fill, resolve_args};
 
     fn spec(json: serde_json::Value) -> OpenFOAMSpec {
         serde_json::from_value(json).expect("valid spec")

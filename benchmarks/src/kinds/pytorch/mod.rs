@@ -7,9 +7,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
+use crate::api::status::BenchmarkStatus;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -85,13 +85,13 @@ fn default_batch_size() -> u32 {
 /// Status of a PyTorch benchmark.
 pub type PyTorchStatus = BenchmarkStatus<parse::PyTorchResult>;
 
-impl crate::kind::BenchmarkKind for PyTorch {
+impl crate::kinds::kind::BenchmarkKind for PyTorch {
     type Spec = PyTorchSpec;
     type Output = parse::PyTorchResult;
     const PARSE_NAME: &'static str = "pytorch";
     const IMAGE: &'static str = "pytorch";
 
-    fn parse(raw: &str) -> Result<parse::PyTorchResult, crate::parse_error::ParseError> {
+    fn parse(raw: &str) -> Result<parse::PyTorchResult, crate::execution::parse_error::ParseError> {
         parse::parse(raw)
     }
 
@@ -114,7 +114,9 @@ impl crate::kind::BenchmarkKind for PyTorch {
         &spec.common
     }
 
-    fn plan(spec: &PyTorchSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &PyTorchSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         plan::plan(spec)
     }
 }

@@ -16,7 +16,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, find_marker};
+use crate::execution::parse_error::{ParseError, ensure_not_empty, find_marker};
 
 /// The prefix marking the result line.
 pub const RESULT_PREFIX: &str = "PERFSWEEP_RESULT ";
@@ -205,7 +205,9 @@ fn validate(r: &PyTorchResult) -> Result<(), (&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{assert_round_trips, check_prefixes, corrupt, edits};
+    use crate::execution::parse_error::test_support::{
+        assert_round_trips, check_prefixes, corrupt, edits,
+    };
     use proptest::prelude::*;
 
     const RESNET: &str = include_str!("../../../testdata/pytorch/resnet50-train-cpu.txt");

@@ -9,7 +9,7 @@
 //! `python3-torchvision` on CPU; the script names what is missing when an import fails).
 
 use super::{BenchmarkType, Device, Model, PyTorchSpec};
-use crate::plan::{Arg, Command, Lifetime, Plan, PlanError, PlanFile, Readiness, Role};
+use crate::execution::plan::{Arg, Command, Lifetime, Plan, PlanError, PlanFile, Readiness, Role};
 use std::collections::BTreeMap;
 
 /// The benchmark script, as shipped with this version of perfsweep.
@@ -116,7 +116,7 @@ fn gpus(spec: &PyTorchSpec) -> Result<u32, PlanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, fill, resolve_args};
+    use crate::execution::plan::{PeerAddresses, fill, resolve_args};
 
     fn spec(json: serde_json::Value) -> PyTorchSpec {
         serde_json::from_value(json).expect("valid spec")

@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::PerftestOptions;
 use super::parse::RDMABandwidthResult;
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
-use crate::validation::FieldError;
+use crate::api::status::BenchmarkStatus;
+use crate::api::validation::FieldError;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 /// RDMA bandwidth between two pods with perftest.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,13 +49,13 @@ fn one() -> u32 {
 /// Status of an RDMABandwidth benchmark.
 pub type RDMABandwidthStatus = BenchmarkStatus<RDMABandwidthResult>;
 
-impl crate::kind::BenchmarkKind for RDMABandwidth {
+impl crate::kinds::kind::BenchmarkKind for RDMABandwidth {
     type Spec = RDMABandwidthSpec;
     type Output = RDMABandwidthResult;
     const PARSE_NAME: &'static str = "rdma-bandwidth";
     const IMAGE: &'static str = "perftest";
 
-    fn parse(raw: &str) -> Result<RDMABandwidthResult, crate::parse_error::ParseError> {
+    fn parse(raw: &str) -> Result<RDMABandwidthResult, crate::execution::parse_error::ParseError> {
         super::parse::parse_bandwidth(raw)
     }
 
@@ -81,7 +81,9 @@ impl crate::kind::BenchmarkKind for RDMABandwidth {
         &spec.common
     }
 
-    fn plan(spec: &RDMABandwidthSpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &RDMABandwidthSpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         Ok(super::plan::plan(
             "RDMABandwidth",
             &spec.perftest,

@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::PerftestOptions;
 use super::parse::RDMALatencyResult;
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::status::BenchmarkStatus;
-use crate::validation::FieldError;
+use crate::api::status::BenchmarkStatus;
+use crate::api::validation::FieldError;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 /// RDMA latency between two pods with perftest.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,13 +40,13 @@ pub struct RDMALatencySpec {
 /// Status of an RDMALatency benchmark.
 pub type RDMALatencyStatus = BenchmarkStatus<RDMALatencyResult>;
 
-impl crate::kind::BenchmarkKind for RDMALatency {
+impl crate::kinds::kind::BenchmarkKind for RDMALatency {
     type Spec = RDMALatencySpec;
     type Output = RDMALatencyResult;
     const PARSE_NAME: &'static str = "rdma-latency";
     const IMAGE: &'static str = "perftest";
 
-    fn parse(raw: &str) -> Result<RDMALatencyResult, crate::parse_error::ParseError> {
+    fn parse(raw: &str) -> Result<RDMALatencyResult, crate::execution::parse_error::ParseError> {
         super::parse::parse_latency(raw)
     }
 
@@ -71,7 +71,9 @@ impl crate::kind::BenchmarkKind for RDMALatency {
         &spec.common
     }
 
-    fn plan(spec: &RDMALatencySpec) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+    fn plan(
+        spec: &RDMALatencySpec,
+    ) -> Result<crate::execution::plan::Plan, crate::execution::plan::PlanError> {
         Ok(super::plan::plan(
             "RDMALatency",
             &spec.perftest,

@@ -114,16 +114,16 @@ fn default_port() -> u16 {
 }
 
 /// CEL rules both RDMA kinds carry, checked by the registry for both.
-pub(crate) fn check(options: &PerftestOptions) -> Vec<crate::validation::FieldError> {
+pub(crate) fn check(options: &PerftestOptions) -> Vec<crate::api::validation::FieldError> {
     let mut errors = Vec::new();
     if options.all_sizes && options.duration.is_some() {
-        errors.push(crate::validation::FieldError::new(
+        errors.push(crate::api::validation::FieldError::new(
             "spec.duration",
             "duration and allSizes are mutually exclusive (perftest sweeps sizes by iteration count)",
         ));
     }
     if options.all_sizes && options.message_size.is_some() {
-        errors.push(crate::validation::FieldError::new(
+        errors.push(crate::api::validation::FieldError::new(
             "spec.messageSize",
             "messageSize and allSizes are mutually exclusive",
         ));

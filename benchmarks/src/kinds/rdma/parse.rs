@@ -23,7 +23,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse_error::{ParseError, ensure_not_empty, parse_finite};
+use crate::execution::parse_error::{ParseError, ensure_not_empty, parse_finite};
 
 /// Bandwidth unit perftest printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -474,7 +474,7 @@ pub fn parse(raw: &str) -> Result<RDMAResult, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::test_support::{
+    use crate::execution::parse_error::test_support::{
         approx, assert_round_trips, check_prefixes, corrupt, edits,
     };
     use proptest::prelude::*;

@@ -8,7 +8,7 @@
 //! the reason `NoRdmaDevice` and the devices that are there.
 
 use super::{Mode, PerftestOptions};
-use crate::plan::{
+use crate::execution::plan::{
     AGENT_PROGRAM, Arg, Command, Lifetime, Plan, Port, PortProtocol, Readiness, Role,
 };
 use std::collections::BTreeMap;
@@ -175,7 +175,7 @@ fn command(options: &PerftestOptions, measure: Measure, server: Option<&str>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PeerAddresses, resolve_args};
+    use crate::execution::plan::{PeerAddresses, resolve_args};
 
     fn options(json: serde_json::Value) -> PerftestOptions {
         serde_json::from_value(json).expect("valid options")

@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use perfsweep_benchmarks::labels;
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::api::volcano::PodGroup;
 use perfsweep_benchmarks::outcome::{Failure, Reason};
 use perfsweep_benchmarks::render::{self, Rendered};
-use perfsweep_benchmarks::volcano::PodGroup;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -333,8 +333,8 @@ pub(super) const EVIDENCE_LIMIT: usize = 900 * 1024;
 pub(super) async fn keep_evidence(
     engine: &Engine,
     target: &Target,
-    report: Option<&perfsweep_benchmarks::report::AgentReport>,
-    environment: &perfsweep_benchmarks::record::Environment,
+    report: Option<&perfsweep_benchmarks::execution::agent_report::AgentReport>,
+    environment: &perfsweep_benchmarks::results::record::Environment,
 ) -> Result<(), Error> {
     let json = |text: Result<String, serde_json::Error>, what: &'static str| {
         text.map_err(|source| Error::Serialize { what, source })

@@ -7,8 +7,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use perfsweep_benchmarks::status::{condition, condition_status};
-use perfsweep_benchmarks::volcano::PodGroup;
+use perfsweep_benchmarks::api::status::{condition, condition_status};
+use perfsweep_benchmarks::api::volcano::PodGroup;
 
 /// Waiting reasons that mean the image will not arrive by waiting longer.
 const IMAGE_PULL_FAILURES: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];
@@ -156,7 +156,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
                 Reason::Unschedulable,
                 format!(
                     "pods could not be scheduled within the timeout of {}: {why}",
-                    perfsweep_benchmarks::duration::format(timeout)
+                    perfsweep_benchmarks::formats::duration::format(timeout)
                 ),
             ),
             pod: None,
@@ -176,7 +176,7 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
                 Reason::TimedOut,
                 format!(
                     "the benchmark did not finish within its timeout of {} (waiting for {waiting_for})",
-                    perfsweep_benchmarks::duration::format(timeout)
+                    perfsweep_benchmarks::formats::duration::format(timeout)
                 ),
             ),
             pod: None,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::events::EventType;
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::status::{BenchmarkStatus, Phase, condition_status, set_condition};
+use perfsweep_benchmarks::api::status::{BenchmarkStatus, Phase, condition_status, set_condition};
+use perfsweep_benchmarks::judging::acceptance;
 
 use super::assess::{self, Assessment, Failure, Observed, Progress};
 use super::observe::Observation;
@@ -201,7 +201,7 @@ pub(super) fn ended_events<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::status::{condition, condition_status};
+    use perfsweep_benchmarks::api::status::{condition, condition_status};
     use serde_json::Value;
 
     fn now() -> Timestamp {
@@ -413,9 +413,9 @@ mod tests {
     #[test]
     fn next_turns_what_was_observed_into_a_decision() {
         use k8s_openapi::api::core::v1::Pod;
+        use perfsweep_benchmarks::api::volcano::PodGroup;
         use perfsweep_benchmarks::kinds::iperf::IPerf;
-        use perfsweep_benchmarks::registry;
-        use perfsweep_benchmarks::volcano::PodGroup;
+        use perfsweep_benchmarks::kinds::registry;
         use serde_json::json;
 
         let target = Target {
@@ -426,7 +426,7 @@ mod tests {
             generation: Some(1),
             resource_version: Some("7".into()),
             created: now() - jiff::SignedDuration::from_secs(10),
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+            defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         };
         let benchmark: IPerf = serde_json::from_value(json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
@@ -570,7 +570,7 @@ mod tests {
         ] {
             set_condition(
                 &mut old.conditions,
-                perfsweep_benchmarks::status::condition(
+                perfsweep_benchmarks::api::status::condition(
                     type_,
                     condition_status::TRUE,
                     reason,

@@ -24,9 +24,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::output::OutputLocation;
-use perfsweep_benchmarks::status::{ExportProgress, condition, condition_status, set_condition};
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::api::status::{
+    ExportProgress, condition, condition_status, set_condition,
+};
+use perfsweep_benchmarks::execution::output::OutputLocation;
 use serde_json::Value;
 
 use super::step::{Note, Stage, Update};

@@ -6,8 +6,8 @@ use std::fmt::Debug;
 use kube::Resource;
 use kube::core::NamespaceResourceScope;
 use kube::core::object::HasStatus;
-use perfsweep_benchmarks::registry::BenchmarkKind;
-use perfsweep_benchmarks::status::BenchmarkStatus;
+use perfsweep_benchmarks::api::status::BenchmarkStatus;
+use perfsweep_benchmarks::kinds::registry::BenchmarkKind;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -42,13 +42,13 @@ use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
-use perfsweep_benchmarks::kinds;
-use perfsweep_benchmarks::registry;
-use perfsweep_benchmarks::render::{self, Rendered};
-use perfsweep_benchmarks::status::{
+use perfsweep_benchmarks::api::status::{
     BenchmarkStatus, Phase, condition, condition_status, set_condition,
 };
-use perfsweep_benchmarks::volcano::PodGroup;
+use perfsweep_benchmarks::api::volcano::PodGroup;
+use perfsweep_benchmarks::kinds;
+use perfsweep_benchmarks::kinds::registry;
+use perfsweep_benchmarks::render::{self, Rendered};
 
 use self::apply::{create_missing, keep_evidence, publish, release};
 use self::assess::{Assessment, Failure, Reason};
@@ -150,7 +150,7 @@ pub struct Engine {
     namespace: Option<String>,
     /// Whether the cluster serves Volcano's PodGroups (checked once at start).
     volcano: bool,
-    defaults: perfsweep_benchmarks::common::ClusterDefaults,
+    defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults,
     /// The API server's version (`v1.31.2`), asked once at start, for result records.
     kubernetes_version: Option<String>,
     /// How finished benchmarks are exported to their `outputLocation`.
@@ -732,7 +732,7 @@ mod tests {
             generation: Some(1),
             resource_version: Some("7".into()),
             created: Timestamp::UNIX_EPOCH,
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+            defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         }
     }
 
@@ -763,9 +763,9 @@ mod tests {
     #[test]
     fn installation_defaults_fill_what_the_spec_leaves_unset() {
         let mut with_defaults = target("d");
-        with_defaults.defaults = perfsweep_benchmarks::common::ClusterDefaults {
+        with_defaults.defaults = perfsweep_benchmarks::kinds::common::ClusterDefaults {
             image_registry: Some("mirror.example/ps".into()),
-            scheduler: Some(perfsweep_benchmarks::common::Scheduler::Default),
+            scheduler: Some(perfsweep_benchmarks::kinds::common::Scheduler::Default),
             queue: Some("ignored-without-volcano".into()),
         };
         let prepared =

@@ -4,8 +4,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, LogParams};
+use perfsweep_benchmarks::api::volcano::PodGroup;
 use perfsweep_benchmarks::outcome::{Failure, Reason};
-use perfsweep_benchmarks::volcano::PodGroup;
 use serde::de::DeserializeOwned;
 
 use super::outcome::{self, Success};
@@ -114,7 +114,7 @@ pub(super) async fn read_progress(
         .logs(&prepared.result_pod, &params)
         .await
     {
-        Ok(log) => perfsweep_benchmarks::progress::latest(&log),
+        Ok(log) => perfsweep_benchmarks::execution::progress::latest(&log),
         Err(error) => {
             tracing::debug!(benchmark = %target.describe(), %error, "progress not readable");
             None
@@ -156,7 +156,7 @@ pub(super) async fn read_log(engine: &Engine, target: &Target, pod: &str) -> Ste
     match target.api::<Pod>(&engine.ctx).logs(pod, &params).await {
         Ok(log)
             if log.len() as u64 >= REPORT_LIMIT_BYTES.unsigned_abs()
-                && perfsweep_benchmarks::report::find(&log).is_err() =>
+                && perfsweep_benchmarks::execution::agent_report::find(&log).is_err() =>
         {
             Err(Halt::Fails(Failure::new(
                 Reason::ResultUnreadable,
@@ -196,7 +196,7 @@ pub(super) async fn observe_environment(
     engine: &Engine,
     target: &Target,
     pods: &[Pod],
-) -> perfsweep_benchmarks::record::Environment {
+) -> perfsweep_benchmarks::results::record::Environment {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(engine.ctx.client.clone());
     let mut found = Vec::new();
     let hosts: std::collections::BTreeSet<&str> = pods

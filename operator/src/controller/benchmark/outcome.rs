@@ -2,9 +2,9 @@
 //! the controller), what they mean is decided by the one outcome logic both backends
 //! share ([`perfsweep_benchmarks::outcome::evaluate`]). Pure.
 
+use perfsweep_benchmarks::execution::agent_report;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 use perfsweep_benchmarks::outcome::{self, Expected, ProcessOutput};
-use perfsweep_benchmarks::registry::KindInfo;
-use perfsweep_benchmarks::report;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -18,9 +18,9 @@ pub struct Success<R> {
     /// SHA-256 of the tool's raw output, the evidence the result was parsed from.
     pub evidence_sha256: Option<String>,
     /// The whole report (with the raw output), to keep once the pods are gone.
-    pub report: report::AgentReport,
+    pub report: agent_report::AgentReport,
     /// The acceptance criteria's verdict on the result; `None` without criteria.
-    pub acceptance: Option<perfsweep_benchmarks::acceptance::Judgement>,
+    pub acceptance: Option<perfsweep_benchmarks::judging::acceptance::Judgement>,
 }
 
 /// The outcome of a `kind` benchmark with `spec` whose result role `role` has the pods
@@ -42,7 +42,10 @@ pub fn evaluate_logs_with_report<R: DeserializeOwned>(
     role: &str,
     spec: &Value,
     logs: &[(String, String)],
-) -> (Result<Success<R>, Failure>, Option<report::AgentReport>) {
+) -> (
+    Result<Success<R>, Failure>,
+    Option<agent_report::AgentReport>,
+) {
     let names: Vec<String> = logs.iter().map(|(pod, _)| format!("pod {pod}")).collect();
     let outputs: Vec<ProcessOutput<'_>> = logs
         .iter()
@@ -91,13 +94,13 @@ pub fn reported_failure(kind: &KindInfo, role: &str, pod: &str, log: &str) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfsweep_benchmarks::report::{AgentReport, Outcome, sha256_hex};
+    use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
     use serde_json::json;
 
     const RAW: &str = include_str!("../../../../benchmarks/testdata/iperf/tcp-1stream.json");
 
     fn iperf() -> &'static KindInfo {
-        perfsweep_benchmarks::registry::lookup("IPerf").expect("registered")
+        perfsweep_benchmarks::kinds::registry::lookup("IPerf").expect("registered")
     }
 
     fn report(outcome: Outcome) -> AgentReport {

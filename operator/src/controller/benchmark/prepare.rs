@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
-use perfsweep_benchmarks::common::CommonSpec;
+use perfsweep_benchmarks::execution::plan::process_name;
+use perfsweep_benchmarks::kinds::common::CommonSpec;
 use perfsweep_benchmarks::outcome::{Failure, Reason};
-use perfsweep_benchmarks::plan::process_name;
 use perfsweep_benchmarks::render::{self, BenchmarkRef, RenderError, Rendered};
 use serde_json::Value;
 

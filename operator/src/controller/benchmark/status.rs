@@ -5,10 +5,10 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use perfsweep_benchmarks::acceptance;
-use perfsweep_benchmarks::status::{
+use perfsweep_benchmarks::api::status::{
     BenchmarkStatus, Phase, condition, condition_status, set_condition,
 };
+use perfsweep_benchmarks::judging::acceptance;
 use serde_json::json;
 
 use super::apply::{publish, release};

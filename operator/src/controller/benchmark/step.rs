@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use perfsweep_benchmarks::status::BenchmarkStatus;
+use perfsweep_benchmarks::api::status::BenchmarkStatus;
 
 use crate::controller::Error;
 use perfsweep_benchmarks::outcome::{Failure, Reason};
@@ -38,7 +38,7 @@ impl Stage {
 
     /// The failure of a benchmark whose deadline passed while this stage kept failing.
     pub(super) fn failure(self, error: &Error, timeout: Duration) -> Failure {
-        let timeout = perfsweep_benchmarks::duration::format(timeout);
+        let timeout = perfsweep_benchmarks::formats::duration::format(timeout);
         match self {
             Self::ReadingResult => Failure::new(
                 Reason::ResultUnreadable,

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
-use perfsweep_benchmarks::registry::KindInfo;
+use perfsweep_benchmarks::kinds::registry::KindInfo;
 
 use super::kind::Benchmark;
 use crate::controller::{Context, Error};
@@ -20,7 +20,7 @@ pub(super) struct Target {
     pub(super) resource_version: Option<String>,
     pub(super) created: Timestamp,
     /// The installation's defaults, applied to the spec before anything is built.
-    pub(super) defaults: perfsweep_benchmarks::common::ClusterDefaults,
+    pub(super) defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults,
 }
 
 impl Target {
@@ -44,7 +44,7 @@ impl Target {
                 .map_or_else(Timestamp::now, |time| time.0),
             name,
             namespace,
-            defaults: perfsweep_benchmarks::common::ClusterDefaults::default(),
+            defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
         })
     }
 

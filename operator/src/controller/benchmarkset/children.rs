@@ -9,8 +9,8 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use perfsweep_benchmarks::labels;
-use perfsweep_benchmarks::registry::{self, KindInfo};
+use perfsweep_benchmarks::api::labels;
+use perfsweep_benchmarks::kinds::registry::{self, KindInfo};
 
 use futures::StreamExt;
 

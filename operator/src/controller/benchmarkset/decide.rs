@@ -10,11 +10,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::api::status::{Phase, condition, condition_status, set_condition};
+use perfsweep_benchmarks::judging::acceptance;
 use perfsweep_benchmarks::set::acceptance::{ChildAcceptance, SetAcceptance};
 use perfsweep_benchmarks::set::status::{self as set_status, ChildState, SetPhase};
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion};
-use perfsweep_benchmarks::status::{Phase, condition, condition_status, set_condition};
 use serde_json::Value;
 
 use super::observed::{child_acceptance, child_state};
@@ -139,7 +139,7 @@ pub fn decide(
 /// [`served::CRD_CONDITION`] saying which CRD is missing.
 pub fn crd_missing_status(
     set: &BenchmarkSet,
-    kind: &perfsweep_benchmarks::registry::KindInfo,
+    kind: &perfsweep_benchmarks::kinds::registry::KindInfo,
     now: Timestamp,
 ) -> BenchmarkSetStatus {
     let mut status = set.status.clone().unwrap_or_default();
@@ -166,7 +166,7 @@ pub fn crd_missing_status(
 pub fn mark_crd_outdated(
     status: &mut BenchmarkSetStatus,
     previous: Option<&BenchmarkSetStatus>,
-    kind: &perfsweep_benchmarks::registry::KindInfo,
+    kind: &perfsweep_benchmarks::kinds::registry::KindInfo,
     generation: Option<i64>,
     now: Timestamp,
 ) -> bool {
@@ -401,7 +401,7 @@ pub fn results_summary(
         results
             .iter()
             .map(|(index, result)| (expansion.children[*index].case_id.as_str(), result)),
-        perfsweep_benchmarks::stats::Stability::default(),
+        perfsweep_benchmarks::judging::stats::Stability::default(),
     ))
 }
 

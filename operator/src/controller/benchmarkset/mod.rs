@@ -21,11 +21,11 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use perfsweep_benchmarks::api::status::{condition, condition_status, set_condition};
+use perfsweep_benchmarks::kinds::registry::{self, KindInfo};
 use perfsweep_benchmarks::outcome::Reason;
-use perfsweep_benchmarks::registry::{self, KindInfo};
 use perfsweep_benchmarks::set::status::SetPhase;
 use perfsweep_benchmarks::set::{self, BenchmarkSet, BenchmarkSetStatus, Expansion, SetError};
-use perfsweep_benchmarks::status::{condition, condition_status, set_condition};
 
 use super::{
     Context, Error, SetController, Settings, default_watcher, plumbing, scoped_api, served,

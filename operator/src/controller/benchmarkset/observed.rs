@@ -2,10 +2,10 @@
 //! acceptance verdict — from its status. Pure.
 
 use kube::api::DynamicObject;
-use perfsweep_benchmarks::acceptance;
+use perfsweep_benchmarks::api::status::{Phase, condition_status};
+use perfsweep_benchmarks::judging::acceptance;
 use perfsweep_benchmarks::set::acceptance::ChildAcceptance;
 use perfsweep_benchmarks::set::status::ChildState;
-use perfsweep_benchmarks::status::{Phase, condition_status};
 use serde_json::Value;
 
 /// A created child's phase (`Pending` before its controller wrote one) and, if it

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::validation::{FieldError, join};
+use crate::api::validation::{FieldError, join};
 
 /// A compiled schema node.
 #[derive(Debug, Default)]
@@ -501,7 +501,7 @@ mod tests {
     /// Finding 10 of issue 18: `timeout: 60` said "must be a string" without the form.
     #[test]
     fn numbers_for_patterned_strings_show_the_expected_form() {
-        let iperf = crate::registry::lookup("IPerf").expect("registered");
+        let iperf = crate::kinds::registry::lookup("IPerf").expect("registered");
         let object = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
             "metadata": {"name": "a"}, "spec": {"timeout": 60}});
         let errors = iperf.validate(&object);
@@ -514,7 +514,7 @@ mod tests {
             "{}",
             errors[0].message
         );
-        let fio = crate::registry::lookup("Fio").expect("registered");
+        let fio = crate::kinds::registry::lookup("Fio").expect("registered");
         let object = json!({"apiVersion": "perfsweep.io/v1alpha1", "kind": "Fio",
             "metadata": {"name": "a"}, "spec": {"bs": 4096}});
         let errors = fio.validate(&object);

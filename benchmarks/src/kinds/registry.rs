@@ -11,15 +11,16 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use crate::kind::BenchmarkKind;
+pub use crate::kinds::kind::BenchmarkKind;
 
-use crate::common::CommonSpec;
-use crate::kinds;
-use crate::metrics::{Metric, MetricDef};
-use crate::parse_error::ParseError;
-use crate::plan::{Plan, PlanError};
-use crate::schema::Node;
-use crate::validation::{FieldError, join};
+use crate::api::schema::Node;
+use crate::api::validation::{FieldError, join};
+use crate::execution::parse_error::ParseError;
+use crate::execution::plan::{Plan, PlanError};
+use crate::judging::acceptance::Criterion;
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
+use crate::kinds::{fio, iperf, llm, mpi_pingpong, openfoam, pytorch, rdma};
 
 /// A parsed result, kind-erased.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,8 +66,8 @@ impl KindInfo {
     where
         K::Output: DeserializeOwned,
     {
-        let crd = crate::crd_rules::finalize(K::crd(), K::ROLES);
-        let schema_json = crate::crd_rules::open_api_schema(&crd);
+        let crd = crate::api::crd_rules::finalize(K::crd(), K::ROLES);
+        let schema_json = crate::api::crd_rules::open_api_schema(&crd);
         Self {
             kind: kind_name::<K>(),
             roles: K::ROLES,
@@ -99,6 +100,15 @@ impl KindInfo {
         self.metric_defs.iter().find(|m| m.name == name)
     }
 
+    /// The metric a fleet of this kind is judged on: the first acceptance criterion's
+    /// (what the set is accepted on), else the kind's headline metric.
+    pub fn judged_metric(&self, criteria: &[Criterion]) -> Option<&'static MetricDef> {
+        criteria
+            .iter()
+            .find_map(|c| self.metric_def(&c.metric))
+            .or_else(|| self.metric_defs.first())
+    }
+
     /// The image the kind's pods run when the spec names none, tagged with this version.
     pub fn default_image(&self) -> String {
         self.image_in(IMAGE_REGISTRY)
@@ -117,7 +127,7 @@ impl KindInfo {
     /// The execution plan for a spec (which must have passed [`KindInfo::validate`]).
     pub fn plan(&self, spec: &Value) -> Result<Plan, PlanError> {
         let mut plan = (self.plan)(spec)?;
-        crate::output::export_into_claim(spec, &mut plan);
+        crate::execution::output::export_into_claim(spec, &mut plan);
         Ok(plan)
     }
 
@@ -185,7 +195,7 @@ impl KindInfo {
     }
 }
 
-impl crate::acceptance::ResultMetrics for KindInfo {
+impl crate::judging::acceptance::ResultMetrics for KindInfo {
     fn result_metrics(&self, result: &Value) -> Vec<Metric> {
         self.metrics(result)
     }
@@ -199,11 +209,12 @@ fn acceptance_metrics(spec: &Value, metrics: &[MetricDef]) -> Vec<FieldError> {
     };
     let mut errors = Vec::new();
     for (index, item) in items.iter().enumerate() {
-        let Ok(criterion) = crate::acceptance::Criterion::deserialize(item) else {
+        let Ok(criterion) = crate::judging::acceptance::Criterion::deserialize(item) else {
             continue;
         };
         let at = format!("spec.acceptance[{index}]");
-        for mut error in crate::acceptance::check(&[criterion], metrics, "spec.acceptance") {
+        for mut error in crate::judging::acceptance::check(&[criterion], metrics, "spec.acceptance")
+        {
             error.path = error.path.replacen("spec.acceptance[0]", &at, 1);
             errors.push(error);
         }
@@ -252,7 +263,7 @@ where
     K::Output: DeserializeOwned,
 {
     match K::Output::deserialize(result) {
-        Ok(output) => crate::metrics::clean(K::metrics(&output)),
+        Ok(output) => crate::judging::metrics::clean(K::metrics(&output)),
         Err(_) => Vec::new(),
     }
 }
@@ -267,8 +278,10 @@ fn check_plausible<K: BenchmarkKind>(
     result: &Value,
     raw: Option<&str>,
 ) -> Result<(), ParseError> {
-    let line = |value: f64| raw.and_then(|raw| crate::parse_error::line_of_value(raw, value));
-    if let Some((name, value, why)) = crate::metrics::out_of_range(&K::metrics(output), K::METRICS)
+    let line =
+        |value: f64| raw.and_then(|raw| crate::execution::parse_error::line_of_value(raw, value));
+    if let Some((name, value, why)) =
+        crate::judging::metrics::out_of_range(&K::metrics(output), K::METRICS)
     {
         return Err(ParseError::Implausible {
             line: line(value),
@@ -311,7 +324,7 @@ fn parse_with<K: BenchmarkKind>(raw: &str) -> Result<ParsedOutput, ParseError> {
     // Coloured output (a tool run with a terminal-like environment) parses as plain text.
     let plain;
     let raw = if raw.contains('\u{1b}') {
-        plain = crate::parse_error::strip_terminal_codes(raw);
+        plain = crate::execution::parse_error::strip_terminal_codes(raw);
         plain.as_str()
     } else {
         raw
@@ -360,7 +373,8 @@ where
 }
 
 fn check_common(common: &CommonSpec, roles: &[&str], metrics: &[MetricDef]) -> Vec<FieldError> {
-    let mut errors = crate::acceptance::check(&common.acceptance, metrics, "spec.acceptance");
+    let mut errors =
+        crate::judging::acceptance::check(&common.acceptance, metrics, "spec.acceptance");
     if let Err(error) = common.timeout() {
         errors.push(FieldError::new("spec.timeout", error.to_string()));
     }
@@ -383,14 +397,14 @@ pub fn kinds() -> &'static [KindInfo] {
     static KINDS: OnceLock<Vec<KindInfo>> = OnceLock::new();
     KINDS.get_or_init(|| {
         vec![
-            KindInfo::of::<kinds::iperf::IPerf>(),
-            KindInfo::of::<kinds::rdma::bandwidth::RDMABandwidth>(),
-            KindInfo::of::<kinds::rdma::latency::RDMALatency>(),
-            KindInfo::of::<kinds::mpi_pingpong::MPIPingPong>(),
-            KindInfo::of::<kinds::fio::Fio>(),
-            KindInfo::of::<kinds::pytorch::PyTorch>(),
-            KindInfo::of::<kinds::openfoam::OpenFOAM>(),
-            KindInfo::of::<kinds::llm::LLMInference>(),
+            KindInfo::of::<iperf::IPerf>(),
+            KindInfo::of::<rdma::bandwidth::RDMABandwidth>(),
+            KindInfo::of::<rdma::latency::RDMALatency>(),
+            KindInfo::of::<mpi_pingpong::MPIPingPong>(),
+            KindInfo::of::<fio::Fio>(),
+            KindInfo::of::<pytorch::PyTorch>(),
+            KindInfo::of::<openfoam::OpenFOAM>(),
+            KindInfo::of::<llm::LLMInference>(),
         ]
     })
 }

@@ -1,6 +1,6 @@
 //! `outputLocation`: where the operator exports a benchmark's result record and raw
 //! evidence when it finishes, in the shape of OME's BenchmarkJob (`storageUri` and
-//! `parameters`), on every kind (through [`crate::common::CommonSpec`]) and on a
+//! `parameters`), on every kind (through [`crate::kinds::common::CommonSpec`]) and on a
 //! BenchmarkSet (its children inherit it).
 //!
 //! Not part of the workload: where results go does not change what was measured, so the
@@ -241,9 +241,9 @@ pub fn claim_location(storage_uri: &str) -> Option<(Option<&str>, &str, &str)> {
 
 /// A `pvc://` output location is written by the benchmark's own pods: the result role
 /// mounts the claim (volume [`EXPORT_VOLUME`]) and its agent writes its report and the
-/// raw evidence under `<path>/<run>/` (see [`crate::agent_env::EXPORT_DIR`]). The
-/// operator mounts no claim, and an air-gapped cluster needs no object storage.
-pub fn export_into_claim(spec: &Value, plan: &mut crate::plan::Plan) {
+/// raw evidence under `<path>/<run>/` (see [`crate::execution::agent_env::EXPORT_DIR`]).
+/// The operator mounts no claim, and an air-gapped cluster needs no object storage.
+pub fn export_into_claim(spec: &Value, plan: &mut crate::execution::plan::Plan) {
     let Some(uri) = spec
         .pointer("/outputLocation/storageUri")
         .and_then(Value::as_str)
@@ -257,10 +257,10 @@ pub fn export_into_claim(spec: &Value, plan: &mut crate::plan::Plan) {
     let Some(role) = plan.roles.iter_mut().find(|r| r.name == result_role) else {
         return;
     };
-    role.volumes.push(crate::plan::RoleVolume {
+    role.volumes.push(crate::execution::plan::RoleVolume {
         name: EXPORT_VOLUME.into(),
         mount_path: format!("/perfsweep/{EXPORT_VOLUME}"),
-        source: crate::plan::VolumeSource::ExistingClaim {
+        source: crate::execution::plan::VolumeSource::ExistingClaim {
             claim_name: claim.to_owned(),
         },
     });
@@ -269,7 +269,8 @@ pub fn export_into_claim(spec: &Value, plan: &mut crate::plan::Plan) {
     } else {
         format!("{{volume:{EXPORT_VOLUME}}}/{path}")
     };
-    role.env.insert(crate::agent_env::EXPORT_DIR.into(), dir);
+    role.env
+        .insert(crate::execution::agent_env::EXPORT_DIR.into(), dir);
 }
 
 /// `spec` without its output location: the workload, for digests.
@@ -315,7 +316,7 @@ mod tests {
 
     #[test]
     fn directories_and_unknown_parameters_are_refused_with_what_to_use_instead() {
-        let iperf = crate::registry::lookup("IPerf").expect("IPerf is registered");
+        let iperf = crate::kinds::registry::lookup("IPerf").expect("IPerf is registered");
         let errors = |location: Value| -> String {
             let object = json!({
                 "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",

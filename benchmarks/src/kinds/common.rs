@@ -150,7 +150,7 @@ pub struct CommonSpec {
     /// spec digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
-    pub acceptance: Vec<crate::acceptance::Criterion>,
+    pub acceptance: Vec<crate::judging::acceptance::Criterion>,
 
     /// Where the operator exports the result record (JSON Lines and Parquet) and the
     /// raw evidence when the benchmark finishes, as OME's BenchmarkJob
@@ -159,7 +159,7 @@ pub struct CommonSpec {
     /// upload loses nothing (status and the evidence ConfigMap stay). Not part of the
     /// workload: it does not change the spec digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_location: Option<crate::output::OutputLocation>,
+    pub output_location: Option<crate::execution::output::OutputLocation>,
 }
 
 /// The timeout used when a benchmark does not set one.
@@ -167,9 +167,9 @@ pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(
 
 impl CommonSpec {
     /// The effective timeout, from `timeout` or [`DEFAULT_TIMEOUT`].
-    pub fn timeout(&self) -> Result<std::time::Duration, crate::duration::DurationError> {
+    pub fn timeout(&self) -> Result<std::time::Duration, crate::formats::duration::DurationError> {
         match &self.timeout {
-            Some(text) => crate::duration::parse(text),
+            Some(text) => crate::formats::duration::parse(text),
             None => Ok(DEFAULT_TIMEOUT),
         }
     }

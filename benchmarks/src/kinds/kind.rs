@@ -1,7 +1,7 @@
 //! The trait a benchmark kind implements: what it tells the generic machinery (the
 //! registry, validation, planning and parsing) about itself. Kinds depend on this module
-//! only; the registry ([`crate::registry`]) lists them and erases their types, so the
-//! kinds never depend on the registry that names them.
+//! only; the registry ([`crate::kinds::registry`]) lists them and erases their types, so
+//! the kinds never depend on the registry that names them.
 
 use std::fmt::Debug;
 
@@ -9,11 +9,11 @@ use kube::{CustomResourceExt, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::common::CommonSpec;
-use crate::metrics::{Metric, MetricDef};
-use crate::parse_error::ParseError;
-use crate::plan::{Plan, PlanError};
-use crate::validation::FieldError;
+use crate::api::validation::FieldError;
+use crate::execution::parse_error::ParseError;
+use crate::execution::plan::{Plan, PlanError};
+use crate::judging::metrics::{Metric, MetricDef};
+use crate::kinds::common::CommonSpec;
 
 /// What a benchmark kind tells the generic machinery about itself.
 pub trait BenchmarkKind:
@@ -30,7 +30,8 @@ pub trait BenchmarkKind:
     /// The name `perfsweep parse` knows the kind by, e.g. `rdma-bandwidth`.
     const PARSE_NAME: &'static str;
 
-    /// The image (under [`crate::registry::IMAGE_REGISTRY`]) the kind's pods run unless `spec.image` is set.
+    /// The image (under [`crate::kinds::registry::IMAGE_REGISTRY`]) the kind's pods run
+    /// unless `spec.image` is set.
     const IMAGE: &'static str;
 
     fn common(spec: &Self::Spec) -> &CommonSpec;
@@ -66,15 +67,15 @@ pub trait BenchmarkKind:
     fn headline(output: &Self::Output) -> String;
 
     /// Every metric this kind can report (units in the names); the first one a result
-    /// has is its headline metric. See [`crate::metrics`].
+    /// has is its headline metric. See [`crate::judging::metrics`].
     const METRICS: &'static [MetricDef] = &[];
 
     /// Result members (camelCase names, at any depth) that may hold negative numbers;
     /// every other number in a result must be non-negative (see `check_plausible`).
     const SIGNED_FIELDS: &'static [&'static str] = &[];
 
-    /// Whether the kind's tool prints progress lines ([`crate::progress`]) worth reading
-    /// into `status.progress` while it runs.
+    /// Whether the kind's tool prints progress lines ([`crate::execution::progress`])
+    /// worth reading into `status.progress` while it runs.
     const REPORTS_PROGRESS: bool = false;
 
     /// The result as named numbers, drawn from [`BenchmarkKind::METRICS`], headline first.

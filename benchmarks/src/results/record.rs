@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::metrics::Metric;
+use crate::judging::metrics::Metric;
 
 /// Version of the record schema; bump on incompatible changes.
 pub const SCHEMA_VERSION: &str = "perfsweep.io/result/v1alpha1";
@@ -63,7 +63,7 @@ impl ResultRecord {
                 if !metrics.is_empty() {
                     return metrics.clone();
                 }
-                crate::registry::lookup(&self.benchmark.kind)
+                crate::kinds::registry::lookup(&self.benchmark.kind)
                     .map(|kind| kind.metrics(result))
                     .unwrap_or_default()
             }
@@ -89,14 +89,14 @@ impl ResultRecord {
 pub fn fallback_case_key(kind: &str, permutation: &Map<String, Value>) -> String {
     format!(
         "{kind}{}",
-        crate::digest::canonical_json(&Value::Object(permutation.clone()))
+        crate::formats::digest::canonical_json(&Value::Object(permutation.clone()))
     )
 }
 
 /// The network a spec's traffic crosses (`pod`, `host` or `multus:<attachment>`), from
 /// the common fields every kind embeds.
 pub fn network_of(spec: &Value) -> String {
-    serde_json::from_value::<crate::common::CommonSpec>(spec.clone())
+    serde_json::from_value::<crate::kinds::common::CommonSpec>(spec.clone())
         .map_or_else(|_| "pod".into(), |common| common.network_mode().to_string())
 }
 
@@ -114,7 +114,7 @@ pub fn artifact_manifest_digest<'a>(
         .iter()
         .map(|e| json!({"path": e.path, "sha256": e.sha256, "bytes": e.bytes}))
         .collect();
-    Some(crate::digest::sha256_hex(&Value::Array(manifest)))
+    Some(crate::formats::digest::sha256_hex(&Value::Array(manifest)))
 }
 
 /// Node labels worth recording with a result (when present on a node the benchmark ran

@@ -8,7 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::{Value, json};
 
-use crate::names::MAX_BENCHMARK_NAME_LEN;
+use crate::api::names::MAX_BENCHMARK_NAME_LEN;
 
 /// CEL rules on the `spec` of every benchmark kind: (rule, field path, message).
 const COMMON_SPEC_RULES: &[(&str, &str, &str)] = &[

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use crate::compat;
-use crate::registry::{self, KindInfo};
+use crate::api::compat;
+use crate::api::validation::FieldError;
+use crate::kinds::registry::{self, KindInfo};
 use crate::set::{self, Expansion, SetError};
-use crate::validation::FieldError;
 
 /// A document that passed every check.
 #[derive(Debug)]
@@ -114,10 +114,11 @@ pub fn check_with_nodes(
     nodes: Option<&[String]>,
 ) -> Result<Document, DocumentError> {
     let converted_group = compat::convert_group(&mut document);
-    let notes = crate::ome::convert(&mut document).unwrap_or_default();
-    let moved = crate::output::move_inline_credentials(&mut document).map_err(|message| {
-        DocumentError::Invalid(vec![FieldError::new("spec.outputLocation", message)])
-    })?;
+    let notes = crate::input::ome::convert(&mut document).unwrap_or_default();
+    let moved =
+        crate::execution::output::move_inline_credentials(&mut document).map_err(|message| {
+            DocumentError::Invalid(vec![FieldError::new("spec.outputLocation", message)])
+        })?;
     let notes: Vec<String> = notes.into_iter().chain(moved.notes).collect();
     let api_version = document
         .get("apiVersion")

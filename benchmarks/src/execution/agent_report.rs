@@ -32,10 +32,10 @@ pub struct AgentReport {
     /// Lower-case hex SHA-256 of `raw_output`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_output_sha256: Option<String>,
-    /// The measured tool's own account of its version (see [`crate::tool_version`]),
-    /// when it has a safe way to ask.
+    /// The measured tool's own account of its version (see
+    /// [`crate::execution::tool_version`]), when it has a safe way to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_version: Option<crate::tool_version::ToolVersion>,
+    pub tool_version: Option<crate::execution::tool_version::ToolVersion>,
 }
 
 /// How a role ended.
@@ -49,9 +49,9 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
     },
-    /// The role failed; `reason` is one of [`crate::reason::Reason`] (kept as text on
-    /// the wire, so that a report of another agent version still reads: see
-    /// [`crate::reason::Reason::reported`]).
+    /// The role failed; `reason` is one of [`crate::execution::reason::Reason`] (kept as
+    /// text on the wire, so that a report of another agent version still reads: see
+    /// [`crate::execution::reason::Reason::reported`]).
     Failed { reason: String, message: String },
 }
 
@@ -60,7 +60,7 @@ impl AgentReport {
     pub fn to_line(&self) -> String {
         // Serializing these plain types cannot fail; fall back to a report of that.
         let json = serde_json::to_string(self).unwrap_or_else(|e| {
-            let reason = crate::reason::Reason::ReportUnwritable;
+            let reason = crate::execution::reason::Reason::ReportUnwritable;
             format!(r#"{{"outcome":{{"status":"failed","reason":"{reason}","message":"{e}"}}}}"#)
         });
         format!("{MARKER}{json}")

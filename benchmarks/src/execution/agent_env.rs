@@ -166,7 +166,7 @@ pub struct Site<'a> {
 /// this module, built once for both backends (the pod renderer and the local runner add
 /// only how secrets and the launch token arrive, which differ by nature).
 pub fn environment(
-    plan: &crate::plan::Plan,
+    plan: &crate::execution::plan::Plan,
     role: &str,
     index: u32,
     site: &Site<'_>,
@@ -195,7 +195,8 @@ pub fn environment(
 }
 
 /// Where the result role's agent writes its report and evidence for a `pvc://` output
-/// location: `{volume:export}/<path>` (see [`crate::output::export_into_claim`]).
+/// location: `{volume:export}/<path>` (see
+/// [`crate::execution::output::export_into_claim`]).
 pub const EXPORT_DIR: &str = "PERFSWEEP_EXPORT_DIR";
 /// The run directory under [`EXPORT_DIR`] (`<benchmark>-<uid prefix>`, as the operator's
 /// object storage export names runs), set by rendering.
@@ -249,7 +250,7 @@ mod tests {
 
     #[test]
     fn both_sites_get_the_same_contract() {
-        let iperf = crate::registry::lookup("IPerf").expect("registered");
+        let iperf = crate::kinds::registry::lookup("IPerf").expect("registered");
         let plan = iperf
             .plan(&serde_json::json!({"duration": 1}))
             .expect("a plan");
@@ -297,7 +298,8 @@ mod tests {
             panic!("the plan is text: {plan_text:?}")
         };
         assert_eq!(
-            serde_json::from_str::<crate::plan::Plan>(&text).expect("the plan reads back"),
+            serde_json::from_str::<crate::execution::plan::Plan>(&text)
+                .expect("the plan reads back"),
             plan
         );
     }

@@ -2,10 +2,10 @@
 //! meet, such as "at least 9 Gbit/s received" or "p99 latency at most 5 µs". Pure:
 //! criteria and metrics in, a verdict out.
 //!
-//! A criterion names one of the kind's metrics ([`crate::metrics`]) and bounds it with
-//! `min`, `max` and/or `minFractionOf` (a fraction of a nominal value, e.g. 90% of a
-//! 100 Gbit/s line rate). Bounds are inclusive. A benchmark whose result lacks a metric a
-//! criterion names (e.g. `retransmits` of a UDP test) is not accepted.
+//! A criterion names one of the kind's metrics ([`crate::judging::metrics`]) and bounds
+//! it with `min`, `max` and/or `minFractionOf` (a fraction of a nominal value, e.g. 90%
+//! of a 100 Gbit/s line rate). Bounds are inclusive. A benchmark whose result lacks a
+//! metric a criterion names (e.g. `retransmits` of a UDP test) is not accepted.
 //!
 //! Acceptance criteria are not part of the workload: they are left out of the workload
 //! spec digest and of set case ids ([`strip`]), so tightening a gate neither renames a
@@ -15,8 +15,8 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::metrics::{Metric, MetricDef};
-use crate::validation::FieldError;
+use crate::api::validation::FieldError;
+use crate::judging::metrics::{Metric, MetricDef};
 
 /// The spec field that holds the criteria, on every kind and on BenchmarkSet.
 pub const FIELD: &str = "acceptance";
@@ -250,7 +250,7 @@ pub fn evaluate(criteria: &[Criterion], metrics: &[Metric]) -> Option<Judgement>
     let checks: Vec<Check> = criteria
         .iter()
         .map(|criterion| {
-            let value = crate::metrics::find(metrics, &criterion.metric).map(|m| m.value);
+            let value = crate::judging::metrics::find(metrics, &criterion.metric).map(|m| m.value);
             let failure = match value {
                 None => Some(format!(
                     "{} was not reported by this result",
@@ -339,13 +339,13 @@ fn shortfall(criterion: &Criterion, value: f64) -> Option<String> {
 
 /// Four significant digits with an SI prefix (`9.4G`), as tables show numbers.
 fn num(value: f64) -> String {
-    crate::format::si(value)
+    crate::formats::number::si(value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::MetricDef;
+    use crate::judging::metrics::MetricDef;
     use serde_json::json;
 
     const BITS: MetricDef = MetricDef::higher("received_bits_per_second", "bit/s", "rx");
@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn admission_checks_criteria_against_the_kind() {
-        let kind = crate::registry::lookup("IPerf").unwrap();
+        let kind = crate::kinds::registry::lookup("IPerf").unwrap();
         let ok = iperf(
             json!([{"metric": "received_bits_per_second", "min": 9, "max": 1.5e10},
                               {"metric": "retransmits", "max": 0}]),
@@ -505,7 +505,7 @@ mod tests {
     /// back in three rounds of `validate`; all three come at once.
     #[test]
     fn every_mistake_is_reported_in_one_round() {
-        let kind = crate::registry::lookup("IPerf").unwrap();
+        let kind = crate::kinds::registry::lookup("IPerf").unwrap();
         let criteria = json!([
             {"metric": "received_bits_per_second", "min": "fast"},
             {"metric": "received_bits_per_second", "min": 10, "max": 5.5},

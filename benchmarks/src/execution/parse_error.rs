@@ -549,7 +549,7 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "../tests/support/nasty_bytes.rs"]
+#[path = "../../tests/support/nasty_bytes.rs"]
 mod nasty_bytes;
 
 /// Shared robustness checks for the parsers' tests.
@@ -654,23 +654,28 @@ mod status_size_budget {
 
     #[test]
     fn biggest_results_fit() {
-        small(&iperf::parse::parse(include_str!("../testdata/iperf/tcp-4streams.json")).unwrap());
         small(
-            &fio::parse::parse(include_str!("../testdata/fio/client-server-2hosts.json")).unwrap(),
+            &iperf::parse::parse(include_str!("../../testdata/iperf/tcp-4streams.json")).unwrap(),
+        );
+        small(
+            &fio::parse::parse(include_str!("../../testdata/fio/client-server-2hosts.json"))
+                .unwrap(),
         );
         small(
             &mpi_pingpong::parse::parse(include_str!(
-                "../testdata/mpi_pingpong/imb-mpi1-pingpong-msglog22.txt"
+                "../../testdata/mpi_pingpong/imb-mpi1-pingpong-msglog22.txt"
             ))
             .unwrap(),
         );
         small(
-            &rdma::parse::parse(include_str!("../testdata/rdma/ib_write_lat-all-sizes.txt"))
-                .unwrap(),
+            &rdma::parse::parse(include_str!(
+                "../../testdata/rdma/ib_write_lat-all-sizes.txt"
+            ))
+            .unwrap(),
         );
         small(
             &rdma::parse::parse(include_str!(
-                "../testdata/rdma/ib_write_bw-all-sizes-gbits.txt"
+                "../../testdata/rdma/ib_write_bw-all-sizes-gbits.txt"
             ))
             .unwrap(),
         );

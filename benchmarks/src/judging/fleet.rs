@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Better;
+use crate::judging::metrics::Better;
 
 /// Nodes and links listed in the bounded summary (the counts stay exact).
 pub const WORST_LISTED: usize = 10;
@@ -363,18 +363,6 @@ pub fn judge(
         pairs,
         nodes,
     }
-}
-
-/// The metric a fleet is judged on: the first acceptance criterion's (what the set is
-/// accepted on), else the kind's headline metric.
-pub fn judged_metric(
-    kind: &crate::registry::KindInfo,
-    criteria: &[crate::acceptance::Criterion],
-) -> Option<&'static crate::metrics::MetricDef> {
-    criteria
-        .iter()
-        .find_map(|c| kind.metric_def(&c.metric))
-        .or_else(|| kind.metric_defs.first())
 }
 
 fn median(values: &[f64]) -> Option<f64> {

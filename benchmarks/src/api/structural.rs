@@ -10,8 +10,8 @@
 //! `spec.versions[0].schema.openAPIV3Schema.properties[status]…additionalProperties.$ref:
 //! Forbidden: $ref is not supported`.
 //!
-//! Not checked here: CEL rules (compiled by [`crate::registry`] already) and their cost,
-//! and whether defaults validate against their schema.
+//! Not checked here: CEL rules (compiled by [`crate::kinds::registry`] already) and their
+//! cost, and whether defaults validate against their schema.
 
 use std::fmt;
 

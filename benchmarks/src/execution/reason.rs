@@ -161,14 +161,14 @@ impl Failure {
     pub fn plain(reason: Reason, message: impl Into<String>) -> Self {
         Self::new(
             reason,
-            crate::parse_error::strip_terminal_codes(&message.into()),
+            crate::execution::parse_error::strip_terminal_codes(&message.into()),
         )
     }
 
     /// The failure a plan error is: what the spec asks for wrong, or what this version
     /// cannot do. Both backends map plan errors through this.
-    pub fn of_plan(error: &crate::plan::PlanError) -> Self {
-        use crate::plan::PlanError;
+    pub fn of_plan(error: &crate::execution::plan::PlanError) -> Self {
+        use crate::execution::plan::PlanError;
         let reason = match error {
             PlanError::NotImplemented { .. } => Reason::Unsupported,
             PlanError::Invalid { .. } => Reason::InvalidSpec,
@@ -214,7 +214,7 @@ mod tests {
     fn the_troubleshooting_guide_lists_exactly_these_reasons() {
         // Every reason a benchmark can fail with (or the operator's error has) is in a
         // table row of docs/troubleshooting.md's "Benchmarks" section, and nothing else.
-        let guide = include_str!("../../docs/troubleshooting.md");
+        let guide = include_str!("../../../docs/troubleshooting.md");
         let section = guide
             .split("\n## ")
             .find(|s| s.starts_with("Benchmarks\n"))

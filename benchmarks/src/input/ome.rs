@@ -5,9 +5,10 @@
 //! `apiGroup: ome.io` (OME's Service `<name>:8080`); fields perfsweep has no use for
 //! (`podOverride.image`: genai-bench's image, `huggingFaceSecretReference`,
 //! `resultFolderName`, `dataset`) are dropped with a note; inline credential parameters
-//! of `outputLocation` move into a Secret ([`crate::output::move_inline_credentials`],
-//! done for every document). Everything else keeps its name and meaning, the direct-URL
-//! endpoint (`endpoint.endpoint`) and every OME `storageUri` format included.
+//! of `outputLocation` move into a Secret
+//! ([`crate::execution::output::move_inline_credentials`], done for every document).
+//! Everything else keeps its name and meaning, the direct-URL endpoint
+//! (`endpoint.endpoint`) and every OME `storageUri` format included.
 
 use serde_json::Value;
 

@@ -127,11 +127,20 @@ pub enum ResultsCommand {
         output: PathBuf,
     },
     /// Upload a results directory (`run --output DIR`) to an export location: records as
-    /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed).
+    /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed);
+    /// and/or load it into a warehouse's curated tables (`--warehouse`).
     Upload {
         dir: PathBuf,
         #[command(flatten)]
         export: super::export::ExportArgs,
+        /// Also load the records into the warehouse at LOCATION (a directory or an
+        /// export location such as `s3://bucket/warehouse`), as `warehouse build` does;
+        /// runs already there are left alone.
+        #[arg(long, value_name = "LOCATION")]
+        warehouse: Option<PathBuf>,
+        /// Load them as publication runs rather than exploration.
+        #[arg(long, requires = "warehouse")]
+        publication: bool,
     },
 }
 
@@ -214,7 +223,33 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             })
         }
         ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability, rule),
-        ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
+        ResultsCommand::Upload {
+            dir,
+            export,
+            warehouse,
+            publication,
+        } => {
+            let Some(warehouse) = warehouse else {
+                return super::export::upload(&dir, &export).await;
+            };
+            let exported = if export.export.is_some() {
+                super::export::upload(&dir, &export).await?
+            } else {
+                ExitCode::SUCCESS
+            };
+            let options = perfsweep_warehouse::derive::Options {
+                mode: if publication {
+                    perfsweep_warehouse::derive::Mode::Publication
+                } else {
+                    perfsweep_warehouse::derive::Mode::Exploration
+                },
+                price_per_hour: None,
+            };
+            let locations = super::warehouse::LocationArgs::with_params(args.location_params);
+            super::warehouse::load(std::slice::from_ref(&dir), &warehouse, &options, &locations)
+                .await?;
+            Ok(exported)
+        }
         ResultsCommand::Plot {
             dirs,
             metric,

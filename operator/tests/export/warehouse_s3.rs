@@ -1,6 +1,7 @@
 //! A warehouse kept in S3 (moto): built from records exported to the same bucket, built
 //! again idempotently from another machine's cache, queried, published and walked back
-//! through fresh caches, and a tampered evidence object failing the walk.
+//! through fresh caches, a tampered evidence object failing the walk; and a results
+//! directory loaded with `results upload --warehouse`.
 
 use crate::export_s3::{SECRET, results_dir, upload};
 use crate::support;
@@ -170,6 +171,30 @@ async fn a_warehouse_in_s3_builds_from_exported_records_and_walks_back_to_eviden
     assert!(
         String::from_utf8_lossy(&tampered.stderr).contains(&sha256),
         "the failed walk names the digest"
+    );
+
+    // `results upload --warehouse` loads a results directory the same way, once.
+    for expected in ["1 run(s) added", "0 run(s) added, 1 already"] {
+        let uploaded = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+            .args(["results", "upload"])
+            .arg(&results)
+            .args(["--warehouse", "s3://perf/wh2", "--location-param"])
+            .arg(format!("endpoint=http://127.0.0.1:{port}"))
+            .env("PERFSWEEP_WAREHOUSE_CACHE", cache("f"))
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .output()
+            .expect("perfsweep runs");
+        assert!(uploaded.status.success(), "{uploaded:?}");
+        assert!(stdout(&uploaded).contains(expected), "{uploaded:?}");
+    }
+    let names = support::s3::store(port, "perf", "wh2", SECRET)
+        .list()
+        .await
+        .expect("the second warehouse's listing");
+    assert!(
+        names.iter().any(|n| n.starts_with("benchmark_run_fact/")),
+        "{names:?}"
     );
     let _ = std::fs::remove_dir_all(&caches);
     let _ = std::fs::remove_dir_all(&results);

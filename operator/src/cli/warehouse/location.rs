@@ -62,6 +62,15 @@ impl Opened {
 }
 
 impl LocationArgs {
+    /// For commands other than `warehouse` (`results upload --warehouse`): their own
+    /// location parameters, the cache from the environment.
+    pub fn with_params(params: Vec<(String, String)>) -> Self {
+        Self {
+            params,
+            cache_dir: std::env::var_os("PERFSWEEP_WAREHOUSE_CACHE").map(PathBuf::from),
+        }
+    }
+
     /// Opens `argument`: a path as it is, an export location through its mirror.
     pub async fn open(&self, argument: &Path) -> anyhow::Result<Opened> {
         let Some(uri) = argument

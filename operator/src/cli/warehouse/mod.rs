@@ -14,6 +14,8 @@ use perfsweep_warehouse::{Warehouse, build, changed, publish, retention};
 
 mod location;
 
+pub use location::LocationArgs;
+
 #[derive(Debug, clap::Args)]
 pub struct WarehouseArgs {
     #[command(subcommand)]
@@ -170,30 +172,7 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
                 },
                 price_per_hour,
             };
-            let mut local_sources = Vec::with_capacity(sources.len());
-            for source in &sources {
-                local_sources.push(locations.open(source).await?.dir().to_owned());
-            }
-            let target = locations.open(&output).await?;
-            let summary = build::build(&local_sources, target.dir(), &options).await?;
-            for note in summary.notes.iter().chain(&summary.evidence_problems) {
-                eprintln!("warning: {note}");
-            }
-            for conflict in &summary.conflicts {
-                eprintln!("warning: {conflict}");
-            }
-            println!(
-                "{} record(s) read: {} run(s) added, {} already in the warehouse, {} copies counted once; {} telemetry slice(s), {} evidence object(s) copied, {} file(s) written to {}",
-                summary.records_read,
-                summary.runs_added,
-                summary.runs_present,
-                summary.copies,
-                summary.slices_added,
-                summary.evidence_copied,
-                summary.files_written,
-                output.display()
-            );
-            target.push().await?;
+            load(&sources, &output, &options, &locations).await?;
             Ok(ExitCode::SUCCESS)
         }
         WarehouseCommand::Telemetry {
@@ -352,6 +331,41 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Loads `sources` into the warehouse at `output` (either may be an export location)
+/// and says what happened: `warehouse build`, and `results upload --warehouse`.
+pub async fn load(
+    sources: &[PathBuf],
+    output: &std::path::Path,
+    options: &Options,
+    locations: &LocationArgs,
+) -> anyhow::Result<build::Summary> {
+    let mut local_sources = Vec::with_capacity(sources.len());
+    for source in sources {
+        local_sources.push(locations.open(source).await?.dir().to_owned());
+    }
+    let target = locations.open(output).await?;
+    let summary = build::build(&local_sources, target.dir(), options).await?;
+    for note in summary.notes.iter().chain(&summary.evidence_problems) {
+        eprintln!("warning: {note}");
+    }
+    for conflict in &summary.conflicts {
+        eprintln!("warning: {conflict}");
+    }
+    println!(
+        "{} record(s) read: {} run(s) added, {} already in the warehouse, {} copies counted once; {} telemetry slice(s), {} evidence object(s) copied, {} file(s) written to {}",
+        summary.records_read,
+        summary.runs_added,
+        summary.runs_present,
+        summary.copies,
+        summary.slices_added,
+        summary.evidence_copied,
+        summary.files_written,
+        output.display()
+    );
+    target.push().await?;
+    Ok(summary)
 }
 
 async fn open(location: &std::path::Path) -> anyhow::Result<Warehouse> {

@@ -121,10 +121,30 @@ pub enum ResultsCommand {
     /// evidence), as `report.md` and `report.html` in OUTPUT. Exits 1 when a run with
     /// criteria was rejected or failed.
     Report {
-        dir: PathBuf,
+        /// The results directory (not needed with --publication, whose runs' records the
+        /// warehouse holds).
+        #[arg(required_unless_present = "publication")]
+        dir: Option<PathBuf>,
         /// The directory to write the report into (created if missing).
         #[arg(long, short = 'o')]
         output: PathBuf,
+        /// Also say what changed since the run in BASELINE (a results directory of one
+        /// run, or an export location): the cases that got worse, their workload points,
+        /// abnormal nodes and the raw evidence, as `warehouse what-changed` finds them.
+        /// Both sides are loaded into `changed-warehouse/` beside the report.
+        #[arg(long, value_name = "BASELINE")]
+        baseline: Option<PathBuf>,
+        /// Worse by more than this percent counts (with --baseline).
+        #[arg(long, default_value_t = 5.0, requires = "baseline")]
+        threshold_percent: f64,
+        /// Take the figures from publication NAME of --warehouse: its rows, each walked
+        /// back to its evidence, and the records of the runs behind them. Exits 1 when a
+        /// row's lineage does not verify.
+        #[arg(long, value_name = "NAME", requires = "warehouse")]
+        publication: Option<String>,
+        /// The warehouse of --publication (a directory or an export location).
+        #[arg(long, value_name = "LOCATION", env = "PERFSWEEP_WAREHOUSE")]
+        warehouse: Option<PathBuf>,
     },
     /// Upload a results directory (`run --output DIR`) to an export location: records as
     /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed);
@@ -222,7 +242,23 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability, rule),
+        ResultsCommand::Report {
+            dir,
+            output,
+            baseline,
+            threshold_percent,
+            publication,
+            warehouse,
+        } => {
+            let inputs = ReportInputs {
+                dir,
+                baseline,
+                threshold_percent,
+                publication: publication.zip(warehouse),
+                locations: super::warehouse::LocationArgs::with_params(args.location_params),
+            };
+            write_report(&inputs, &output, stability, rule).await
+        }
         ResultsCommand::Upload {
             dir,
             export,
@@ -370,19 +406,94 @@ fn plot_targets(
     }
 }
 
-fn write_report(
-    dir: &Path,
+/// What `results report` is made from.
+struct ReportInputs {
+    dir: Option<PathBuf>,
+    baseline: Option<PathBuf>,
+    threshold_percent: f64,
+    /// Publication name and its warehouse.
+    publication: Option<(String, PathBuf)>,
+    locations: super::warehouse::LocationArgs,
+}
+
+/// Where the report's sections from the warehouse stand.
+#[derive(Default)]
+struct FromWarehouse {
+    sections: Vec<results::report::ExtraSection>,
+    /// Published rows whose lineage does not verify.
+    broken: usize,
+}
+
+async fn write_report(
+    inputs: &ReportInputs,
     output: &Path,
     stability: Stability,
     rule: perfsweep_benchmarks::fleet::OutlierRule,
 ) -> anyhow::Result<ExitCode> {
-    let records = load(dir)?;
-    let cases = results::group(&records, stability);
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let fleet =
-        results::fleet_report::section(&records, rule, &super::heatmap::relative_link(output, dir));
-    let report = results::report::render_with_fleet(&records, &cases, &fleet);
+    let mut records = Vec::new();
+    let mut from_warehouse = FromWarehouse::default();
+    if let Some((name, warehouse)) = &inputs.publication {
+        let opened = inputs.locations.open(warehouse).await?;
+        let published = super::report_sections::published(opened.dir(), name)?;
+        records.extend(published.records);
+        from_warehouse.sections.push(published.section);
+        from_warehouse.broken = published.broken;
+    }
+    if let Some(dir) = &inputs.dir {
+        let candidate = inputs.locations.open(dir).await?;
+        let own = load(candidate.dir())?;
+        if let Some(baseline) = &inputs.baseline {
+            let base = inputs.locations.open(baseline).await?;
+            let base_records = load(base.dir())?;
+            let base_run = super::report_sections::single_run_id(
+                &base_records,
+                &format!("--baseline {}", baseline.display()),
+            )?;
+            let own_run = super::report_sections::single_run_id(&own, &dir.display().to_string())?;
+            let both: Vec<ResultRecord> = base_records.into_iter().chain(own.clone()).collect();
+            let (sections, worse) = super::report_sections::what_changed(
+                [(base.dir(), &base_run), (candidate.dir(), &own_run)],
+                &both,
+                &output.join("changed-warehouse"),
+                inputs.threshold_percent,
+            )
+            .await?;
+            eprintln!(
+                "what changed since run {base_run}: {}",
+                if worse {
+                    "some cases got worse (see the report)"
+                } else {
+                    "no case got worse"
+                }
+            );
+            from_warehouse.sections.extend(sections);
+        }
+        records.extend(own);
+    }
+    // A run both published and given directly is one run.
+    records.sort_by(|a, b| {
+        (&a.run_id, &a.benchmark.name, a.benchmark.repetition).cmp(&(
+            &b.run_id,
+            &b.benchmark.name,
+            b.benchmark.repetition,
+        ))
+    });
+    records.dedup_by(|a, b| {
+        a.run_id == b.run_id
+            && a.benchmark.name == b.benchmark.name
+            && a.benchmark.repetition == b.benchmark.repetition
+    });
+    let cases = results::group(&records, stability);
+    let link_dir = inputs.dir.clone().unwrap_or_else(|| output.to_owned());
+    let fleet = results::fleet_report::section(
+        &records,
+        rule,
+        &super::heatmap::relative_link(output, &link_dir),
+    );
+    let report =
+        results::report::render_with_fleet(&records, &cases, &fleet, &from_warehouse.sections);
     let mut files = vec![
         ("report.md".to_owned(), report.markdown),
         ("report.html".to_owned(), report.html),
@@ -412,6 +523,13 @@ fn write_report(
         o.failed,
         o.without_criteria
     );
+    if from_warehouse.broken > 0 {
+        eprintln!(
+            "error: {} published row(s) do not walk back to their evidence (see the report)",
+            from_warehouse.broken
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     // Not accepted has the exit code `perfsweep run` gives it (1 stays "could not do it").
     Ok(
         if o.accepted() == Some(false) || fleet.passed() == Some(false) {

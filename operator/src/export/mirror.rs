@@ -51,7 +51,7 @@ impl Mirror {
             .list()
             .await?
             .into_iter()
-            .filter(|name| !name.ends_with(".tmp"))
+            .filter(|name| !temporary(name))
             .collect();
         for name in &names {
             let local = local_path(&dir, name).with_context(|| {
@@ -131,6 +131,13 @@ fn content_addressed(name: &str) -> bool {
     name.starts_with("raw/") || (file.starts_with("part-") && file.ends_with(".parquet"))
 }
 
+/// A file being written (the `.tmp` of an atomic write): never part of a location.
+fn temporary(name: &str) -> bool {
+    Path::new(name)
+        .extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("tmp"))
+}
+
 /// Every file under `dir` (names relative to it, `/`-separated), but temporary ones.
 fn files(dir: &Path) -> anyhow::Result<BTreeMap<String, Stamp>> {
     let mut found = BTreeMap::new();
@@ -156,7 +163,7 @@ fn files(dir: &Path) -> anyhow::Result<BTreeMap<String, Stamp>> {
                 .map(|c| c.as_os_str().to_string_lossy())
                 .collect::<Vec<_>>()
                 .join("/");
-            if name.ends_with(".tmp") {
+            if temporary(&name) {
                 continue;
             }
             found.insert(

@@ -1013,7 +1013,7 @@ async fn the_warehouse_build_cronjob_loads_what_benchmarks_export() {
     {
         logs.push_str(
             &pods
-                .logs(&pod.name_any(), &Default::default())
+                .logs(&pod.name_any(), &kube::api::LogParams::default())
                 .await
                 .unwrap_or_default(),
         );

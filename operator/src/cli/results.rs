@@ -620,41 +620,60 @@ fn read_dir_records(
     for file in files {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        match intake::read(&text).with_context(|| format!("{}", file.display()))? {
-            intake::Intake::NotARecord(why) => {
-                loaded
-                    .notes
-                    .push(format!("note: skipped {}: {why}", file.display()));
-            }
-            intake::Intake::Record(record) => {
-                if let Some(evidence) = &record.evidence {
-                    let candidates = [
-                        file.parent().map(|d| d.join(&evidence.path)),
-                        path.is_dir().then(|| path.join(&evidence.path)),
-                    ];
-                    let bytes = candidates
-                        .into_iter()
-                        .flatten()
-                        .find_map(|p| std::fs::read(p).ok());
-                    if let Some(problem) = intake::evidence_problem(evidence, bytes.as_deref()) {
-                        loaded.notes.push(format!(
-                            "warning: {} (run {} benchmark {}): {problem}",
-                            file.display(),
-                            record.run_id,
-                            record.benchmark.name
-                        ));
-                        loaded.flags.insert(
-                            (record.run_id.clone(), record.benchmark.name.clone()),
-                            problem,
-                        );
-                    }
+        // A record per file (`run --output`), or per line (an export's JSON Lines).
+        let documents: Vec<(String, &str)> = if file
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+        {
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+                .map(|(index, line)| (format!("{}:{}", file.display(), index + 1), line))
+                .collect()
+        } else {
+            vec![(file.display().to_string(), text.as_str())]
+        };
+        for (origin, text) in documents {
+            match intake::read(text).with_context(|| origin.clone())? {
+                intake::Intake::NotARecord(why) => {
+                    loaded
+                        .notes
+                        .push(format!("note: skipped {}: {why}", file.display()));
                 }
-                records.push((file.display().to_string(), *record));
+                intake::Intake::Record(record) => {
+                    if let Some(evidence) = &record.evidence {
+                        let candidates = [
+                            file.parent().map(|d| d.join(&evidence.path)),
+                            path.is_dir().then(|| path.join(&evidence.path)),
+                        ];
+                        let bytes = candidates
+                            .into_iter()
+                            .flatten()
+                            .find_map(|p| std::fs::read(p).ok());
+                        if let Some(problem) = intake::evidence_problem(evidence, bytes.as_deref())
+                        {
+                            loaded.notes.push(format!(
+                                "warning: {} (run {} benchmark {}): {problem}",
+                                file.display(),
+                                record.run_id,
+                                record.benchmark.name
+                            ));
+                            loaded.flags.insert(
+                                (record.run_id.clone(), record.benchmark.name.clone()),
+                                problem,
+                            );
+                        }
+                    }
+                    records.push((origin, *record));
+                }
             }
         }
     }
     if records.is_empty() {
-        anyhow::bail!("no result records (*.json) under {}", path.display());
+        anyhow::bail!(
+            "no result records (*.json, *.jsonl) under {}",
+            path.display()
+        );
     }
     Ok(records)
 }
@@ -691,7 +710,10 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
             if entry.file_name().is_some_and(|n| n != "evidence") {
                 collect(&entry, files)?;
             }
-        } else if entry.extension().is_some_and(|e| e == "json") {
+        } else if entry
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json") || e.eq_ignore_ascii_case("jsonl"))
+        {
             files.push(entry);
         }
     }

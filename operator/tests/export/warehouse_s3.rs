@@ -196,6 +196,22 @@ async fn a_warehouse_in_s3_builds_from_exported_records_and_walks_back_to_eviden
         names.iter().any(|n| n.starts_with("benchmark_run_fact/")),
         "{names:?}"
     );
+
+    // `results report` reads the export location's JSON Lines through the same mirror.
+    let report_dir = caches.join("report");
+    let reported = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["results", "report", "s3://perf/exports", "-o"])
+        .arg(&report_dir)
+        .arg("--location-param")
+        .arg(format!("endpoint=http://127.0.0.1:{port}"))
+        .env("PERFSWEEP_WAREHOUSE_CACHE", cache("g"))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .output()
+        .expect("perfsweep runs");
+    assert!(reported.status.success(), "{reported:?}");
+    let md = std::fs::read_to_string(report_dir.join("report.md")).expect("report.md");
+    assert!(md.contains("1 runs from run 20260101T000000Z-abc123"), "{md}");
     let _ = std::fs::remove_dir_all(&caches);
     let _ = std::fs::remove_dir_all(&results);
 }

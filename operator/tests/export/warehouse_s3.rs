@@ -12,16 +12,22 @@ use perfsweep_benchmarks::record::{ResultRecord, artifact_manifest_digest};
 use perfsweep_benchmarks::set::expand::workload_spec_digest;
 use std::process::{Command, Output};
 
-fn warehouse(port: u16, cache: &Path, args: &[&str]) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-        .arg("warehouse")
+/// `perfsweep ARGS` against the moto on `port`, with its credentials.
+fn perfsweep_s3(port: u16, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_perfsweep"));
+    command
         .args(args)
         .arg("--location-param")
         .arg(format!("endpoint=http://127.0.0.1:{port}"))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET);
+    command
+}
+
+fn warehouse(port: u16, cache: &Path, args: &[&str]) -> Output {
+    let output = perfsweep_s3(port, &[&["warehouse"], args].concat())
         .arg("--cache-dir")
         .arg(cache)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .output()
         .expect("perfsweep runs");
     eprintln!(
@@ -175,14 +181,10 @@ async fn a_warehouse_in_s3_builds_from_exported_records_and_walks_back_to_eviden
 
     // `results upload --warehouse` loads a results directory the same way, once.
     for expected in ["1 run(s) added", "0 run(s) added, 1 already"] {
-        let uploaded = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-            .args(["results", "upload"])
-            .arg(&results)
-            .args(["--warehouse", "s3://perf/wh2", "--location-param"])
-            .arg(format!("endpoint=http://127.0.0.1:{port}"))
+        let results = results.to_str().expect("UTF-8 path");
+        let uploaded = perfsweep_s3(port, &["results", "upload", results])
+            .args(["--warehouse", "s3://perf/wh2"])
             .env("PERFSWEEP_WAREHOUSE_CACHE", cache("f"))
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", SECRET)
             .output()
             .expect("perfsweep runs");
         assert!(uploaded.status.success(), "{uploaded:?}");
@@ -199,19 +201,18 @@ async fn a_warehouse_in_s3_builds_from_exported_records_and_walks_back_to_eviden
 
     // `results report` reads the export location's JSON Lines through the same mirror.
     let report_dir = caches.join("report");
-    let reported = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
-        .args(["results", "report", "s3://perf/exports", "-o"])
-        .arg(&report_dir)
-        .arg("--location-param")
-        .arg(format!("endpoint=http://127.0.0.1:{port}"))
+    let report_arg = report_dir.to_str().expect("UTF-8 path");
+    let reported = perfsweep_s3(port, &["results", "report", "s3://perf/exports"])
+        .args(["-o", report_arg])
         .env("PERFSWEEP_WAREHOUSE_CACHE", cache("g"))
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .output()
         .expect("perfsweep runs");
     assert!(reported.status.success(), "{reported:?}");
     let md = std::fs::read_to_string(report_dir.join("report.md")).expect("report.md");
-    assert!(md.contains("1 runs from run 20260101T000000Z-abc123"), "{md}");
+    assert!(
+        md.contains("1 runs from run 20260101T000000Z-abc123"),
+        "{md}"
+    );
     let _ = std::fs::remove_dir_all(&caches);
     let _ = std::fs::remove_dir_all(&results);
 }

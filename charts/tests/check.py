@@ -199,6 +199,7 @@ def scenario_cluster_wide(objects: list[dict[str, Any]]) -> None:
 
 
 def scenario_default(objects: list[dict[str, Any]], cluster_wide: list[dict[str, Any]]) -> None:
+    check(not of_kind(objects, "CronJob"), "no warehouse build CronJob unless asked for")
     (deployment,) = of_kind(objects, "Deployment")
     deployment_checks(deployment, leader_election=True)
     check_admission_policy(objects, "perfsweep.io/privileged-benchmarks")
@@ -394,6 +395,32 @@ def scenario_no_leader_election(objects: list[dict[str, Any]]) -> None:
         check(flag in args, f"benchmark defaults reach the operator: {flag}")
 
 
+def scenario_warehouse_build(objects: list[dict[str, Any]]) -> None:
+    (cron,) = of_kind(objects, "CronJob")
+    check(cron["spec"]["concurrencyPolicy"] == "Forbid", "one warehouse build at a time")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    check(pod.get("automountServiceAccountToken") is False, "the build job has no API token")
+    (container,) = pod["containers"]
+    args = container["args"]
+    check(args[:3] == ["warehouse", "build", "s3://perf/exports"], f"builds from the exports: {args}")
+    for flag in [
+        "--output=s3://perf/warehouse",
+        "--mode=publication",
+        "--cache-dir=/cache",
+        "--location-param=endpoint=https://minio.storage:9000",
+    ]:
+        check(flag in args, f"warehouse build flag {flag}")
+    check(
+        container.get("envFrom") == [{"secretRef": {"name": "warehouse-s3"}}],
+        "credentials from the named Secret",
+    )
+    check(container["securityContext"]["readOnlyRootFilesystem"] is True, "read-only root filesystem")
+    check(
+        any(m["mountPath"] == "/cache" for m in container["volumeMounts"]),
+        "the mirror is on a writable volume",
+    )
+
+
 SCENARIOS: list[tuple[str, dict[str, Any]]] = [
     ("cluster-wide (watch.allNamespaces: true)", {"watch": {"allNamespaces": True}}),
     ("default values", {}),
@@ -413,6 +440,21 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
                 "scheduler": "default",
                 "queue": "benchmarks",
             },
+        },
+    ),
+    (
+        "warehouse build CronJob on",
+        {
+            "warehouse": {
+                "build": {
+                    "enabled": True,
+                    "sources": ["s3://perf/exports"],
+                    "location": "s3://perf/warehouse",
+                    "params": {"endpoint": "https://minio.storage:9000"},
+                    "credentialsSecret": "warehouse-s3",
+                    "mode": "publication",
+                }
+            }
         },
     ),
     (
@@ -442,6 +484,12 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum"),
     ({"export": {"allowedEndpoints": ["https://u:p@store/x"]}}, "at '/export/allowedEndpoints/0'"),
     ({"maxChildrenPerSet": 2000000}, "at '/maxChildrenPerSet': maximum"),
+    (
+        {"warehouse": {"build": {"enabled": True, "sources": ["s3://perf/exports"]}}},
+        "warehouse.build.enabled needs warehouse.build.sources",
+    ),
+    ({"warehouse": {"build": {"sources": ["/local/dir"]}}}, "at '/warehouse/build/sources/0'"),
+    ({"warehouse": {"build": {"mode": "draft"}}}, "at '/warehouse/build/mode'"),
     ({"operater": {"replicas": 2}}, "additional properties 'operater' not allowed"),
     ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy': value must be one of"),
     ({"image": {"digest": "latest"}}, "at '/image/digest'"),
@@ -479,7 +527,8 @@ def main() -> int:
         SCENARIOS[3][0]: scenario_service_monitor,
         SCENARIOS[4][0]: scenario_crds_as_templates,
         SCENARIOS[5][0]: scenario_no_leader_election,
-        SCENARIOS[6][0]: scenario_grafana_dashboard,
+        SCENARIOS[6][0]: scenario_warehouse_build,
+        SCENARIOS[7][0]: scenario_grafana_dashboard,
     }
     for label, values in SCENARIOS:
         print(f"== {label}")

@@ -892,6 +892,163 @@ async fn the_ome_benchmarkjob_example_exports_to_s3() {
     let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
 }
 
+/// The chart's warehouse build CronJob (installed by the harness with the suite's S3
+/// server): a benchmark exports to `s3://e2e-wh/exports`, a Job made from the CronJob's
+/// template loads it into `s3://e2e-wh/warehouse`, and `perfsweep warehouse query` on
+/// this machine finds the run there.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn the_warehouse_build_cronjob_loads_what_benchmarks_export() {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    use k8s_openapi::api::core::v1::Secret;
+    let client = cluster().await;
+    let operator_namespace = require_in_cluster_operator();
+    let s3 = std::env::var("PERFSWEEP_E2E_S3").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_S3 to an S3-compatible server the chart allows (tests/e2e/cluster.py starts one)")
+    });
+    s3_request("PUT", &s3, "/e2e-wh");
+    let credentials = json!({"AWS_ACCESS_KEY_ID": "e2e", "AWS_SECRET_ACCESS_KEY": "e2e-secret"});
+    // The benchmark's export Secret (labelled, as the chart requires), and the job's,
+    // named in the harness's chart values.
+    for (namespace, name, labels) in [
+        (
+            NAMESPACE,
+            "e2e-wh-export",
+            json!({"perfsweep.io/export-credentials": "true"}),
+        ),
+        (operator_namespace.as_str(), "e2e-warehouse-s3", json!({})),
+    ] {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let _ = secrets.delete(name, &DeleteParams::default()).await;
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels}, "stringData": credentials,
+        }))
+        .expect("a Secret");
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap_or_else(|e| panic!("Secret {namespace}/{name} created: {e}"));
+    }
+
+    let name = "e2e-wh-iperf";
+    let api = iperfs(&client);
+    delete_and_wait(&client, &api, name).await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": name},
+        "spec": {"duration": 2, "scheduler": scheduler(), "timeout": "4m", "outputLocation": {
+            "storageUri": "s3://e2e-wh/exports", "parameters": {"endpoint": s3},
+            "secretName": "e2e-wh-export"}},
+    }))
+    .expect("IPerf object");
+    let started = Instant::now();
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("IPerf created");
+    let status = wait_for_status(&api, name, Duration::from_mins(5), |s| {
+        finished(s)
+            && s["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Exported" && c["reason"] != "ExportRetrying")
+    })
+    .await;
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), &operator_namespace);
+    let cron = crons
+        .list(&ListParams::default().labels("app.kubernetes.io/component=warehouse-build"))
+        .await
+        .expect("CronJobs listed")
+        .items
+        .into_iter()
+        .next()
+        .expect("the chart's warehouse build CronJob (warehouse.build.enabled)");
+    let template = cron.spec.job_template.spec.expect("a job template");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &operator_namespace);
+    let job_name = "e2e-warehouse-build";
+    let _ = jobs.delete(job_name, &DeleteParams::background()).await;
+    // A Job left by an earlier run goes first (with its pods: background deletion).
+    let gone_by = Instant::now() + Duration::from_mins(1);
+    while jobs
+        .get_opt(job_name)
+        .await
+        .expect("Jobs readable")
+        .is_some()
+    {
+        assert!(
+            Instant::now() < gone_by,
+            "the old Job {job_name} is not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let job = Job {
+        metadata: kube::api::ObjectMeta {
+            name: Some(job_name.into()),
+            ..Default::default()
+        },
+        spec: Some(template),
+        ..Default::default()
+    };
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("a Job from the CronJob's template");
+    let deadline = Instant::now() + Duration::from_mins(4);
+    let succeeded = loop {
+        let job = jobs.get(job_name).await.expect("the Job readable");
+        let status = job.status.unwrap_or_default();
+        if status.succeeded.unwrap_or(0) > 0 {
+            break true;
+        }
+        if status.failed.unwrap_or(0) > 0 || Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &operator_namespace);
+    let mut logs = String::new();
+    for pod in pods
+        .list(&ListParams::default().labels(&format!("job-name={job_name}")))
+        .await
+        .expect("the Job's pods")
+        .items
+    {
+        logs.push_str(
+            &pods
+                .logs(&pod.name_any(), &kube::api::LogParams::default())
+                .await
+                .unwrap_or_default(),
+        );
+    }
+    assert!(succeeded, "the warehouse build Job failed:\n{logs}");
+    assert!(logs.contains("1 run(s) added"), "{logs}");
+
+    let query = std::process::Command::new(env!("CARGO_BIN_EXE_perfsweep"))
+        .args(["warehouse", "query", "s3://e2e-wh/warehouse"])
+        .arg("SELECT name, status FROM benchmark_run_fact")
+        .args(["--format", "csv", "--location-param"])
+        .arg(format!("endpoint={s3}"))
+        .arg("--cache-dir")
+        .arg(std::env::temp_dir().join(format!("perfsweep-e2e-wh-{}", std::process::id())))
+        .env("AWS_ACCESS_KEY_ID", "e2e")
+        .env("AWS_SECRET_ACCESS_KEY", "e2e-secret")
+        .output()
+        .expect("perfsweep runs");
+    let answer = String::from_utf8_lossy(&query.stdout);
+    println!(
+        "E2E warehouse build CronJob: job {} after {:.0}s; query answered {answer:?}",
+        if succeeded { "succeeded" } else { "failed" },
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        answer.contains(&format!("{name},succeeded")),
+        "{answer}{}",
+        String::from_utf8_lossy(&query.stderr)
+    );
+    let _ = jobs.delete(job_name, &DeleteParams::background()).await;
+    delete_and_wait(&client, &api, name).await;
+}
+
 /// One plain request to the S3 server (moto accepts unsigned bucket operations): the
 /// response body. The suite needs no S3 client for a bucket and a listing.
 fn s3_request(method: &str, base: &str, path: &str) -> String {

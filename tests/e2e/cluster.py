@@ -801,6 +801,13 @@ def install_chart():
         "benchmarkDefaults": {"scheduler": "volcano" if have_volcano() else "default"},
         # The suite's S3 server, plain http on the bridge (the administrator's choice).
         "export": {"allowedEndpoints": [S3_URL], "allowPlainHttp": True},
+        # The warehouse build CronJob, on the suite's S3 server; its schedule never comes
+        # within a run: the suite makes a Job from its template.
+        "warehouse": {"build": {
+            "enabled": True, "schedule": "0 0 1 1 *",
+            "sources": ["s3://e2e-wh/exports"], "location": "s3://e2e-wh/warehouse",
+            "params": {"endpoint": S3_URL}, "credentialsSecret": "e2e-warehouse-s3",
+        }},
     }
     started = time.time()
     with helm.Chart.load(str(chart_for_this_cluster())) as chart:

@@ -291,7 +291,7 @@ mod tests {
         assert!(section.markdown.contains("took 3m 12s"));
         assert_eq!(section.heatmaps.len(), 1);
         let cases = crate::results::group(&records, crate::judging::stats::Stability::default());
-        let report = crate::results::report::render_with_fleet(&records, &cases, &section);
+        let report = crate::results::report::render_with_fleet(&records, &cases, &section, &[]);
         assert!(
             report.html.contains("FLEET NOT ACCEPTED"),
             "{}",

@@ -264,15 +264,26 @@ pub fn render(records: &[ResultRecord], cases: &[Case]) -> Report {
         records,
         cases,
         &super::fleet_report::FleetSection::default(),
+        &[],
     )
 }
 
+/// A section from outside the records (a published rollup, what changed since a
+/// baseline), rendered like the report's own tables, before the lineage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExtraSection {
+    pub heading: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
 /// [`render`], with the fleet section of a node-pair sweep (see
-/// [`super::fleet_report::section`]) after the verdict.
+/// [`super::fleet_report::section`]) after the verdict, and `extra` sections.
 pub fn render_with_fleet(
     records: &[ResultRecord],
     cases: &[Case],
     fleet: &super::fleet_report::FleetSection,
+    extra: &[ExtraSection],
 ) -> Report {
     let verdicts: Vec<RunVerdict> = records.iter().map(RunVerdict::of).collect();
     let overall = Overall::tally(&verdicts);
@@ -302,14 +313,27 @@ pub fn render_with_fleet(
             .map(|(k, v)| vec![k, v])
             .collect(),
     );
-    let sections: [(&str, &Table); 6] = [
+    let extra: Vec<(&str, Table)> = extra
+        .iter()
+        .map(|section| {
+            let table = Table {
+                header: section.header.clone(),
+                rows: section.rows.clone(),
+            };
+            (section.heading.as_str(), table)
+        })
+        .collect();
+    let sections: Vec<(&str, &Table)> = [
         ("Where and when", &provenance),
         ("Verdict per case", &per_case),
         ("Runs", &runs),
         ("Acceptance criteria", &criteria),
         ("Statistics per case", &stats),
-        ("Lineage", &lineage),
-    ];
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|(heading, table)| (*heading, table)))
+    .chain([("Lineage", &lineage)])
+    .collect();
     // A failed fleet verdict overrides runs that each met their criteria.
     let headline = match fleet.passed() {
         Some(false) => format!(
@@ -779,6 +803,30 @@ mod tests {
 
     /// Issue 15: cases are judged across their repetitions, and the chart shows the
     /// judged metric in Gbit/s with the criterion's bound as a labelled dashed line.
+    /// Sections from outside the records come before the lineage, escaped like the rest.
+    #[test]
+    fn extra_sections_render_before_the_lineage_escaped() {
+        let records = vec![record("a", 1, Some(9e9))];
+        let cases = super::super::group(&records, Stability::default());
+        let extra = ExtraSection {
+            heading: "What changed since run base".into(),
+            header: vec!["case".into(), "worse".into()],
+            rows: vec![vec!["<script>x</script>".into(), "12.0% | a lot".into()]],
+        };
+        let report = render_with_fleet(
+            &records,
+            &cases,
+            &super::super::fleet_report::FleetSection::default(),
+            &[extra],
+        );
+        let md = &report.markdown;
+        let at = |text: &str| md.find(text).unwrap_or_else(|| panic!("{text} in {md}"));
+        assert!(at("What changed since run base") < at("## Lineage"));
+        assert!(md.contains("12.0% \\| a lot"), "{md}");
+        assert!(report.html.contains("What changed since run base"));
+        assert!(!report.html.contains("<script>x"), "escaped in HTML");
+    }
+
     #[test]
     fn cases_are_judged_and_charts_show_the_judged_metric_and_its_bound() {
         let mut records = Vec::new();

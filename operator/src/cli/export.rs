@@ -100,7 +100,7 @@ pub async fn export(dir: &Path, sink: &export::Store, args: &ExportArgs) -> bool
 pub async fn upload(dir: &Path, args: &ExportArgs) -> anyhow::Result<std::process::ExitCode> {
     let sink = args
         .open()?
-        .context("results upload needs --export URI (where to upload to)")?;
+        .context("results upload needs --export URI (where to upload to) or --warehouse LOCATION (which warehouse to load into)")?;
     Ok(if export(dir, &sink, args).await {
         std::process::ExitCode::SUCCESS
     } else {

@@ -8,6 +8,7 @@ mod import;
 mod operator;
 mod parse;
 mod render;
+mod report_sections;
 mod results;
 mod run;
 mod run_fleet;

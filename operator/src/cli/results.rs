@@ -121,17 +121,46 @@ pub enum ResultsCommand {
     /// evidence), as `report.md` and `report.html` in OUTPUT. Exits 1 when a run with
     /// criteria was rejected or failed.
     Report {
-        dir: PathBuf,
+        /// The results directory (not needed with --publication, whose runs' records the
+        /// warehouse holds).
+        #[arg(required_unless_present = "publication")]
+        dir: Option<PathBuf>,
         /// The directory to write the report into (created if missing).
         #[arg(long, short = 'o')]
         output: PathBuf,
+        /// Also say what changed since the run in BASELINE (a results directory of one
+        /// run, or an export location): the cases that got worse, their workload points,
+        /// abnormal nodes and the raw evidence, as `warehouse what-changed` finds them.
+        /// Both sides are loaded into `changed-warehouse/` beside the report.
+        #[arg(long, value_name = "BASELINE")]
+        baseline: Option<PathBuf>,
+        /// Worse by more than this percent counts (with --baseline).
+        #[arg(long, default_value_t = 5.0, requires = "baseline")]
+        threshold_percent: f64,
+        /// Take the figures from publication NAME of --warehouse: its rows, each walked
+        /// back to its evidence, and the records of the runs behind them. Exits 1 when a
+        /// row's lineage does not verify.
+        #[arg(long, value_name = "NAME", requires = "warehouse")]
+        publication: Option<String>,
+        /// The warehouse of --publication (a directory or an export location).
+        #[arg(long, value_name = "LOCATION", env = "PERFSWEEP_WAREHOUSE")]
+        warehouse: Option<PathBuf>,
     },
     /// Upload a results directory (`run --output DIR`) to an export location: records as
-    /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed).
+    /// JSON Lines and Parquet, evidence as files (e.g. after `run --export` failed);
+    /// and/or load it into a warehouse's curated tables (`--warehouse`).
     Upload {
         dir: PathBuf,
         #[command(flatten)]
         export: super::export::ExportArgs,
+        /// Also load the records into the warehouse at LOCATION (a directory or an
+        /// export location such as `s3://bucket/warehouse`), as `warehouse build` does;
+        /// runs already there are left alone.
+        #[arg(long, value_name = "LOCATION")]
+        warehouse: Option<PathBuf>,
+        /// Load them as publication runs rather than exploration.
+        #[arg(long, requires = "warehouse")]
+        publication: bool,
     },
 }
 
@@ -213,8 +242,50 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        ResultsCommand::Report { dir, output } => write_report(&dir, &output, stability, rule),
-        ResultsCommand::Upload { dir, export } => super::export::upload(&dir, &export).await,
+        ResultsCommand::Report {
+            dir,
+            output,
+            baseline,
+            threshold_percent,
+            publication,
+            warehouse,
+        } => {
+            let inputs = ReportInputs {
+                dir,
+                baseline,
+                threshold_percent,
+                publication: publication.zip(warehouse),
+                locations: super::warehouse::LocationArgs::with_params(args.location_params),
+            };
+            write_report(&inputs, &output, stability, rule).await
+        }
+        ResultsCommand::Upload {
+            dir,
+            export,
+            warehouse,
+            publication,
+        } => {
+            let Some(warehouse) = warehouse else {
+                return super::export::upload(&dir, &export).await;
+            };
+            let exported = if export.export.is_some() {
+                super::export::upload(&dir, &export).await?
+            } else {
+                ExitCode::SUCCESS
+            };
+            let options = perfsweep_warehouse::derive::Options {
+                mode: if publication {
+                    perfsweep_warehouse::derive::Mode::Publication
+                } else {
+                    perfsweep_warehouse::derive::Mode::Exploration
+                },
+                price_per_hour: None,
+            };
+            let locations = super::warehouse::LocationArgs::with_params(args.location_params);
+            super::warehouse::load(std::slice::from_ref(&dir), &warehouse, &options, &locations)
+                .await?;
+            Ok(exported)
+        }
         ResultsCommand::Plot {
             dirs,
             metric,
@@ -335,19 +406,94 @@ fn plot_targets(
     }
 }
 
-fn write_report(
-    dir: &Path,
+/// What `results report` is made from.
+struct ReportInputs {
+    dir: Option<PathBuf>,
+    baseline: Option<PathBuf>,
+    threshold_percent: f64,
+    /// Publication name and its warehouse.
+    publication: Option<(String, PathBuf)>,
+    locations: super::warehouse::LocationArgs,
+}
+
+/// Where the report's sections from the warehouse stand.
+#[derive(Default)]
+struct FromWarehouse {
+    sections: Vec<results::report::ExtraSection>,
+    /// Published rows whose lineage does not verify.
+    broken: usize,
+}
+
+async fn write_report(
+    inputs: &ReportInputs,
     output: &Path,
     stability: Stability,
     rule: perfsweep_benchmarks::judging::fleet::OutlierRule,
 ) -> anyhow::Result<ExitCode> {
-    let records = load(dir)?;
-    let cases = results::group(&records, stability);
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let fleet =
-        results::fleet_report::section(&records, rule, &super::heatmap::relative_link(output, dir));
-    let report = results::report::render_with_fleet(&records, &cases, &fleet);
+    let mut records = Vec::new();
+    let mut from_warehouse = FromWarehouse::default();
+    if let Some((name, warehouse)) = &inputs.publication {
+        let opened = inputs.locations.open(warehouse).await?;
+        let published = super::report_sections::published(opened.dir(), name)?;
+        records.extend(published.records);
+        from_warehouse.sections.push(published.section);
+        from_warehouse.broken = published.broken;
+    }
+    if let Some(dir) = &inputs.dir {
+        let candidate = inputs.locations.open(dir).await?;
+        let own = load(candidate.dir())?;
+        if let Some(baseline) = &inputs.baseline {
+            let base = inputs.locations.open(baseline).await?;
+            let base_records = load(base.dir())?;
+            let base_run = super::report_sections::single_run_id(
+                &base_records,
+                &format!("--baseline {}", baseline.display()),
+            )?;
+            let own_run = super::report_sections::single_run_id(&own, &dir.display().to_string())?;
+            let both: Vec<ResultRecord> = base_records.into_iter().chain(own.clone()).collect();
+            let (sections, worse) = super::report_sections::what_changed(
+                [(base.dir(), &base_run), (candidate.dir(), &own_run)],
+                &both,
+                &output.join("changed-warehouse"),
+                inputs.threshold_percent,
+            )
+            .await?;
+            eprintln!(
+                "what changed since run {base_run}: {}",
+                if worse {
+                    "some cases got worse (see the report)"
+                } else {
+                    "no case got worse"
+                }
+            );
+            from_warehouse.sections.extend(sections);
+        }
+        records.extend(own);
+    }
+    // A run both published and given directly is one run.
+    records.sort_by(|a, b| {
+        (&a.run_id, &a.benchmark.name, a.benchmark.repetition).cmp(&(
+            &b.run_id,
+            &b.benchmark.name,
+            b.benchmark.repetition,
+        ))
+    });
+    records.dedup_by(|a, b| {
+        a.run_id == b.run_id
+            && a.benchmark.name == b.benchmark.name
+            && a.benchmark.repetition == b.benchmark.repetition
+    });
+    let cases = results::group(&records, stability);
+    let link_dir = inputs.dir.clone().unwrap_or_else(|| output.to_owned());
+    let fleet = results::fleet_report::section(
+        &records,
+        rule,
+        &super::heatmap::relative_link(output, &link_dir),
+    );
+    let report =
+        results::report::render_with_fleet(&records, &cases, &fleet, &from_warehouse.sections);
     let mut files = vec![
         ("report.md".to_owned(), report.markdown),
         ("report.html".to_owned(), report.html),
@@ -377,6 +523,13 @@ fn write_report(
         o.failed,
         o.without_criteria
     );
+    if from_warehouse.broken > 0 {
+        eprintln!(
+            "error: {} published row(s) do not walk back to their evidence (see the report)",
+            from_warehouse.broken
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     // Not accepted has the exit code `perfsweep run` gives it (1 stays "could not do it").
     Ok(
         if o.accepted() == Some(false) || fleet.passed() == Some(false) {
@@ -467,41 +620,60 @@ fn read_dir_records(
     for file in files {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        match intake::read(&text).with_context(|| format!("{}", file.display()))? {
-            intake::Intake::NotARecord(why) => {
-                loaded
-                    .notes
-                    .push(format!("note: skipped {}: {why}", file.display()));
-            }
-            intake::Intake::Record(record) => {
-                if let Some(evidence) = &record.evidence {
-                    let candidates = [
-                        file.parent().map(|d| d.join(&evidence.path)),
-                        path.is_dir().then(|| path.join(&evidence.path)),
-                    ];
-                    let bytes = candidates
-                        .into_iter()
-                        .flatten()
-                        .find_map(|p| std::fs::read(p).ok());
-                    if let Some(problem) = intake::evidence_problem(evidence, bytes.as_deref()) {
-                        loaded.notes.push(format!(
-                            "warning: {} (run {} benchmark {}): {problem}",
-                            file.display(),
-                            record.run_id,
-                            record.benchmark.name
-                        ));
-                        loaded.flags.insert(
-                            (record.run_id.clone(), record.benchmark.name.clone()),
-                            problem,
-                        );
-                    }
+        // A record per file (`run --output`), or per line (an export's JSON Lines).
+        let documents: Vec<(String, &str)> = if file
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+        {
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+                .map(|(index, line)| (format!("{}:{}", file.display(), index + 1), line))
+                .collect()
+        } else {
+            vec![(file.display().to_string(), text.as_str())]
+        };
+        for (origin, text) in documents {
+            match intake::read(text).with_context(|| origin.clone())? {
+                intake::Intake::NotARecord(why) => {
+                    loaded
+                        .notes
+                        .push(format!("note: skipped {}: {why}", file.display()));
                 }
-                records.push((file.display().to_string(), *record));
+                intake::Intake::Record(record) => {
+                    if let Some(evidence) = &record.evidence {
+                        let candidates = [
+                            file.parent().map(|d| d.join(&evidence.path)),
+                            path.is_dir().then(|| path.join(&evidence.path)),
+                        ];
+                        let bytes = candidates
+                            .into_iter()
+                            .flatten()
+                            .find_map(|p| std::fs::read(p).ok());
+                        if let Some(problem) = intake::evidence_problem(evidence, bytes.as_deref())
+                        {
+                            loaded.notes.push(format!(
+                                "warning: {} (run {} benchmark {}): {problem}",
+                                file.display(),
+                                record.run_id,
+                                record.benchmark.name
+                            ));
+                            loaded.flags.insert(
+                                (record.run_id.clone(), record.benchmark.name.clone()),
+                                problem,
+                            );
+                        }
+                    }
+                    records.push((origin, *record));
+                }
             }
         }
     }
     if records.is_empty() {
-        anyhow::bail!("no result records (*.json) under {}", path.display());
+        anyhow::bail!(
+            "no result records (*.json, *.jsonl) under {}",
+            path.display()
+        );
     }
     Ok(records)
 }
@@ -538,7 +710,10 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
             if entry.file_name().is_some_and(|n| n != "evidence") {
                 collect(&entry, files)?;
             }
-        } else if entry.extension().is_some_and(|e| e == "json") {
+        } else if entry
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json") || e.eq_ignore_ascii_case("jsonl"))
+        {
             files.push(entry);
         }
     }

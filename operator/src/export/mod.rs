@@ -33,6 +33,7 @@ pub mod dataset;
 pub mod format;
 pub mod github;
 pub mod http;
+pub mod mirror;
 pub mod read;
 pub mod store;
 

@@ -248,6 +248,15 @@ impl Store {
             .map_err(|error| anyhow::anyhow!("cannot read {key}: {}", describe(&error)))
     }
 
+    /// Deletes one object (gone already is fine: deleting is idempotent in object_store).
+    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        let key = self.key(name);
+        self.objects("delete objects")?
+            .delete(&key)
+            .await
+            .map_err(|error| anyhow::anyhow!("cannot delete {key}: {}", describe(&error)))
+    }
+
     /// Names (relative to the prefix) of every object under the prefix, sorted.
     pub async fn list(&self) -> anyhow::Result<Vec<String>> {
         let prefix = (!self.prefix.is_empty()).then(|| Key::from(self.prefix.as_str()));

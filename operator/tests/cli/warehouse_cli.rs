@@ -1,6 +1,7 @@
 //! `perfsweep warehouse` over the records of two real local iperf3 sweeps: build (twice,
 //! idempotent), query, publish, explain (and a tampered artifact failing the walk),
-//! what-changed and the retention plan.
+//! what-changed and the retention plan; `results report` from a publication and against a
+//! baseline.
 
 use crate::local_support;
 
@@ -41,6 +42,26 @@ fn warehouse(args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// `perfsweep results report ARGS`, and the report.md it wrote.
+fn results_report(args: &[&str]) -> (Output, String) {
+    let output = perfsweep()
+        .args(["results", "report"])
+        .args(args)
+        .output()
+        .expect("perfsweep runs");
+    eprintln!(
+        "perfsweep results report {args:?}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = args
+        .windows(2)
+        .find(|w| w[0] == "-o")
+        .map(|w| w[1])
+        .expect("-o DIR");
+    let md = std::fs::read_to_string(Path::new(dir).join("report.md")).unwrap_or_default();
+    (output, md)
 }
 
 fn path(p: &Path) -> &str {
@@ -118,6 +139,24 @@ fn build_query_publish_explain_and_what_changed_over_real_records() {
     assert!(published.status.success());
     assert!(String::from_utf8_lossy(&published.stdout).contains("2 row(s)"));
 
+    // `results report` takes its figures from the publication, each row verified.
+    let from_publication = results_report(&[
+        "--publication",
+        "iperf-by-case",
+        "--warehouse",
+        path(&wh),
+        "-o",
+        path(&dir.join("report-published")),
+    ]);
+    assert!(from_publication.0.status.success());
+    let md = &from_publication.1;
+    assert!(md.contains("Published figures: iperf-by-case"), "{md}");
+    assert_eq!(md.matches("verified (").count(), 2, "{md}");
+    assert!(
+        md.contains("12 runs from run"),
+        "the records behind the rows: {md}"
+    );
+
     let walk = warehouse(&[
         "explain",
         "iperf-by-case",
@@ -156,6 +195,16 @@ fn build_query_publish_explain_and_what_changed_over_real_records() {
         error.contains(object) && error.contains("altered"),
         "{error}"
     );
+    let tampered = results_report(&[
+        "--publication",
+        "iperf-by-case",
+        "--warehouse",
+        path(&wh),
+        "-o",
+        path(&dir.join("report-tampered")),
+    ]);
+    assert_eq!(tampered.0.status.code(), Some(1));
+    assert!(tampered.1.contains("BROKEN"), "{}", tampered.1);
     std::fs::write(&file, original).expect("restore");
 
     let changed = warehouse(&[
@@ -172,6 +221,25 @@ fn build_query_publish_explain_and_what_changed_over_real_records() {
     // Exit 1 exactly when some case got worse.
     let slower = report["slower_cases"].as_array().expect("cases").len();
     assert_eq!(changed.status.success(), slower == 0);
+
+    // The same pivot in `results report` when both sides are given, its evidence links
+    // resolving beside the report.
+    let out = dir.join("report-changed");
+    let (reported, md) =
+        results_report(&[path(&second), "--baseline", path(&first), "-o", path(&out)]);
+    assert!(reported.status.code() != Some(1), "{reported:?}");
+    assert!(
+        md.contains(&format!("What changed since run {baseline}")),
+        "{md}"
+    );
+    let links: Vec<&str> = md
+        .split(|c: char| c.is_whitespace() || c == '|' || c == ',')
+        .filter(|word| word.starts_with("changed-warehouse/"))
+        .collect();
+    assert_eq!(links.is_empty(), slower == 0, "{md}");
+    for link in links {
+        assert!(out.join(link).is_file(), "{link} beside the report");
+    }
 
     let plan = warehouse(&[
         "retention",

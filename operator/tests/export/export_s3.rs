@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use perfsweep::export::Store;
 use perfsweep_benchmarks::execution::agent_report::sha256_hex;
 
-const SECRET: &str = "s3cr3t-never-printed-0123456789";
+pub(crate) const SECRET: &str = "s3cr3t-never-printed-0123456789";
 const EVIDENCE: &str = "Connecting to host 127.0.0.1, port 5201\n[  5] 0.00-1.00 sec 1.1 GBytes\n";
 
 fn create_bucket(port: u16, bucket: &str) {
@@ -30,7 +30,7 @@ fn store(port: u16, bucket: &str, prefix: &str) -> Store {
 }
 
 /// A results directory as `perfsweep run --output` writes it: one record, one evidence file.
-fn results_dir(name: &str) -> (PathBuf, String) {
+pub(crate) fn results_dir(name: &str) -> (PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("evidence")).expect("scratch directory");
@@ -58,7 +58,7 @@ fn results_dir(name: &str) -> (PathBuf, String) {
     (dir, sha256)
 }
 
-fn upload(dir: &Path, uri: &str, endpoint_port: u16, attempts: u32) -> Output {
+pub(crate) fn upload(dir: &Path, uri: &str, endpoint_port: u16, attempts: u32) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_perfsweep"))
         .args(["results", "upload"])
         .arg(dir)

@@ -1,5 +1,6 @@
 //! Exporting records and evidence: S3 (moto), GitHub releases (a fake API on loopback),
-//! a claim mounted by the result pod, and OME's S3 example run locally.
+//! a claim mounted by the result pod, OME's S3 example run locally, and a warehouse kept
+//! in S3.
 //!
 //! One test binary per area (each links the whole operator once, not once per file);
 //! every file below is one module, as it was one binary before.
@@ -11,3 +12,4 @@ mod export_claim_operator;
 mod export_github;
 mod export_s3;
 mod ome_local_s3;
+mod warehouse_s3;

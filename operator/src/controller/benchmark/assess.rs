@@ -808,7 +808,7 @@ mod tests {
             };
             assert_eq!(
                 recheck_in,
-                PLACEMENT_GRACE - Duration::from_secs(5) + Duration::from_millis(50),
+                PLACEMENT_GRACE.saturating_sub(Duration::from_secs(5)) + Duration::from_millis(50),
                 "{message}"
             );
             case.now = later(at(5), PLACEMENT_GRACE);

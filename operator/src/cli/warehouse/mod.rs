@@ -12,10 +12,16 @@ use perfsweep_warehouse::output::Format;
 use perfsweep_warehouse::prometheus as telemetry;
 use perfsweep_warehouse::{Warehouse, build, changed, publish, retention};
 
+mod location;
+
+pub use location::LocationArgs;
+
 #[derive(Debug, clap::Args)]
 pub struct WarehouseArgs {
     #[command(subcommand)]
     pub command: WarehouseCommand,
+    #[command(flatten)]
+    pub location: location::LocationArgs,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -45,9 +51,10 @@ pub enum BuildMode {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum WarehouseCommand {
-    /// Load result records (results directories or record files, `*.json` and
-    /// `*.jsonl`, with their `evidence/`) and telemetry slices into the warehouse at
-    /// OUTPUT (a local directory). Idempotent: runs already there are left alone.
+    /// Load result records (results directories, record files, `*.json` and `*.jsonl`,
+    /// with their `evidence/`, or export locations such as `s3://bucket/prefix`) and
+    /// telemetry slices into the warehouse at OUTPUT (a directory or an export
+    /// location). Idempotent: runs already there are left alone.
     Build {
         #[arg(required = true)]
         sources: Vec<PathBuf>,
@@ -87,6 +94,7 @@ pub enum WarehouseCommand {
     /// (latest_per_case, trend_per_case, serving_trend, regressions, worst_nodes,
     /// training_scaling).
     Query {
+        /// The warehouse: a directory or an export location (`s3://bucket/prefix`, ...).
         location: PathBuf,
         sql: String,
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
@@ -96,7 +104,7 @@ pub enum WarehouseCommand {
     /// digest and the runs behind each number. The query names its runs in a
     /// `run_keys` column (`string_agg(run_key, ',') AS run_keys`).
     Publish {
-        /// The warehouse.
+        /// The warehouse: a directory or an export location (`s3://bucket/prefix`, ...).
         #[arg(long, env = "PERFSWEEP_WAREHOUSE")]
         warehouse: PathBuf,
         /// A file holding the SQL query.
@@ -134,6 +142,7 @@ pub enum WarehouseCommand {
     /// than --warm-days, raw records and evidence older than --cold-days unless a
     /// publication references them. Prints the plan; deletes only with --apply.
     Retention {
+        /// The warehouse: a directory or an export location (`s3://bucket/prefix`, ...).
         location: PathBuf,
         #[arg(long, default_value_t = retention::Policy::default().warm_days)]
         warm_days: u32,
@@ -148,6 +157,7 @@ pub enum WarehouseCommand {
 }
 
 pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
+    let locations = args.location;
     match args.command {
         WarehouseCommand::Build {
             sources,
@@ -162,24 +172,7 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
                 },
                 price_per_hour,
             };
-            let summary = build::build(&sources, &output, &options).await?;
-            for note in summary.notes.iter().chain(&summary.evidence_problems) {
-                eprintln!("warning: {note}");
-            }
-            for conflict in &summary.conflicts {
-                eprintln!("warning: {conflict}");
-            }
-            println!(
-                "{} record(s) read: {} run(s) added, {} already in the warehouse, {} copies counted once; {} telemetry slice(s), {} evidence object(s) copied, {} file(s) written to {}",
-                summary.records_read,
-                summary.runs_added,
-                summary.runs_present,
-                summary.copies,
-                summary.slices_added,
-                summary.evidence_copied,
-                summary.files_written,
-                output.display()
-            );
+            load(&sources, &output, &options, &locations).await?;
             Ok(ExitCode::SUCCESS)
         }
         WarehouseCommand::Telemetry {
@@ -211,7 +204,8 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
             sql,
             format,
         } => {
-            let warehouse = open(&location).await?;
+            let opened = locations.open(&location).await?;
+            let warehouse = open(opened.dir()).await?;
             let batches = warehouse.query(&sql).await?;
             let bytes = perfsweep_warehouse::output::render(&batches, format.into())?;
             std::io::stdout()
@@ -226,8 +220,10 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
         } => {
             let sql = std::fs::read_to_string(&query)
                 .with_context(|| format!("cannot read {}", query.display()))?;
-            let warehouse = open(&warehouse).await?;
+            let opened = locations.open(&warehouse).await?;
+            let warehouse = open(opened.dir()).await?;
             let publication = publish::publish(&warehouse, &name, &sql).await?;
+            opened.push().await?;
             let unstable = publication.rows.iter().filter(|r| r.unstable).count();
             println!(
                 "published {name}: {} row(s), {unstable} flagged unstable; query_spec_digest {}",
@@ -244,7 +240,7 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
             row,
             warehouse,
             json,
-        } => match publish::explain(&warehouse, &name, row) {
+        } => match publish::explain(locations.open(&warehouse).await?.dir(), &name, row) {
             Ok(walk) => {
                 if json {
                     println!("{}", serde_json::to_string_pretty(&walk)?);
@@ -276,7 +272,8 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
             threshold_percent,
             json,
         } => {
-            let warehouse = open(&warehouse).await?;
+            let opened = locations.open(&warehouse).await?;
+            let warehouse = open(opened.dir()).await?;
             let report =
                 changed::what_changed(&warehouse, &baseline, &candidate, threshold_percent).await?;
             if json {
@@ -307,7 +304,8 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
                 warm_days,
                 cold_days,
             };
-            let plan = retention::plan(&location, policy, today)?;
+            let opened = locations.open(&location).await?;
+            let plan = retention::plan(opened.dir(), policy, today)?;
             println!(
                 "{} fact partition(s) past {warm_days} days, {} raw record(s) and {} evidence object(s) past {cold_days} days; {} raw record(s) kept for publications",
                 plan.fact_partitions.len(),
@@ -327,11 +325,47 @@ pub async fn run(args: WarehouseArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             if apply {
-                retention::apply(&location, &plan)?;
+                retention::apply(opened.dir(), &plan)?;
+                opened.push().await?;
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Loads `sources` into the warehouse at `output` (either may be an export location)
+/// and says what happened: `warehouse build`, and `results upload --warehouse`.
+pub async fn load(
+    sources: &[PathBuf],
+    output: &std::path::Path,
+    options: &Options,
+    locations: &LocationArgs,
+) -> anyhow::Result<build::Summary> {
+    let mut local_sources = Vec::with_capacity(sources.len());
+    for source in sources {
+        local_sources.push(locations.open(source).await?.dir().to_owned());
+    }
+    let target = locations.open(output).await?;
+    let summary = build::build(&local_sources, target.dir(), options).await?;
+    for note in summary.notes.iter().chain(&summary.evidence_problems) {
+        eprintln!("warning: {note}");
+    }
+    for conflict in &summary.conflicts {
+        eprintln!("warning: {conflict}");
+    }
+    println!(
+        "{} record(s) read: {} run(s) added, {} already in the warehouse, {} copies counted once; {} telemetry slice(s), {} evidence object(s) copied, {} file(s) written to {}",
+        summary.records_read,
+        summary.runs_added,
+        summary.runs_present,
+        summary.copies,
+        summary.slices_added,
+        summary.evidence_copied,
+        summary.files_written,
+        output.display()
+    );
+    target.push().await?;
+    Ok(summary)
 }
 
 async fn open(location: &std::path::Path) -> anyhow::Result<Warehouse> {

@@ -1036,7 +1036,7 @@ async fn the_warehouse_build_cronjob_loads_what_benchmarks_export() {
         .expect("perfsweep runs");
     let answer = String::from_utf8_lossy(&query.stdout);
     println!(
-        "E2E warehouse build CronJob: job {} after {:.0}s; query answered {answer:?}",
+        "E2E warehouse build CronJob: job {}; export to warehouse row in {:.0}s; query answered {answer:?}",
         if succeeded { "succeeded" } else { "failed" },
         started.elapsed().as_secs_f64()
     );

@@ -132,18 +132,21 @@ fn unreferenced(node: &mut Value) {
     }
 }
 
+/// The root schema of the CRD's (one) served version, where the rules go.
+pub fn served_schema(crd: &mut CustomResourceDefinition) -> Option<&mut JSONSchemaProps> {
+    crd.spec
+        .versions
+        .first_mut()
+        .and_then(|v| v.schema.as_mut())
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+}
+
 /// Adds the rules every kind shares: the name limit at the root, the common spec rules,
 /// and that `placement` only names this kind's roles; and gives integers formats
 /// Kubernetes knows.
 pub fn finalize(mut crd: CustomResourceDefinition, roles: &[&str]) -> CustomResourceDefinition {
     kubernetes_formats(&mut crd);
-    let Some(schema) = crd
-        .spec
-        .versions
-        .first_mut()
-        .and_then(|v| v.schema.as_mut())
-        .and_then(|s| s.open_api_v3_schema.as_mut())
-    else {
+    let Some(schema) = served_schema(&mut crd) else {
         return crd;
     };
     name_rules(

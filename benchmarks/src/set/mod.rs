@@ -275,13 +275,7 @@ fn explicit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BenchmarkSet::crd();
     crate::api::crd_rules::kubernetes_formats(&mut crd);
-    let Some(root) = crd
-        .spec
-        .versions
-        .first_mut()
-        .and_then(|v| v.schema.as_mut())
-        .and_then(|s| s.open_api_v3_schema.as_mut())
-    else {
+    let Some(root) = crate::api::crd_rules::served_schema(&mut crd) else {
         return crd;
     };
     crate::api::crd_rules::name_rules(

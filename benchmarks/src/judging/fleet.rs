@@ -50,6 +50,49 @@ impl Default for OutlierRule {
     }
 }
 
+impl OutlierRule {
+    /// Whether `value` is worse than the fleet's `centre` by more than `mads` robust
+    /// spreads and by more than `minDeviation` of the centre, in the metric's direction.
+    /// Both, because a very uniform fleet has a tiny spread and 2% off it is noise.
+    pub fn is_outlier(
+        &self,
+        better: Better,
+        centre: Option<f64>,
+        spread: Option<f64>,
+        value: f64,
+    ) -> bool {
+        let (Some(c), Some(s)) = (centre, spread) else {
+            return false;
+        };
+        let worse_by = match better {
+            Better::Higher => c - value,
+            Better::Lower => value - c,
+        };
+        worse_by > self.mads * s && worse_by > self.min_deviation * c.abs()
+    }
+}
+
+/// The fleet's centre and spread over `values`: the median, and 1.4826 × the median
+/// absolute deviation (a standard deviation for normal data that a few bad values
+/// cannot inflate). `(None, None)` without values.
+pub fn robust_centre(values: &[f64]) -> (Option<f64>, Option<f64>) {
+    let centre = median(values);
+    let spread = centre.map(|c| {
+        let deviations: Vec<f64> = values.iter().map(|v| (v - c).abs()).collect();
+        1.4826 * median(&deviations).unwrap_or(0.0)
+    });
+    (centre, spread)
+}
+
+/// `value` relative to `centre`, signed so that negative is worse whichever way the
+/// metric is better (−0.4: 40% worse); `None` without a non-zero centre.
+pub fn relative(better: Better, centre: Option<f64>, value: f64) -> Option<f64> {
+    centre.filter(|c| *c != 0.0).map(|c| match better {
+        Better::Higher => (value - c) / c.abs(),
+        Better::Lower => (c - value) / c.abs(),
+    })
+}
+
 fn default_mads() -> f64 {
     3.0
 }
@@ -284,28 +327,9 @@ pub fn judge(
         .map(|(node, values)| (*node, median(values)))
         .collect();
     let score_values: Vec<f64> = scores.values().filter_map(|s| *s).collect();
-    let centre = median(&score_values);
-    let spread = centre.map(|c| {
-        let deviations: Vec<f64> = score_values.iter().map(|v| (v - c).abs()).collect();
-        1.4826 * median(&deviations).unwrap_or(0.0)
-    });
-    // Signed so that negative is worse, whichever way the metric is better.
-    let deviation = |value: f64| {
-        centre.filter(|c| *c != 0.0).map(|c| match better {
-            Better::Higher => (value - c) / c.abs(),
-            Better::Lower => (c - value) / c.abs(),
-        })
-    };
-    let too_far = |value: f64| match (centre, spread) {
-        (Some(c), Some(s)) => {
-            let worse_by = match better {
-                Better::Higher => c - value,
-                Better::Lower => value - c,
-            };
-            worse_by > rule.mads * s && worse_by > rule.min_deviation * c.abs()
-        }
-        _ => false,
-    };
+    let (centre, spread) = robust_centre(&score_values);
+    let deviation = |value: f64| relative(better, centre, value);
+    let too_far = |value: f64| rule.is_outlier(better, centre, spread, value);
     let pairs: Vec<PairVerdict> = results
         .iter()
         .map(|result| {
@@ -365,7 +389,8 @@ pub fn judge(
     }
 }
 
-fn median(values: &[f64]) -> Option<f64> {
+/// The median of `values`; `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

@@ -26,6 +26,11 @@ pub const ROLE: &str = "perfsweep.io/role";
 pub const PERMUTATION: &str = "perfsweep.io/permutation";
 /// Annotation: the permutation's index in the set's expansion.
 pub const PERMUTATION_INDEX: &str = "perfsweep.io/permutation-index";
+/// Annotation: an each-node child's node (`permutations.eachNode`).
+pub const NODE: &str = "perfsweep.io/node";
+/// Annotation: the references an each-node child's node is judged against, as JSON
+/// (a list of `AppliedReference`); its result record carries them on.
+pub const REFERENCES: &str = "perfsweep.io/references";
 /// Annotation: SHA-256 of the child's canonical spec (the workload spec digest).
 pub const SPEC_DIGEST: &str = "perfsweep.io/spec-digest";
 

@@ -110,8 +110,24 @@ pub fn check(document: Value) -> Result<Document, DocumentError> {
 /// [`check`], expanding a node-pair set over `nodes` (the nodes its selector would match;
 /// offline, the caller's list stands in for the cluster's).
 pub fn check_with_nodes(
-    mut document: Value,
+    document: Value,
     nodes: Option<&[String]>,
+) -> Result<Document, DocumentError> {
+    let labelled: Option<set::NodeLabels> = nodes.map(|names| {
+        names
+            .iter()
+            .map(|n| (n.clone(), std::collections::BTreeMap::new()))
+            .collect()
+    });
+    check_on_nodes(document, labelled.as_ref())
+}
+
+/// [`check`], expanding a node-pair or each-node set over `nodes` with their labels
+/// (those its selector would match; offline, the caller's list stands in for the
+/// cluster's).
+pub fn check_on_nodes(
+    mut document: Value,
+    nodes: Option<&set::NodeLabels>,
 ) -> Result<Document, DocumentError> {
     let converted_group = compat::convert_group(&mut document);
     let notes = crate::input::ome::convert(&mut document).unwrap_or_default();
@@ -151,7 +167,7 @@ pub fn check_with_nodes(
         .map(str::to_owned);
     let checked = if kind == "BenchmarkSet" {
         let set = set::parse_object(&document).map_err(DocumentError::Invalid)?;
-        let expansion = set::expand_with_nodes(&name, &set.spec, nodes)?;
+        let expansion = set::expand_on(&name, &set.spec, nodes)?;
         Checked::Set {
             name,
             namespace,

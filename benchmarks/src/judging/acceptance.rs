@@ -32,6 +32,15 @@ pub const IN_PROGRESS: &str = "InProgress";
 /// A node-pair set whose children each met their criteria, but whose fleet verdict names
 /// outlier pairs: suspect nodes or links.
 pub const FLEET_OUTLIERS: &str = "FleetOutliers";
+/// An each-node set whose children each met their criteria, but whose per-node verdict
+/// rejects nodes: outliers against the fleet, or out of their class's reference.
+pub const NODES_REJECTED: &str = "NodesRejected";
+
+/// Whether an `Accepted` condition's reason is a fleet's verdict (node pairs or each
+/// node) rather than a child's own.
+pub fn is_fleet_reason(reason: &str) -> bool {
+    reason == FLEET_OUTLIERS || reason == NODES_REJECTED
+}
 
 /// One bound on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]

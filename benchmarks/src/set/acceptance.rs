@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::status::Phase;
 use crate::judging::acceptance::{
-    CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, FLEET_OUTLIERS, IN_PROGRESS,
+    CHILDREN_FAILED, CRITERIA_MET, CRITERIA_NOT_MET, FLEET_OUTLIERS, IN_PROGRESS, NODES_REJECTED,
 };
 use crate::judging::fleet::FleetSummary;
+use crate::judging::nodes::NodesSummary;
 use crate::set::child::ChildState;
 use crate::set::expand::Expansion;
 
@@ -60,8 +61,8 @@ pub fn has_criteria(expansion: &Expansion) -> bool {
     })
 }
 
-/// The children of a node-pair set without criteria of their own, judged by the fleet
-/// verdict alone: a succeeded child is accepted (nothing of its own rejects it), a failed
+/// The children of a node-pair or each-node set without criteria of their own, judged
+/// by the fleet verdict alone: a succeeded child is accepted (nothing of its own rejects it), a failed
 /// one failed, the rest pending.
 pub fn judged_by_fleet(states: &[ChildState]) -> Vec<ChildAcceptance> {
     states
@@ -105,12 +106,22 @@ impl SetAcceptance {
         out
     }
 
+    /// [`Self::judged_condition`] of a set without a per-node verdict.
+    pub fn condition(&self, fleet: Option<&FleetSummary>) -> (&'static str, &'static str, String) {
+        self.judged_condition(fleet, None)
+    }
+
     /// The set's `Accepted` condition: `(status, reason, message)`. False as soon as one
     /// child is rejected or failed, or once every child is in and the `fleet` verdict of a
-    /// node-pair set names outliers; True when every child was accepted and the fleet
-    /// passed; Unknown before. The one acceptance outcome: the set's condition, `run`'s
-    /// summary and exit code, and the report all read it.
-    pub fn condition(&self, fleet: Option<&FleetSummary>) -> (&'static str, &'static str, String) {
+    /// node-pair set names outliers or the `nodes` verdict of an each-node set rejects
+    /// nodes (the message names them and why); True when every child was accepted and
+    /// the fleet passed; Unknown before. The one acceptance outcome: the set's condition,
+    /// `run`'s summary and exit code, and the report all read it.
+    pub fn judged_condition(
+        &self,
+        fleet: Option<&FleetSummary>,
+        nodes: Option<&NodesSummary>,
+    ) -> (&'static str, &'static str, String) {
         use crate::api::status::condition_status::{FALSE, TRUE, UNKNOWN};
         let total = self.accepted + self.rejected + self.failed + self.pending;
         let counts = format!(
@@ -125,7 +136,12 @@ impl SetAcceptance {
                 .unwrap_or_default();
             (FALSE, CRITERIA_NOT_MET, format!("{counts}{first}"))
         } else if self.failed > 0 {
-            (FALSE, CHILDREN_FAILED, counts)
+            // An each-node set's failed children are nodes: name them.
+            let named = nodes
+                .filter(|nodes| !nodes.passed())
+                .map(|nodes| format!("; {}", nodes.headline()))
+                .unwrap_or_default();
+            (FALSE, CHILDREN_FAILED, format!("{counts}{named}"))
         } else if self.pending > 0 {
             (UNKNOWN, IN_PROGRESS, counts)
         } else if let Some(fleet) = fleet.filter(|fleet| !fleet.passed()) {
@@ -133,6 +149,12 @@ impl SetAcceptance {
                 FALSE,
                 FLEET_OUTLIERS,
                 format!("{counts}; {}", fleet.headline()),
+            )
+        } else if let Some(nodes) = nodes.filter(|nodes| !nodes.passed()) {
+            (
+                FALSE,
+                NODES_REJECTED,
+                format!("{counts}; {}", nodes.headline()),
             )
         } else {
             (TRUE, CRITERIA_MET, counts)

@@ -10,7 +10,7 @@
 //! again): with `maxParallel: 1`, a transient disturbance in the cluster then spreads
 //! across permutations instead of biasing all repetitions of one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -23,6 +23,7 @@ use crate::api::labels;
 use crate::api::names::MAX_BENCHMARK_NAME_LEN;
 use crate::api::validation::FieldError;
 use crate::formats::digest::sha256_hex;
+use crate::judging::nodes::AppliedReference;
 use crate::kinds::registry::{self, KindInfo};
 
 /// Hex digits of the spec digest used in child names.
@@ -46,11 +47,28 @@ pub struct Child {
     pub round: Option<u32>,
     /// A node-pair child's nodes: the first role's, the second role's.
     pub pair: Option<[String; 2]>,
+    /// An each-node child's node, and what it is judged against.
+    pub node: Option<Arc<NodeChild>>,
     /// The permutation's own values (what varies), keyed as the user wrote them.
     pub permutation: Arc<Map<String, Value>>,
     /// The complete spec: template merged with the permutation.
     pub spec: Arc<Map<String, Value>>,
 }
+
+/// The node of an each-node child (`permutations.eachNode`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeChild {
+    pub node: String,
+    /// The permutation of `product` and `explicit` it runs (an index into
+    /// [`Expansion::workloads`]): nodes are only compared within one workload.
+    pub workload: usize,
+    /// The references it is judged against, chosen by its labels.
+    pub references: Vec<AppliedReference>,
+}
+
+/// Node name → the labels of it a set judges by (see
+/// [`super::Permutations::node_label_keys`]): the nodes a set's selector matched.
+pub type NodeLabels = BTreeMap<String, BTreeMap<String, String>>;
 
 /// A set's children, in creation order.
 #[derive(Debug)]
@@ -60,8 +78,12 @@ pub struct Expansion {
     pub converted_from: Option<String>,
     pub permutation_count: usize,
     pub children: Vec<Child>,
-    /// Rounds of a node-pair set (0 otherwise); children are in round order.
+    /// Rounds of a node-pair or each-node set (0 otherwise); children are in round
+    /// order.
     pub rounds: u32,
+    /// Each permutation of `product` and `explicit` in a few words (`streams=4`), in
+    /// order: what a person is shown for a case, beside its digest.
+    pub workloads: Vec<String>,
 }
 
 /// Why a set cannot be expanded. Nothing is created for a set with any of these.
@@ -90,11 +112,15 @@ pub enum SetError {
     AboveOperatorCeiling { count: u128, ceiling: u32 },
     #[error("metadata.name: {0}")]
     InvalidName(String),
-    /// The set sweeps node pairs and the caller has no node list to expand them with.
+    /// The set sweeps node pairs or single nodes and the caller has no node list to
+    /// expand them with.
     #[error(
-        "spec.permutations.nodePairs: expanding node pairs needs the list of nodes matching the selector ({selector}); the operator lists them; `perfsweep validate` and `render` take them with --nodes"
+        "{field}: expanding it needs the list of nodes matching the selector ({selector}); the operator lists them; `perfsweep validate` and `render` take them with --nodes"
     )]
-    NodesNeeded { selector: String },
+    NodesNeeded {
+        field: &'static str,
+        selector: String,
+    },
     #[error("{}", describe_child_errors(.0))]
     InvalidChildren(Vec<ChildError>),
     /// A set-level field that is wrong for the template's kind (e.g. an acceptance
@@ -114,7 +140,7 @@ impl SetError {
                 "spec.maxChildren".into()
             }
             Self::InvalidName(_) => "metadata.name".into(),
-            Self::NodesNeeded { .. } => "spec.permutations.nodePairs".into(),
+            Self::NodesNeeded { field, .. } => (*field).into(),
             Self::InvalidChildren(errors) => errors
                 .first()
                 .map(|e| e.error.path.clone())
@@ -167,31 +193,41 @@ enum Source {
 }
 
 /// Expands `spec` of the set named `set_name` into its children, or explains why not.
-/// A set with `permutations.nodePairs` needs the node list: see [`expand_with_nodes`].
+/// A set with `permutations.nodePairs` or `eachNode` needs the node list: see
+/// [`expand_on`].
 pub fn expand(set_name: &str, spec: &BenchmarkSetSpec) -> Result<Expansion, SetError> {
-    expand_with_nodes(set_name, spec, None)
+    expand_on(set_name, spec, None)
 }
 
-/// [`expand`], with the names of the nodes that match `permutations.nodePairs.selector`
-/// (in any order; the caller lists them, this stays pure). `None` is only an error for a
-/// set that sweeps node pairs.
-/// [`expand_with_nodes`] under an administrator's `ceiling` on children per set: a set
+/// [`expand`], with the names of the nodes the set's node selector matches, without
+/// labels (every reference with a `nodeSelector` then matches none of them).
+pub fn expand_with_nodes(
+    set_name: &str,
+    spec: &BenchmarkSetSpec,
+    nodes: Option<&[String]>,
+) -> Result<Expansion, SetError> {
+    let labelled: Option<NodeLabels> =
+        nodes.map(|names| names.iter().map(|n| (n.clone(), BTreeMap::new())).collect());
+    expand_on(set_name, spec, labelled.as_ref())
+}
+
+/// [`expand_on`] under an administrator's `ceiling` on children per set: a set
 /// whose own `maxChildren` is higher is held to the ceiling, and refused (before any
 /// child is expanded) when it would expand to more.
 pub fn expand_within(
     set_name: &str,
     spec: &BenchmarkSetSpec,
-    nodes: Option<&[String]>,
+    nodes: Option<&NodeLabels>,
     ceiling: u32,
 ) -> Result<Expansion, SetError> {
     if spec.max_children <= ceiling {
-        return expand_with_nodes(set_name, spec, nodes);
+        return expand_on(set_name, spec, nodes);
     }
     let held = BenchmarkSetSpec {
         max_children: ceiling,
         ..spec.clone()
     };
-    expand_with_nodes(set_name, &held, nodes).map_err(|error| match error {
+    expand_on(set_name, &held, nodes).map_err(|error| match error {
         SetError::TooManyChildren { count, .. } => {
             SetError::AboveOperatorCeiling { count, ceiling }
         }
@@ -199,10 +235,13 @@ pub fn expand_within(
     })
 }
 
-pub fn expand_with_nodes(
+/// [`expand`], with the nodes that match the selector of `permutations.nodePairs` or
+/// `eachNode` and their labels (in any order; the caller lists them, this stays pure).
+/// `None` is only an error for a set that pins nodes.
+pub fn expand_on(
     set_name: &str,
     spec: &BenchmarkSetSpec,
-    nodes: Option<&[String]>,
+    nodes: Option<&NodeLabels>,
 ) -> Result<Expansion, SetError> {
     let converted_from = compat::template_api_version(&spec.template.api_version)
         .map_err(SetError::UnknownApiVersion)?;
@@ -213,9 +252,9 @@ pub fn expand_with_nodes(
     if let Some((key, _)) = spec.permutations.product.iter().find(|(_, v)| v.is_empty()) {
         return Err(SetError::EmptyProduct { key: key.clone() });
     }
-    let plan = pair_plan(spec, kind, nodes)?;
-    // Counted before the pairs exist: a large node list over the cap costs nothing.
-    let permutation_count = count_permutations(spec, plan.as_ref().map_or(0, PairPlan::count))?;
+    let plan = node_plan(spec, kind, nodes)?;
+    // Counted before the assignments exist: a large node list over the cap costs nothing.
+    let permutation_count = count_permutations(spec, plan.as_ref().map_or(0, NodePlan::count))?;
     check_set_name(set_name, spec.repetitions)?;
     if let Some(error) =
         crate::judging::acceptance::check(&spec.acceptance, kind.metric_defs, "spec.acceptance")
@@ -225,37 +264,43 @@ pub fn expand_with_nodes(
         return Err(SetError::InvalidField(error));
     }
 
-    let (pairs, rounds_per_sweep) = plan
-        .map(|plan| (plan.pairs(), plan.round_count()))
+    let (assignments, rounds_per_sweep, node_field) = plan
+        .as_ref()
+        .map(|plan| (plan.assignments(), plan.round_count(), plan.field()))
         .unwrap_or_default();
-    // Node pairs are the innermost product dimension: each permutation of `product` and
-    // `explicit` on every pair, in round order. A permutation's pairs take rounds of
-    // their own: `(source index, round of its pair)` per case.
+    // Pinned nodes are the innermost product dimension: each permutation of `product`
+    // and `explicit` on every pair (or node), in round order. A permutation's
+    // assignments take rounds of their own: `(source index, its round, assignment)` per
+    // case.
     let sources = permutation_sources(spec);
     let source_count = sources.len();
-    let mut case_rounds: Vec<Option<(usize, u32, [String; 2])>> = Vec::new();
-    let cases: Vec<(Source, Option<&Pair>)> = sources
+    let workloads: Vec<String> = sources
+        .iter()
+        .map(|source| describe(&permutation_values(spec, source), source))
+        .collect();
+    let mut case_rounds: Vec<Option<(usize, &Assignment)>> = Vec::new();
+    let cases: Vec<(Source, Option<&Assignment>)> = sources
         .into_iter()
         .enumerate()
         .flat_map(|(source_index, source)| {
-            let pairs: Vec<Option<&Pair>> = if pairs.is_empty() {
+            let assigned: Vec<Option<&Assignment>> = if assignments.is_empty() {
                 vec![None]
             } else {
-                pairs.iter().map(Some).collect()
+                assignments.iter().map(Some).collect()
             };
-            pairs
+            assigned
                 .into_iter()
-                .map(move |pair| (source_index, source.clone(), pair))
+                .map(move |assignment| (source_index, source.clone(), assignment))
         })
-        .map(|(source_index, source, pair)| {
-            case_rounds.push(pair.map(|p| (source_index, p.round, p.nodes.clone())));
-            (source, pair)
+        .map(|(source_index, source, assignment)| {
+            case_rounds.push(assignment.map(|a| (source_index, a)));
+            (source, assignment)
         })
         .collect();
     let mut permutations = Vec::with_capacity(cases.len());
     let mut errors = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (index, (source, pair)) in cases.into_iter().enumerate() {
+    for (index, (source, assignment)) in cases.into_iter().enumerate() {
         let mut permutation = permutation_values(spec, &source);
         let base_description = describe(&permutation, &source);
         let mut merged = spec.template.spec.clone();
@@ -264,10 +309,10 @@ pub fn expand_with_nodes(
             &to_patch(&permutation, &source),
             spec.list_merge,
         );
-        if let Some(pair) = pair {
-            // Set after the merge, whatever `listMerge` says: a pair's nodes replace any
-            // the template or a permutation gave these roles.
-            for (key, node) in pair.placements() {
+        if let Some(assignment) = assignment {
+            // Set after the merge, whatever `listMerge` says: the assigned nodes replace
+            // any the template or a permutation gave these roles.
+            for (key, node) in assignment.placements() {
                 let value = json!([node]);
                 set_path(&mut merged, &split_path(&key), value.clone());
                 permutation.insert(key, value);
@@ -277,9 +322,9 @@ pub fn expand_with_nodes(
         let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
         add_set_acceptance(&mut merged, spec);
         crate::execution::output::inherit(&mut merged, spec.output_location.as_ref());
-        let description = match (pair, &source) {
-            (Some(pair), Source::Template) => pair.to_string(),
-            (Some(pair), _) => format!("{base_description}, {pair}"),
+        let description = match (assignment, &source) {
+            (Some(assignment), Source::Template) => assignment.to_string(),
+            (Some(assignment), _) => format!("{base_description}, {assignment}"),
             (None, _) => base_description,
         };
         if let Some(first) = seen.insert(digest.clone(), index) {
@@ -302,9 +347,9 @@ pub fn expand_with_nodes(
             errors.push(ChildError {
                 permutation_index: index,
                 permutation: description.clone(),
-                error: match pair {
-                    Some(pair) if pair.owns(&error.path) => {
-                        FieldError::new("spec.permutations.nodePairs", error.message)
+                error: match assignment {
+                    Some(assignment) if assignment.owns(&error.path) => {
+                        FieldError::new(node_field, error.message)
                     }
                     _ => locate(error, &source, spec),
                 },
@@ -322,13 +367,12 @@ pub fn expand_with_nodes(
         for (index, ((digest, permutation, merged), case_id)) in
             permutations.iter().zip(&case_ids).enumerate()
         {
-            let round = case_rounds[index]
-                .as_ref()
-                .map(|(source_index, pair_round, _)| {
-                    let sweep = repetition as usize * source_count + *source_index;
-                    // Bounded by the child count, itself bounded by maxChildren (a u32).
-                    (sweep * rounds_per_sweep as usize + *pair_round as usize) as u32
-                });
+            let assigned = case_rounds[index];
+            let round = assigned.map(|(source_index, assignment)| {
+                let sweep = repetition as usize * source_count + source_index;
+                // Bounded by the child count, itself bounded by maxChildren (a u32).
+                (sweep * rounds_per_sweep as usize + assignment.round as usize) as u32
+            });
             children.push(Child {
                 name: child_name(set_name, case_id, repetition),
                 case_id: case_id.clone(),
@@ -336,9 +380,9 @@ pub fn expand_with_nodes(
                 permutation_index: index,
                 repetition,
                 round,
-                pair: case_rounds[index]
-                    .as_ref()
-                    .map(|(_, _, nodes)| nodes.clone()),
+                pair: assigned.and_then(|(_, assignment)| assignment.pair()),
+                node: assigned
+                    .and_then(|(source_index, assignment)| assignment.node_child(source_index)),
                 permutation: Arc::clone(permutation),
                 spec: Arc::clone(merged),
             });
@@ -351,6 +395,7 @@ pub fn expand_with_nodes(
         permutation_count,
         children,
         rounds,
+        workloads,
     })
 }
 
@@ -647,6 +692,14 @@ impl Child {
         if let Some(round) = self.round {
             metadata["labels"][labels::ROUND] = json!(round.to_string());
         }
+        // Annotations, not labels: node names may be longer than a label value.
+        if let Some(node) = &self.node {
+            metadata["annotations"][labels::NODE] = json!(node.node);
+            if !node.references.is_empty() {
+                metadata["annotations"][labels::REFERENCES] =
+                    json!(serde_json::to_string(&node.references).unwrap_or_default());
+            }
+        }
         if let Some(namespace) = &set.namespace {
             metadata["namespace"] = json!(namespace);
         }
@@ -677,41 +730,126 @@ pub struct SetRef {
     pub uid: Option<String>,
 }
 
-/// One node pair: the first role on the first node, the second role on the second.
+/// Where one case's roles run: a node pair (the first role on the first node, the
+/// second on the second), or every role on one node.
 #[derive(Clone, Debug, PartialEq)]
-struct Pair {
-    roles: [String; 2],
-    nodes: [String; 2],
-    /// The round of the pair schedule it runs in.
+struct Assignment {
+    /// `(role, node)` for each pinned role.
+    placements: Vec<(String, String)>,
+    /// The round of the schedule it runs in.
     round: u32,
+    /// An each-node assignment's node and the references it is judged against.
+    single: Option<(String, Vec<AppliedReference>)>,
 }
 
-impl Pair {
-    /// The permutation values the pair sets: `placement.<role>.nodes` of each role.
+impl Assignment {
+    /// The permutation values it sets: `placement.<role>.nodes` of each role.
     fn placements(&self) -> impl Iterator<Item = (String, &str)> {
-        self.roles
+        self.placements
             .iter()
-            .zip(&self.nodes)
             .map(|(role, node)| (format!("placement.{role}.nodes"), node.as_str()))
     }
 
-    /// Whether a child error at `path` is about a field the pair sets.
+    /// Whether a child error at `path` is about a field the assignment sets.
     fn owns(&self, path: &str) -> bool {
-        self.roles.iter().any(|role| {
+        self.placements.iter().any(|(role, _)| {
             let field = format!("spec.placement.{role}.nodes");
             path == field || path.starts_with(&format!("{field}["))
         })
     }
+
+    /// A node pair's nodes, in role order.
+    fn pair(&self) -> Option<[String; 2]> {
+        match (&self.single, self.placements.as_slice()) {
+            (None, [(_, a), (_, b)]) => Some([a.clone(), b.clone()]),
+            _ => None,
+        }
+    }
+
+    /// An each-node assignment as a child's [`NodeChild`].
+    fn node_child(&self, workload: usize) -> Option<Arc<NodeChild>> {
+        let (node, references) = self.single.as_ref()?;
+        Some(Arc::new(NodeChild {
+            node: node.clone(),
+            workload,
+            references: references.clone(),
+        }))
+    }
 }
 
-impl fmt::Display for Pair {
+impl fmt::Display for Assignment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}={}, {}={}",
-            self.roles[0], self.nodes[0], self.roles[1], self.nodes[1]
-        )
+        if let Some((node, _)) = &self.single {
+            return write!(f, "node={node}");
+        }
+        let text: Vec<String> = self
+            .placements
+            .iter()
+            .map(|(role, node)| format!("{role}={node}"))
+            .collect();
+        f.write_str(&text.join(", "))
     }
+}
+
+/// A checked `nodePairs` or `eachNode`.
+enum NodePlan {
+    Pairs(PairPlan),
+    EachNode(EachNodePlan),
+}
+
+impl NodePlan {
+    /// How many assignments, computed without building them.
+    fn count(&self) -> usize {
+        match self {
+            Self::Pairs(plan) => plan.count(),
+            Self::EachNode(plan) => plan.nodes.len(),
+        }
+    }
+
+    fn round_count(&self) -> u32 {
+        match self {
+            Self::Pairs(plan) => plan.round_count(),
+            // Each node runs on its own: all of them in one round.
+            Self::EachNode(_) => 1,
+        }
+    }
+
+    /// The assignments, round by round.
+    fn assignments(&self) -> Vec<Assignment> {
+        match self {
+            Self::Pairs(plan) => plan.pairs(),
+            Self::EachNode(plan) => plan
+                .nodes
+                .iter()
+                .map(|(node, references)| Assignment {
+                    placements: plan
+                        .roles
+                        .iter()
+                        .map(|role| (role.clone(), node.clone()))
+                        .collect(),
+                    round: 0,
+                    single: Some((node.clone(), references.clone())),
+                })
+                .collect(),
+        }
+    }
+
+    /// The set field the plan comes from, for errors about the fields it sets.
+    fn field(&self) -> &'static str {
+        match self {
+            Self::Pairs(_) => NODE_PAIRS,
+            Self::EachNode(_) => EACH_NODE,
+        }
+    }
+}
+
+const NODE_PAIRS: &str = "spec.permutations.nodePairs";
+const EACH_NODE: &str = "spec.permutations.eachNode";
+
+/// A checked `eachNode`: the roles it pins and the sorted nodes with their references.
+struct EachNodePlan {
+    roles: Vec<String>,
+    nodes: Vec<(String, Vec<AppliedReference>)>,
 }
 
 /// A checked `nodePairs`: its roles, sorted nodes and schedule.
@@ -764,31 +902,224 @@ impl PairPlan {
     }
 
     /// The pairs, round by round.
-    fn pairs(&self) -> Vec<Pair> {
+    fn pairs(&self) -> Vec<Assignment> {
         self.schedule()
             .into_iter()
             .enumerate()
             .flat_map(|(round, pairs)| {
-                pairs.into_iter().map(move |(a, b)| Pair {
-                    roles: self.roles.clone(),
-                    nodes: [self.nodes[a].clone(), self.nodes[b].clone()],
+                pairs.into_iter().map(move |(a, b)| Assignment {
+                    placements: vec![
+                        (self.roles[0].clone(), self.nodes[a].clone()),
+                        (self.roles[1].clone(), self.nodes[b].clone()),
+                    ],
                     round: round as u32,
+                    single: None,
                 })
             })
             .collect()
     }
 }
 
-/// Checks a set's `nodePairs` against its kind and the node list; `None` without
-/// `nodePairs`.
-fn pair_plan(
+/// Checks a set's `nodePairs` or `eachNode` against its kind and the node list; `None`
+/// without either.
+fn node_plan(
     spec: &BenchmarkSetSpec,
     kind: &KindInfo,
-    nodes: Option<&[String]>,
-) -> Result<Option<PairPlan>, SetError> {
-    let Some(config) = &spec.permutations.node_pairs else {
-        return Ok(None);
+    nodes: Option<&NodeLabels>,
+) -> Result<Option<NodePlan>, SetError> {
+    match (&spec.permutations.node_pairs, &spec.permutations.each_node) {
+        (Some(_), Some(_)) => Err(SetError::InvalidField(FieldError::new(
+            EACH_NODE,
+            "set nodePairs or eachNode, not both: a set sweeps node pairs or single nodes",
+        ))),
+        (Some(pairs), None) => pair_plan(pairs, kind, nodes).map(|p| Some(NodePlan::Pairs(p))),
+        (None, Some(each)) => {
+            each_node_plan(each, kind, nodes).map(|p| Some(NodePlan::EachNode(p)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// `every node`, or `selector k=v`, for messages.
+fn describe_selector(selector: &super::NodeSelector) -> String {
+    let selector = selector.to_label_selector();
+    if selector.is_empty() {
+        "every node".to_owned()
+    } else {
+        format!("selector {selector}")
+    }
+}
+
+/// The node list, sorted and deduplicated: the assignments, and so the permutation
+/// order, do not depend on the order the API server lists nodes in.
+fn sorted_nodes(
+    field: &'static str,
+    selector: &super::NodeSelector,
+    nodes: Option<&NodeLabels>,
+) -> Result<Vec<String>, SetError> {
+    let Some(nodes) = nodes else {
+        let selector = selector.to_label_selector();
+        return Err(SetError::NodesNeeded {
+            field,
+            selector: if selector.is_empty() {
+                "every node".to_owned()
+            } else {
+                selector
+            },
+        });
     };
+    // A map's keys: sorted and distinct already.
+    Ok(nodes.keys().cloned().collect())
+}
+
+/// Checks `eachNode`: its roles, references and the node list.
+fn each_node_plan(
+    config: &super::EachNode,
+    kind: &KindInfo,
+    nodes: Option<&NodeLabels>,
+) -> Result<EachNodePlan, SetError> {
+    let invalid = |path: &str, message: String| {
+        SetError::InvalidField(FieldError::new(format!("{EACH_NODE}{path}"), message))
+    };
+    let roles: Vec<String> = if config.roles.is_empty() {
+        kind.roles.iter().map(|r| (*r).to_owned()).collect()
+    } else {
+        config.roles.clone()
+    };
+    for (index, role) in roles.iter().enumerate() {
+        if !kind.roles.contains(&role.as_str()) {
+            return Err(invalid(
+                &format!(".roles[{index}]"),
+                format!(
+                    "unknown role {role:?}: {}'s roles are {}",
+                    kind.kind,
+                    kind.roles.join(", ")
+                ),
+            ));
+        }
+        if roles[..index].contains(role) {
+            return Err(invalid(
+                &format!(".roles[{index}]"),
+                format!("role {role:?} is listed twice"),
+            ));
+        }
+    }
+    if let Some(error) = check_references(&config.references, kind)
+        .into_iter()
+        .next()
+    {
+        return Err(SetError::InvalidField(error));
+    }
+    let names = sorted_nodes(EACH_NODE, &config.selector, nodes)?;
+    if names.is_empty() {
+        return Err(invalid(
+            ".selector",
+            format!(
+                "{} matches no node: eachNode needs at least one",
+                describe_selector(&config.selector)
+            ),
+        ));
+    }
+    let no_labels = BTreeMap::new();
+    let nodes = names
+        .into_iter()
+        .map(|name| {
+            let labels = nodes.and_then(|n| n.get(&name)).unwrap_or(&no_labels);
+            let references = crate::judging::nodes::applicable(&config.references, labels);
+            (name, references)
+        })
+        .collect();
+    Ok(EachNodePlan { roles, nodes })
+}
+
+/// Checks `eachNode.references` against the kind's metrics and each other; CEL checks
+/// the same shape at admission, this covers the kind's metric names and callers that
+/// skip admission (`expand` on a spec read without it).
+fn check_references(
+    references: &[crate::judging::nodes::NodeReference],
+    kind: &KindInfo,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (index, reference) in references.iter().enumerate() {
+        let at = format!("{EACH_NODE}.references[{index}]");
+        if !kind.metric_defs.iter().any(|d| d.name == reference.metric) {
+            let known: Vec<&str> = kind.metric_defs.iter().map(|d| d.name).collect();
+            errors.push(FieldError::new(
+                format!("{at}.metric"),
+                format!(
+                    "unknown metric {:?}: {} reports {}",
+                    reference.metric,
+                    kind.kind,
+                    known.join(", ")
+                ),
+            ));
+        }
+        let numbers = [
+            reference.value,
+            reference.lower_tolerance,
+            reference.upper_tolerance,
+            reference.within_fraction_of_median,
+        ];
+        if numbers.iter().flatten().any(|n| !n.is_finite()) {
+            errors.push(FieldError::new(at.clone(), "numbers must be finite"));
+        }
+        match (reference.value, reference.within_fraction_of_median) {
+            (Some(_), Some(_)) | (None, None) => errors.push(FieldError::new(
+                at.clone(),
+                "set either value (with its tolerances) or withinFractionOfMedian",
+            )),
+            (Some(_), None)
+                if reference.lower_tolerance.is_none() && reference.upper_tolerance.is_none() =>
+            {
+                errors.push(FieldError::new(
+                    format!("{at}.value"),
+                    "a value needs a lowerTolerance, an upperTolerance or both",
+                ));
+            }
+            (None, Some(_))
+                if reference.lower_tolerance.is_some() || reference.upper_tolerance.is_some() =>
+            {
+                errors.push(FieldError::new(
+                    format!("{at}.lowerTolerance"),
+                    "tolerances are fractions of value: set value",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(lower) = reference.lower_tolerance
+            && !(-1.0..=0.0).contains(&lower)
+        {
+            errors.push(FieldError::new(
+                format!("{at}.lowerTolerance"),
+                format!("{lower} is not between -1 and 0 (-0.05: at least 95% of value)"),
+            ));
+        }
+        if let Some(upper) = reference.upper_tolerance
+            && upper < 0.0
+        {
+            errors.push(FieldError::new(
+                format!("{at}.upperTolerance"),
+                format!("{upper} is negative (0.10: at most 110% of value)"),
+            ));
+        }
+        if let Some(fraction) = reference.within_fraction_of_median
+            && !(0.0..=1.0).contains(&fraction)
+        {
+            errors.push(FieldError::new(
+                format!("{at}.withinFractionOfMedian"),
+                format!("{fraction} is not between 0 and 1 (0.1: within 10%)"),
+            ));
+        }
+    }
+    errors
+}
+
+/// Checks a set's `nodePairs` against its kind and the node list.
+fn pair_plan(
+    config: &super::NodePairs,
+    kind: &KindInfo,
+    nodes: Option<&NodeLabels>,
+) -> Result<PairPlan, SetError> {
     let invalid = |path: &str, message: String| {
         SetError::InvalidField(FieldError::new(
             format!("spec.permutations.nodePairs{path}"),
@@ -835,26 +1166,8 @@ fn pair_plan(
             format!("must name two different roles, not {:?} twice", roles[0]),
         ));
     }
-    let selector = config.selector.to_label_selector();
-    let Some(nodes) = nodes else {
-        return Err(SetError::NodesNeeded {
-            selector: if selector.is_empty() {
-                "every node".to_owned()
-            } else {
-                selector
-            },
-        });
-    };
-    // Sorted and deduplicated: the pairs, and so the permutation order, do not depend on
-    // the order the API server lists nodes in.
-    let mut nodes: Vec<String> = nodes.to_vec();
-    nodes.sort();
-    nodes.dedup();
-    let selected = if selector.is_empty() {
-        "every node".to_owned()
-    } else {
-        format!("selector {selector}")
-    };
+    let nodes = sorted_nodes(NODE_PAIRS, &config.selector, nodes)?;
+    let selected = describe_selector(&config.selector);
     if nodes.len() < 2 {
         return Err(invalid(
             ".selector",
@@ -899,11 +1212,11 @@ fn pair_plan(
             nodes.iter().position(|n| n == reference)
         }
     };
-    Ok(Some(PairPlan {
+    Ok(PairPlan {
         roles,
         nodes,
         mode: config.mode,
         reference,
         directional: config.directional,
-    }))
+    })
 }

@@ -10,12 +10,19 @@ use super::expand::Expansion;
 use crate::judging::acceptance;
 use crate::judging::fleet::{self, FleetSummary, OutlierRule, PairResult};
 
-/// The outlier rule the set asks for (`permutations.nodePairs.outliers`), or the default.
+/// The outlier rule the set asks for (`permutations.nodePairs.outliers` or
+/// `permutations.eachNode.outliers`), or the default.
 pub fn outlier_rule(spec: &BenchmarkSetSpec) -> OutlierRule {
     spec.permutations
         .node_pairs
         .as_ref()
         .map(|pairs| pairs.outliers)
+        .or_else(|| {
+            spec.permutations
+                .each_node
+                .as_ref()
+                .map(|each| each.outliers)
+        })
         .unwrap_or_default()
 }
 

@@ -6,6 +6,7 @@ pub mod child;
 pub mod expand;
 pub mod fleet;
 pub mod merge;
+pub mod nodes;
 pub mod rounds;
 pub mod status;
 pub mod summary;
@@ -20,7 +21,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use expand::{Child, Expansion, SetError, expand, expand_with_nodes, expand_within};
+pub use expand::{
+    Child, Expansion, NodeChild, NodeLabels, SetError, expand, expand_on, expand_with_nodes,
+    expand_within,
+};
 pub use merge::ListMergeMode;
 pub use status::BenchmarkSetStatus;
 
@@ -126,7 +130,8 @@ pub struct BenchmarkTemplate {
 }
 
 /// The values a set sweeps over.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("!has(self.nodePairs) || !has(self.eachNode)").message("set nodePairs or eachNode, not both: a set sweeps node pairs or single nodes").field_path(".eachNode"))]
 #[serde(rename_all = "camelCase")]
 pub struct Permutations {
     /// Field → list of values; the set covers every combination (cartesian product).
@@ -147,6 +152,93 @@ pub struct Permutations {
     /// pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_pairs: Option<NodePairs>,
+
+    /// Every node on its own: the nodes matching `selector`, each running the benchmark
+    /// with all its roles pinned to that node. Like `nodePairs`, a further product
+    /// dimension; each node is judged against the fleet and its class's reference.
+    /// Not with `nodePairs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub each_node: Option<EachNode>,
+}
+
+impl Permutations {
+    /// The selector of `nodePairs` or `eachNode`: the nodes the set needs listed before
+    /// it can expand; `None` for a set that pins no nodes.
+    pub fn node_selector(&self) -> Option<&NodeSelector> {
+        self.node_pairs
+            .as_ref()
+            .map(|pairs| &pairs.selector)
+            .or_else(|| self.each_node.as_ref().map(|each| &each.selector))
+    }
+
+    /// The label keys the set judges nodes by (its references' selectors): the labels
+    /// worth keeping of its nodes.
+    pub fn node_label_keys(&self) -> std::collections::BTreeSet<String> {
+        self.each_node
+            .as_ref()
+            .map(|each| crate::judging::nodes::label_keys(&each.references))
+            .unwrap_or_default()
+    }
+
+    /// The nodes a listing gave (name, all its labels), with only the labels this set
+    /// judges by: what its expansion and status keep.
+    pub fn keep_node_labels(
+        &self,
+        nodes: impl IntoIterator<Item = (String, BTreeMap<String, String>)>,
+    ) -> NodeLabels {
+        let keys = self.node_label_keys();
+        nodes
+            .into_iter()
+            .map(|(name, mut labels)| {
+                labels.retain(|key, _| keys.contains(key));
+                (name, labels)
+            })
+            .collect()
+    }
+
+    /// How many children of a round may run at once (`maxParallelPerRound` of node
+    /// pairs, `maxParallel` of each node); unlimited without either.
+    pub fn per_round_limit(&self) -> u32 {
+        self.node_pairs
+            .as_ref()
+            .and_then(|pairs| pairs.max_parallel_per_round)
+            .or_else(|| self.each_node.as_ref().and_then(|each| each.max_parallel))
+            .unwrap_or(u32::MAX)
+    }
+}
+
+/// A sweep over single nodes: "does every node of this rack meet spec?" in one set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EachNode {
+    /// The nodes to test, by label. The operator lists the nodes that match when it
+    /// expands the set; at least one must match.
+    pub selector: NodeSelector,
+
+    /// The roles pinned to the node; default every role of the kind (an MPI launcher
+    /// and its worker, an iperf server and its client: all on the one node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 8))]
+    pub roles: Vec<String>,
+
+    /// How many nodes run at once; default all of them. Each node runs on its own, so
+    /// running them together does not make tests share a node; lower it when they share
+    /// something else (a switch uplink, a file system). The set's `maxParallel` does not
+    /// apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_parallel: Option<u32>,
+
+    /// When a node is an outlier against the fleet (see `status.perNode`).
+    #[serde(default)]
+    pub outliers: crate::judging::fleet::OutlierRule,
+
+    /// References per node class: each bounds a metric, on the nodes its `nodeSelector`
+    /// matches, by a value with tolerances or a fraction of the fleet median. Per
+    /// metric, a node is judged against the first reference that matches it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub references: Vec<crate::judging::nodes::NodeReference>,
 }
 
 /// A sweep over pairs of nodes: "every node pair meets spec" in one set.
@@ -196,25 +288,10 @@ pub struct NodePairs {
     pub roles: Vec<String>,
 }
 
-/// Which nodes a [`NodePairs`] sweep pairs up.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePairSelector {
-    /// Labels a node must all carry. Empty selects every node.
-    #[serde(default)]
-    pub match_labels: BTreeMap<String, String>,
-}
+pub use crate::judging::nodes::NodeSelector;
 
-impl NodePairSelector {
-    /// As a Kubernetes label selector string (`k=v,k2=v2`; empty for all nodes).
-    pub fn to_label_selector(&self) -> String {
-        self.match_labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-}
+/// Which nodes a [`NodePairs`] sweep pairs up: a [`NodeSelector`], by its older name.
+pub type NodePairSelector = NodeSelector;
 
 /// How a [`NodePairs`] sweep pairs its nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

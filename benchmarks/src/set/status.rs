@@ -99,7 +99,7 @@ pub struct BenchmarkSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
 
-    /// A node-pair set's rounds: how many, and the one running now.
+    /// A node-pair or each-node set's rounds: how many, and the one running now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<RoundProgress>,
 
@@ -108,6 +108,18 @@ pub struct BenchmarkSetStatus {
     /// full table is in the result records (`perfsweep results report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<crate::judging::fleet::FleetSummary>,
+
+    /// An each-node set's nodes' labels that its references select by (only those
+    /// keys), kept with `nodes` for the generation: what chose each node's reference.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_labels: super::expand::NodeLabels,
+
+    /// An each-node set's per-node verdict so far: how many nodes were rejected, as
+    /// outliers against the fleet or out of their class's reference, and the worst ten
+    /// with the reference each was judged against and why. The full table is in the
+    /// result records (`perfsweep results report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_node: Option<crate::judging::nodes::NodesSummary>,
 }
 
 /// Where a node-pair set is in its rounds.

@@ -1,4 +1,4 @@
-//! Specs, sets and what ships with them: BenchmarkSet expansion and node pairs, the
+//! Specs, sets and what ships with them: BenchmarkSet expansion, node pairs and each node, the
 //! kube-perftest migration promise, the checked-in CRDs, every example, and the images
 //! the kinds run.
 //!
@@ -6,6 +6,7 @@
 
 mod compat;
 mod crds;
+mod each_node;
 mod examples;
 mod expand;
 mod images;

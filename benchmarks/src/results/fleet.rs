@@ -38,8 +38,12 @@ impl FleetGroup {
 }
 
 /// The pair a record ran on: the nodes of its two placed roles, in the kind's role
-/// order; `None` for a record that is not from a node-pair sweep.
+/// order; `None` for a record that is not from a node-pair sweep (an each-node record
+/// places its roles too, all on its one node).
 pub fn pair_of(record: &ResultRecord) -> Option<[String; 2]> {
+    if record.benchmark.node.is_some() {
+        return None;
+    }
     let kind = crate::kinds::registry::lookup(&record.benchmark.kind)?;
     let mut nodes = kind.roles.iter().filter_map(|role| {
         record
@@ -51,7 +55,7 @@ pub fn pair_of(record: &ResultRecord) -> Option<[String; 2]> {
             .map(str::to_owned)
     });
     let pair = [nodes.next()?, nodes.next()?];
-    Some(pair)
+    (pair[0] != pair[1]).then_some(pair)
 }
 
 /// A workload's records, by the pair they ran on.
@@ -144,7 +148,9 @@ fn pair_result(
     }
 }
 
-fn group_label(record: &ResultRecord) -> String {
+/// What a record ran apart from its nodes, named for a person: set, kind and the other
+/// permutation values, e.g. `fleet (IPerf) streams=4`.
+pub fn group_label(record: &ResultRecord) -> String {
     let others: Map<String, Value> = record
         .benchmark
         .permutation

@@ -179,6 +179,139 @@ pub fn scene(group: &FleetGroup) -> Scene {
     }
 }
 
+/// The per-node chart of an each-node sweep: a bar per node, coloured by the judged
+/// metric (worst dark), rejected nodes' names in red with the reason, each node's
+/// reference bounds on the judged metric as ticks, and the fleet median dashed.
+pub fn node_scene(group: &super::nodes::NodeGroup) -> Scene {
+    const NAME: f64 = 130.0;
+    const BARS: f64 = 420.0;
+    const VERDICT: f64 = 420.0;
+    let verdict = &group.verdict;
+    let n = verdict.nodes.len().max(1);
+    let row = (6000.0 / n as f64).clamp(3.0, 20.0);
+    let bounds = |node: &crate::judging::nodes::NodeJudgement| {
+        node.references
+            .iter()
+            .find(|r| r.metric == verdict.metric)
+            .map(|r| (r.low, r.high))
+    };
+    let values: Vec<f64> = verdict.nodes.iter().filter_map(|n| n.value).collect();
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // The scale reaches the highest value or bound, from zero: bars compare as lengths.
+    let top = verdict
+        .nodes
+        .iter()
+        .filter_map(bounds)
+        .flat_map(|(l, h)| [l, h])
+        .flatten()
+        .chain(values.iter().copied())
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let x_of = |value: f64| NAME + (value / top).clamp(0.0, 1.0) * BARS;
+    let colour = |value: f64| {
+        if high.partial_cmp(&low) != Some(std::cmp::Ordering::Greater) {
+            return PALETTE[PALETTE.len() - 1];
+        }
+        let mut t = (value - low) / (high - low);
+        if verdict.better == Better::Lower {
+            t = 1.0 - t;
+        }
+        PALETTE[((t * (PALETTE.len() - 1) as f64).round() as usize).min(PALETTE.len() - 1)]
+    };
+    let mut shapes = vec![Shape::Text {
+        at: (10.0, 24.0),
+        text: format!("{}: {} by node", group.label, verdict.metric),
+        anchor: Anchor::Start,
+        size: 14.0,
+        color: TEXT,
+        vertical: false,
+    }];
+    let labelled = row >= 9.0;
+    for (i, node) in verdict.nodes.iter().enumerate() {
+        let y = TOP + i as f64 * row;
+        shapes.push(Shape::Rect {
+            x: NAME,
+            y: y + row * 0.1,
+            w: node.value.map_or(BARS, |v| x_of(v) - NAME),
+            h: row * 0.8,
+            fill: Some(node.value.map_or(MISSING, colour)),
+            stroke: (!node.passed).then_some(OUTLIER_MARK),
+        });
+        if let Some((l, h)) = bounds(node) {
+            for bound in [l, h].into_iter().flatten() {
+                let x = x_of(bound);
+                shapes.push(Shape::Line {
+                    from: (x, y),
+                    to: (x, y + row),
+                    color: TEXT,
+                });
+            }
+        }
+        if !labelled && node.passed {
+            continue;
+        }
+        let colour = if node.passed { TEXT } else { SUSPECT_LABEL };
+        shapes.push(Shape::Text {
+            at: (NAME - 6.0, y + row * 0.5 + 4.0),
+            text: shorten(&node.node),
+            anchor: Anchor::End,
+            size: 11.0,
+            color: colour,
+            vertical: false,
+        });
+        let mut text = match node.value {
+            Some(v) => format!("{}  {}", quantity(v, &verdict.unit), node.verdict_text()),
+            None => node.verdict_text(),
+        };
+        if text.chars().count() > 70 {
+            text = text.chars().take(69).collect::<String>() + "…";
+        }
+        shapes.push(Shape::Text {
+            at: (NAME + BARS + 10.0, y + row * 0.5 + 4.0),
+            text,
+            anchor: Anchor::Start,
+            size: 11.0,
+            color: colour,
+            vertical: false,
+        });
+    }
+    let bottom = TOP + n as f64 * row;
+    if let Some(median) = verdict.median {
+        let x = x_of(median);
+        shapes.push(Shape::Dashed {
+            from: (x, TOP - 6.0),
+            to: (x, bottom + 6.0),
+            color: TEXT,
+        });
+        shapes.push(Shape::Text {
+            at: (x, TOP - 10.0),
+            text: format!("fleet median {}", quantity(median, &verdict.unit)),
+            anchor: Anchor::Middle,
+            size: 11.0,
+            color: TEXT,
+            vertical: false,
+        });
+    }
+    shapes.push(Shape::Text {
+        at: (NAME, bottom + 24.0),
+        text: format!(
+            "0 to {} ({}); ticks: the node's reference bounds",
+            quantity(top, &verdict.unit),
+            short_metric(&verdict.metric)
+        ),
+        anchor: Anchor::Start,
+        size: 11.0,
+        color: TEXT,
+        vertical: false,
+    });
+    Scene {
+        width: NAME + BARS + VERDICT,
+        height: bottom + BOTTOM,
+        shapes,
+    }
+}
+
 /// The colour scale (values in the metric's unit), and what the marks mean.
 fn legend(
     shapes: &mut Vec<Shape>,
@@ -358,6 +491,37 @@ mod tests {
             })
             .collect();
         assert!(fills.contains(&PALETTE[0]) && fills.contains(&PALETTE[PALETTE.len() - 1]));
+    }
+
+    #[test]
+    fn the_per_node_view_names_rejected_nodes_in_red_with_their_reference_bounds() {
+        use crate::results::nodes::tests::{gold, record};
+        let mut records: Vec<_> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| record(n, Some(10.0), serde_json::json!([])))
+            .collect();
+        records.push(record("slow", Some(5.0), serde_json::json!([])));
+        records.push(record("g", Some(10.0), gold(10.0)));
+        let groups = crate::results::nodes::groups(&records, OutlierRule::default());
+        let scene = node_scene(&groups[0]);
+        let red: Vec<&str> = scene
+            .shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Text { text, color, .. } if *color == SUSPECT_LABEL => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(red[0], "slow", "{red:?}");
+        assert!(red[1].contains("FAIL: outlier"), "{red:?}");
+        assert_eq!(red.len(), 2, "only the slow node: {red:?}");
+        // g's reference: 9.5 to 11 Gbit/s, two ticks.
+        let ticks = scene
+            .shapes
+            .iter()
+            .filter(|s| matches!(s, Shape::Line { color, .. } if *color == TEXT))
+            .count();
+        assert_eq!(ticks, 2);
     }
 
     #[test]

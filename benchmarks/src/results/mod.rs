@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod fleet_report;
 pub mod heatmap;
 pub mod intake;
+pub mod nodes;
 pub mod plot;
 pub mod provenance;
 pub mod raster;
@@ -162,6 +163,8 @@ pub(crate) mod testing {
                 benchmark_case_id: Some(case.into()),
                 repetition: Some(repetition),
                 permutation,
+                node: None,
+                references: Vec::new(),
             },
             workload_spec_digest: format!("digest-{case}"),
             spec: json!({"streams": streams}),

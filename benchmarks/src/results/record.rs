@@ -146,6 +146,13 @@ pub struct BenchmarkIdentity {
     /// The permutation's own values.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub permutation: Map<String, Value>,
+    /// An each-node sweep's node (`permutations.eachNode`): every role ran on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The references the node is judged against, chosen by its labels when the set
+    /// was expanded (at most one per metric).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<crate::judging::nodes::AppliedReference>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

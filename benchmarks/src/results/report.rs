@@ -337,7 +337,7 @@ pub fn render_with_fleet(
     // A failed fleet verdict overrides runs that each met their criteria.
     let headline = match fleet.passed() {
         Some(false) => format!(
-            "{} — FLEET NOT ACCEPTED: suspect nodes or links (below)",
+            "{} — FLEET NOT ACCEPTED: suspect nodes or links, or nodes rejected (below)",
             overall.headline()
         ),
         _ => overall.headline(),
@@ -472,6 +472,7 @@ fn lineage_table(records: &[ResultRecord]) -> Table {
             "run id",
             "backend",
             "case id",
+            "permutation",
             "workload spec digest",
             "artifact manifest digest",
             "evidence",
@@ -485,6 +486,8 @@ fn lineage_table(records: &[ResultRecord]) -> Table {
                     r.run_id.clone(),
                     r.backend.clone(),
                     r.benchmark.benchmark_case_id.clone().unwrap_or_default(),
+                    // Named for a person too: the digest alone says nothing.
+                    describe_permutation(&r.benchmark.permutation),
                     r.workload_spec_digest.clone(),
                     r.artifact_manifest_digest.clone().unwrap_or_default(),
                     r.evidence
@@ -729,6 +732,8 @@ mod tests {
                 benchmark_case_id: Some(format!("case{streams}")),
                 repetition: Some(0),
                 permutation,
+                node: None,
+                references: Vec::new(),
             },
             workload_spec_digest: format!("digest{streams}"),
             spec,

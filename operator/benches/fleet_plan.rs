@@ -253,6 +253,8 @@ fn status_size() {
             current: half as u32,
         }),
         fleet: Some(fleet_summary),
+        node_labels: Default::default(),
+        per_node: None,
     };
     let bytes = serde_json::to_vec(&status)
         .expect("the status serializes")

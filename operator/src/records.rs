@@ -184,6 +184,11 @@ pub fn identity_of(kind: &KindInfo, metadata: &Value, set: Option<String>) -> Be
             .as_str()
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or_default(),
+        node: text(&metadata["annotations"][labels::NODE]),
+        references: metadata["annotations"][labels::REFERENCES]
+            .as_str()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default(),
     }
 }
 

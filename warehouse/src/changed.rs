@@ -45,6 +45,8 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CaseChange {
     pub case_key: String,
+    /// The case named for a person: its permutation (`streams=4`), beside the digest.
+    pub permutation: String,
     pub kind: String,
     pub metric: String,
     pub baseline: f64,
@@ -55,6 +57,8 @@ pub struct CaseChange {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PointChange {
     pub case_key: String,
+    /// The case's permutation, as in [`CaseChange::permutation`].
+    pub permutation: String,
     /// `scenario D(100,100) concurrency 16`, `pair a-b`, `scale 4`.
     pub point: String,
     pub metric: String,
@@ -129,6 +133,7 @@ pub async fn what_changed(
         if row.float(5) > threshold_percent {
             report.slower_cases.push(CaseChange {
                 case_key: row.text(0),
+                permutation: String::new(),
                 kind: row.text(1),
                 metric: row.text(2),
                 baseline: row.float(3),
@@ -146,6 +151,21 @@ pub async fn what_changed(
         .map(|s| quote(&s.case_key))
         .collect::<Vec<_>>()
         .join(", ");
+    // A case key is a digest: name each case by its permutation too.
+    let described = warehouse
+        .query(&format!(
+            "SELECT case_key, max(permutation) FROM workload_dim
+             WHERE case_key IN ({slower}) GROUP BY case_key"
+        ))
+        .await?;
+    let permutations: std::collections::BTreeMap<String, String> = rows(&described)?
+        .iter()
+        .map(|row| (row.text(0), describe_permutation(&row.text(1))))
+        .collect();
+    let permutation_of = |case_key: &str| permutations.get(case_key).cloned().unwrap_or_default();
+    for case in &mut report.slower_cases {
+        case.permutation = permutation_of(&case.case_key);
+    }
 
     // Workload points: serving (scenario × concurrency, p99 TTFT and throughput),
     // system (metric × pair or node), training (scale point, step time).
@@ -183,6 +203,7 @@ pub async fn what_changed(
     for row in rows(&points)? {
         if row.float(5) > threshold_percent {
             report.points.push(PointChange {
+                permutation: permutation_of(&row.text(0)),
                 case_key: row.text(0),
                 point: row.text(1),
                 metric: row.text(2),
@@ -304,6 +325,27 @@ fn rows(batches: &[RecordBatch]) -> Result<Vec<Cells>> {
     Ok(out)
 }
 
+/// A permutation's canonical JSON (workload_dim's `permutation`) in a few words,
+/// `streams=4,protocol=UDP`; empty when it is not an object or has no values.
+fn describe_permutation(canonical: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(canonical) {
+        Ok(serde_json::Value::Object(map)) if !map.is_empty() => {
+            perfsweep_benchmarks::results::describe_permutation(&map)
+        }
+        _ => String::new(),
+    }
+}
+
+/// A case as a person reads it: its permutation with the digest to look it up by,
+/// `streams=4 (case 1a2b3c4d5e)`; the digest alone without a permutation.
+fn named_case(permutation: &str, case_key: &str) -> String {
+    if permutation.is_empty() {
+        case_key.to_owned()
+    } else {
+        format!("{permutation} (case {case_key})")
+    }
+}
+
 /// The report as text, one section per step of the pivot.
 pub fn render(report: &Report) -> String {
     let mut out = format!(
@@ -318,7 +360,12 @@ pub fn render(report: &Report) -> String {
     for s in &report.slower_cases {
         out.push_str(&format!(
             "   {} {} {}: {:.4} -> {:.4} ({:.1}% worse)\n",
-            s.kind, s.case_key, s.metric, s.baseline, s.candidate, s.worse_percent
+            s.kind,
+            named_case(&s.permutation, &s.case_key),
+            s.metric,
+            s.baseline,
+            s.candidate,
+            s.worse_percent
         ));
     }
     out.push_str("\n2. affected workload points\n");
@@ -328,7 +375,12 @@ pub fn render(report: &Report) -> String {
     for p in &report.points {
         out.push_str(&format!(
             "   {} {} {}: {:.4} -> {:.4} ({:.1}% worse)\n",
-            p.case_key, p.point, p.metric, p.baseline, p.candidate, p.worse_percent
+            named_case(&p.permutation, &p.case_key),
+            p.point,
+            p.metric,
+            p.baseline,
+            p.candidate,
+            p.worse_percent
         ));
     }
     out.push_str("\n3. abnormal nodes\n");
@@ -357,6 +409,34 @@ pub fn render(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cases_are_named_by_their_permutation_and_digest() {
+        let permutation = describe_permutation(r#"{"placement.server.nodes":["a"],"streams":4}"#);
+        assert_eq!(permutation, "placement.server.nodes=[\"a\"],streams=4");
+        assert_eq!(named_case("streams=4", "1a2b"), "streams=4 (case 1a2b)");
+        assert_eq!(named_case(&describe_permutation("{}"), "1a2b"), "1a2b");
+        let report = Report {
+            baseline: "r1".into(),
+            candidate: "r2".into(),
+            threshold_percent: 5.0,
+            slower_cases: vec![CaseChange {
+                case_key: "1a2b".into(),
+                permutation: "streams=4".into(),
+                kind: "IPerf".into(),
+                metric: "received_bits_per_second".into(),
+                baseline: 10.0,
+                candidate: 8.0,
+                worse_percent: 20.0,
+            }],
+            ..Report::default()
+        };
+        assert!(
+            render(&report).contains("IPerf streams=4 (case 1a2b) received_bits_per_second"),
+            "{}",
+            render(&report)
+        );
+    }
 
     #[test]
     fn telemetry_moves_by_a_factor_or_by_percent_points() {

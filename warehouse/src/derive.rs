@@ -517,6 +517,8 @@ fn system_rows(base: &Row, record: &ResultRecord, network: &str) -> Vec<Row> {
     let hosts = sorted_hosts(record);
     let (scope, node_a, node_b) = match perfsweep_benchmarks::results::fleet::pair_of(record) {
         Some([a, b]) => ("pair", Some(a), Some(b)),
+        // An each-node run names its node, whatever its processes' hosts were called.
+        None if record.benchmark.node.is_some() => ("node", record.benchmark.node.clone(), None),
         None if hosts.len() == 1 => ("node", hosts.first().cloned(), None),
         None => ("run", None, None),
     };

@@ -441,6 +441,8 @@ pub fn sweep(sweep: &Sweep) -> Vec<Generated> {
                     benchmark_case_id: Some(format!("{}-{case_id}", case.set)),
                     repetition: Some(repetition),
                     permutation: case.permutation.clone(),
+                    node: None,
+                    references: Vec::new(),
                 },
                 workload_spec_digest: digest.clone(),
                 spec: spec.clone(),

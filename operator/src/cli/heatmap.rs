@@ -5,22 +5,34 @@ use std::path::{Component, Path};
 use anyhow::Context;
 use perfsweep_benchmarks::judging::fleet::OutlierRule;
 use perfsweep_benchmarks::results::record::ResultRecord;
-use perfsweep_benchmarks::results::{fleet, heatmap, plot::Scene};
+use perfsweep_benchmarks::results::{fleet, heatmap, nodes, plot::Scene};
 
-/// The heatmap of the first node-pair sweep in `records` (the others are named).
+/// The heatmap of the first node-pair sweep in `records`, or without one the per-node
+/// chart of the first each-node sweep (the others are named).
 pub fn scene(records: &[ResultRecord], rule: OutlierRule) -> anyhow::Result<Scene> {
     let groups = fleet::groups(records, rule);
-    let first = groups.first().context(
-        "no record is from a node-pair sweep (permutations.nodePairs): nothing to draw a heatmap of",
+    if let Some(first) = groups.first() {
+        for other in &groups[1..] {
+            eprintln!(
+                "note: also a node-pair sweep, not drawn: {} (give its records alone to draw it)",
+                other.label
+            );
+        }
+        eprintln!("{}", first.verdict.headline());
+        return Ok(heatmap::scene(first));
+    }
+    let node_groups = nodes::groups(records, rule);
+    let first = node_groups.first().context(
+        "no record is from a node-pair or each-node sweep (permutations.nodePairs, eachNode): nothing to draw a heatmap of",
     )?;
-    for other in &groups[1..] {
+    for other in &node_groups[1..] {
         eprintln!(
-            "note: also a node-pair sweep, not drawn: {} (give its records alone to draw it)",
+            "note: also an each-node sweep, not drawn: {} (give its records alone to draw it)",
             other.label
         );
     }
     eprintln!("{}", first.verdict.headline());
-    Ok(heatmap::scene(first))
+    Ok(heatmap::node_scene(first))
 }
 
 /// The path from directory `from` to `to`, for links in a report written to `from`

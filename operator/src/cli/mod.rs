@@ -47,10 +47,12 @@ pub enum Command {
         /// YAML files (`-` for stdin), each with one or more documents.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The nodes a node-pair set (`permutations.nodePairs`) pairs up, standing in for
-        /// the nodes its selector matches in the cluster: `a,b,c`, or `@FILE` with names
-        /// separated by commas, spaces or newlines (`kubectl get nodes -l ... -o name`
-        /// output works).
+        /// The nodes a node-pair or each-node set (`permutations.nodePairs`, `eachNode`)
+        /// runs on, standing in for the nodes its selector matches in the cluster:
+        /// `a,b,c`, or `@FILE` with names separated by commas, spaces or newlines
+        /// (`kubectl get nodes -l ... -o name` output works). Labels for
+        /// `eachNode.references` follow a name, `:`-separated:
+        /// `c:perfsweep.io/node-class=gold`.
         #[arg(long, value_name = "NODES")]
         nodes: Option<String>,
     },
@@ -66,7 +68,7 @@ pub enum Command {
         /// pods, ...), as the operator would create them.
         #[arg(long)]
         objects: bool,
-        /// The nodes a node-pair set pairs up, as for `validate --nodes`.
+        /// The nodes a node-pair or each-node set runs on, as for `validate --nodes`.
         #[arg(long, value_name = "NODES")]
         nodes: Option<String>,
     },
@@ -128,19 +130,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { output_dir } => crds::run(output_dir.as_deref()),
         Command::Validate { files, nodes } => {
-            validate::run(&files, validate::node_list(nodes.as_deref())?.as_deref())
+            let nodes = validate::node_list(nodes.as_deref())?;
+            validate::run(&files, validate::labelled(nodes.as_deref()).as_ref())
         }
         Command::Render {
             files,
             namespace,
             objects,
             nodes,
-        } => render::run(
-            &files,
-            namespace.as_deref(),
-            objects,
-            validate::node_list(nodes.as_deref())?.as_deref(),
-        ),
+        } => {
+            let nodes = validate::node_list(nodes.as_deref())?;
+            render::run(
+                &files,
+                namespace.as_deref(),
+                objects,
+                validate::labelled(nodes.as_deref()).as_ref(),
+            )
+        }
         Command::Run(args) => run::run(args).await,
         Command::Results(args) => results::run(args).await,
         Command::Warehouse(args) => warehouse::run(args).await,

@@ -20,7 +20,7 @@ pub fn run(
     paths: &[PathBuf],
     namespace: Option<&str>,
     with_objects: bool,
-    nodes: Option<&[String]>,
+    nodes: Option<&perfsweep_benchmarks::set::NodeLabels>,
 ) -> anyhow::Result<ExitCode> {
     let mut objects: Vec<Value> = Vec::new();
     let mut failed = false;
@@ -28,7 +28,7 @@ pub fn run(
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let checked = match document::check_with_nodes(input.document, nodes) {
+            let checked = match document::check_on_nodes(input.document, nodes) {
                 Ok(checked) => checked,
                 Err(error) => {
                     failed = true;

@@ -30,8 +30,9 @@ pub struct ResultsArgs {
     #[arg(long = "location-param", global = true, value_name = "KEY=VALUE",
           value_parser = super::export::key_value)]
     pub location_params: Vec<(String, String)>,
-    /// Node-pair sweeps: a pair is an outlier when it is more than this many robust
-    /// standard deviations (1.4826 × MAD of the node medians) worse than the fleet median…
+    /// Node-pair and each-node sweeps: a pair (a node) is an outlier when it is more than
+    /// this many robust standard deviations (1.4826 × MAD of the node medians) worse than
+    /// the fleet median…
     #[arg(long, global = true, default_value_t = 3.0)]
     pub outlier_mads: f64,
     /// …and more than this fraction of the median worse (0.1 = 10%).
@@ -112,7 +113,9 @@ pub enum ResultsCommand {
         #[arg(long, value_enum)]
         format: Option<PlotFormat>,
         /// Draw a node-pair sweep's pair matrix instead: node × node, coloured by the
-        /// judged metric, outlier pairs crossed out, suspect nodes in red.
+        /// judged metric, outlier pairs crossed out, suspect nodes in red. For an
+        /// each-node sweep, the per-node view: a bar per node with its reference bounds
+        /// and verdict, rejected nodes in red.
         #[arg(long, conflicts_with_all = ["metric", "parameter", "x_metric"])]
         heatmap: bool,
     },
@@ -511,6 +514,17 @@ async fn write_report(
         let table = output.join("fleet.json");
         let all: Vec<&perfsweep_benchmarks::judging::fleet::FleetVerdict> =
             fleet.groups.iter().map(|g| &g.verdict).collect();
+        std::fs::write(&table, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("cannot write {}", table.display()))?;
+    }
+    for group in &fleet.node_groups {
+        eprintln!("{}: {}", group.label, group.verdict.headline());
+    }
+    if !fleet.node_groups.is_empty() {
+        // Every node with its figure, reference and verdict, next to the report.
+        let table = output.join("nodes.json");
+        let all: Vec<&perfsweep_benchmarks::judging::nodes::NodesVerdict> =
+            fleet.node_groups.iter().map(|g| &g.verdict).collect();
         std::fs::write(&table, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("cannot write {}", table.display()))?;
     }

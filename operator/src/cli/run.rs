@@ -38,8 +38,10 @@ pub struct RunArgs {
     /// Run on this machine as local processes over loopback (no cluster).
     #[arg(long)]
     pub local: bool,
-    /// With --local: stand-in nodes for a node-pair set (`permutations.nodePairs`),
-    /// each played by a loopback address of its own (`a,b,c`, or `@FILE`).
+    /// With --local: stand-in nodes for a node-pair or each-node set
+    /// (`permutations.nodePairs`, `eachNode`), each played by a loopback address of its
+    /// own (`a,b,c`, or `@FILE`). Labels for `eachNode.references` follow the name:
+    /// `a,b,c:perfsweep.io/node-class=gold` (`:`-separated `key=value`s).
     #[arg(long, value_name = "NODES", requires = "local")]
     pub nodes: Option<String>,
     /// Write one JSON result record per run, and the raw evidence, into this directory
@@ -80,6 +82,9 @@ struct Job {
     case_id: Option<String>,
     repetition: Option<u32>,
     permutation: Map<String, Value>,
+    /// An each-node child's node and the references it is judged against.
+    node: Option<String>,
+    references: Vec<perfsweep_benchmarks::judging::nodes::AppliedReference>,
     /// Export credentials moved out of the spec's inline parameters (OME's form).
     credentials: std::collections::BTreeMap<String, String>,
     /// Its set (an index into the run's sets) and its index among the set's children.
@@ -174,8 +179,8 @@ fn missing_tools(jobs: &[Job]) -> Option<String> {
     local::missing_tools_in(&plans)
 }
 
-/// Checks every document. A node-pair set is expanded over the nodes its selector
-/// matches in `cluster`, as the operator will expand it.
+/// Checks every document. A node-pair or each-node set is expanded over the nodes its
+/// selector matches in `cluster` (with their labels), as the operator will expand it.
 async fn checked_documents(
     paths: &[PathBuf],
     cluster: Option<&crate::cluster::Target>,
@@ -185,14 +190,17 @@ async fn checked_documents(
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let nodes = match (cluster, node_pair_selector(&input.document)) {
-                (Some(target), Some(selector)) => {
-                    Some(crate::cluster::node_names(target, &selector).await?)
-                }
+            let nodes = match (cluster, node_selector(&input.document)) {
+                (Some(target), Some(selector)) => Some(
+                    crate::cluster::nodes(target, &selector)
+                        .await?
+                        .into_iter()
+                        .collect::<perfsweep_benchmarks::set::NodeLabels>(),
+                ),
                 _ => None,
             };
             let checked =
-                document::check_with_nodes(input.document, nodes.as_deref()).map_err(|error| {
+                document::check_on_nodes(input.document, nodes.as_ref()).map_err(|error| {
                     anyhow::anyhow!(
                         "{location}: {what}:\n  - {}",
                         error.messages().join("\n  - ")
@@ -212,9 +220,11 @@ async fn checked_documents(
     Ok(documents)
 }
 
-/// The label selector of a set's `permutations.nodePairs`, if it has one.
-fn node_pair_selector(document: &Value) -> Option<String> {
-    let pairs = document.pointer("/spec/permutations/nodePairs")?;
+/// The label selector of a set's `permutations.nodePairs` or `eachNode`, if it has one.
+fn node_selector(document: &Value) -> Option<String> {
+    let pairs = document
+        .pointer("/spec/permutations/nodePairs")
+        .or_else(|| document.pointer("/spec/permutations/eachNode"))?;
     let labels = pairs
         .pointer("/selector/matchLabels")
         .and_then(Value::as_object)
@@ -239,15 +249,15 @@ fn load_jobs(
     paths: &[PathBuf],
     nodes: &crate::local::nodes::LoopbackNodes,
 ) -> anyhow::Result<Jobs> {
-    let node_names = (!nodes.is_empty()).then(|| nodes.names());
+    let labelled = (!nodes.is_empty()).then(|| nodes.labelled());
     let mut jobs = Vec::new();
     let mut sets = Vec::new();
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
             let location = input.location(count);
             let what = document::describe(&input.document);
-            let checked = document::check_with_nodes(input.document, node_names.as_deref())
-                .map_err(|error| {
+            let checked =
+                document::check_on_nodes(input.document, labelled.as_ref()).map_err(|error| {
                     anyhow::anyhow!(
                         "{location}: {what}:\n  - {}",
                         error.messages().join("\n  - ")
@@ -272,6 +282,12 @@ fn load_jobs(
                             case_id: Some(child.case_id.clone()),
                             repetition: Some(child.repetition),
                             permutation: (*child.permutation).clone(),
+                            node: child.node.as_ref().map(|n| n.node.clone()),
+                            references: child
+                                .node
+                                .as_ref()
+                                .map(|n| n.references.clone())
+                                .unwrap_or_default(),
                             credentials: credentials.clone(),
                             in_set: Some((set_index, index)),
                         });
@@ -291,6 +307,8 @@ fn load_jobs(
                     case_id: None,
                     repetition: None,
                     permutation: Map::new(),
+                    node: None,
+                    references: Vec::new(),
                     credentials,
                     in_set: None,
                 }),
@@ -359,11 +377,14 @@ async fn run_jobs(
         if let Some(fleet) = set.fleet() {
             println!("\n{}", fleet.headline());
         }
+        if let Some(nodes) = set.nodes() {
+            println!("\n{}", nodes.headline());
+        }
         for line in set.lines() {
             eprintln!("{line}");
         }
         if set.acceptance().is_some_and(|(_, reason, _)| {
-            reason == perfsweep_benchmarks::judging::acceptance::FLEET_OUTLIERS
+            perfsweep_benchmarks::judging::acceptance::is_fleet_reason(reason)
         }) {
             tally.fleets_not_accepted += 1;
         }
@@ -549,6 +570,8 @@ fn write_record(dir: &Path, run_id: &str, job: &Job, run: &LocalRun) -> anyhow::
             benchmark_case_id: job.case_id.clone(),
             repetition: job.repetition,
             permutation: job.permutation.clone(),
+            node: job.node.clone(),
+            references: job.references.clone(),
         },
         workload_spec_digest: perfsweep_benchmarks::set::expand::workload_spec_digest(
             job.kind.kind,

@@ -1,5 +1,6 @@
-//! `run --local --nodes`: the stand-in nodes a node-pair sweep runs on. The fleet verdict
-//! is the set's own (`local::sweep::SetRun::fleet`), judged as the controller judges it.
+//! `run --local --nodes`: the stand-in nodes a node-pair or each-node sweep runs on. The
+//! fleet verdict is the set's own (`local::sweep::SetRun::fleet` and `nodes`), judged as
+//! the controller judges it.
 
 use serde_json::Value;
 
@@ -8,8 +9,8 @@ use crate::local::nodes::LoopbackNodes;
 
 /// The stand-in nodes of `--nodes` (empty without it).
 pub fn loopback_nodes(arg: Option<&str>) -> anyhow::Result<LoopbackNodes> {
-    let names = super::validate::node_list(arg)?.unwrap_or_default();
-    Ok(LoopbackNodes::new(&names)?)
+    let nodes = super::validate::node_list(arg)?.unwrap_or_default();
+    Ok(LoopbackNodes::new(&nodes)?)
 }
 
 /// `options` for one benchmark: its placed roles bound to their nodes' addresses.

@@ -65,15 +65,24 @@ pub async fn client(target: &Target) -> anyhow::Result<(Client, String)> {
     Ok((client, namespace))
 }
 
-/// Names of the cluster's nodes matching `selector` (`k=v,...`; empty for all).
-pub async fn node_names(target: &Target, selector: &str) -> anyhow::Result<Vec<String>> {
+/// The cluster's nodes matching `selector` (`k=v,...`; empty for all), with their labels.
+pub async fn nodes(
+    target: &Target,
+    selector: &str,
+) -> anyhow::Result<Vec<(String, std::collections::BTreeMap<String, String>)>> {
     let (client, _) = client(target).await?;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
     let list = nodes
         .list(&ListParams::default().labels(selector))
         .await
-        .with_context(|| format!("listing the nodes matching {selector:?} for a node-pair set"))?;
-    Ok(list.items.iter().map(ResourceExt::name_any).collect())
+        .with_context(|| {
+            format!("listing the nodes matching {selector:?} for a node-pair or each-node set")
+        })?;
+    Ok(list
+        .items
+        .iter()
+        .map(|node| (node.name_any(), node.labels().clone()))
+        .collect())
 }
 
 /// What was applied, to follow and clean up.
@@ -411,9 +420,12 @@ async fn fleet_of_set(client: &Client, namespace: &str, name: &str, tally: &mut 
     if let Some(fleet) = &status.fleet {
         println!("\n{name}: {}", fleet.headline());
     }
+    if let Some(nodes) = &status.per_node {
+        println!("\n{name}: {}", nodes.headline());
+    }
     let fleet_rejected = status.conditions.iter().any(|c| {
         c.type_ == perfsweep_benchmarks::judging::acceptance::CONDITION
-            && c.reason == perfsweep_benchmarks::judging::acceptance::FLEET_OUTLIERS
+            && perfsweep_benchmarks::judging::acceptance::is_fleet_reason(&c.reason)
     });
     if fleet_rejected {
         tally.fleets_not_accepted += 1;

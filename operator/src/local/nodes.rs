@@ -1,8 +1,11 @@
-//! `run --local --nodes a,b,c`: stand-in "nodes" for a node-pair sweep on one machine.
+//! `run --local --nodes a,b,c`: stand-in "nodes" for a node-pair or each-node sweep on
+//! one machine.
 //! Each named node is played by a loopback address of its own (127.77.0.1 for the
 //! first, 127.77.0.2 for the second, …), and a benchmark's processes bind to the address
 //! of the node their role is placed on (`placement.<role>.nodes`), so a pair's server
-//! and client talk between two "nodes" as they would across the fabric.
+//! and client talk between two "nodes" as they would across the fabric. A node may carry
+//! labels (`--nodes c:perfsweep.io/node-class=gold`), which choose the references of an
+//! each-node sweep as a real node's labels do.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -23,20 +26,22 @@ pub enum NodesError {
     TooMany(usize),
 }
 
-/// The stand-in nodes, each with its loopback address.
+/// The stand-in nodes, each with its loopback address and labels.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoopbackNodes {
     addresses: BTreeMap<String, Ipv4Addr>,
+    labels: perfsweep_benchmarks::set::NodeLabels,
 }
 
 impl LoopbackNodes {
-    /// From a `--nodes` list, in the order given.
-    pub fn new(names: &[String]) -> Result<Self, NodesError> {
-        if names.len() >= 65_000 {
-            return Err(NodesError::TooMany(names.len()));
+    /// From a `--nodes` list (names with their labels), addresses in the order given.
+    pub fn new(nodes: &[(String, BTreeMap<String, String>)]) -> Result<Self, NodesError> {
+        if nodes.len() >= 65_000 {
+            return Err(NodesError::TooMany(nodes.len()));
         }
         let mut addresses = BTreeMap::new();
-        for (index, name) in names.iter().enumerate() {
+        let mut labels = BTreeMap::new();
+        for (index, (name, node_labels)) in nodes.iter().enumerate() {
             let valid = !name.is_empty()
                 && name
                     .chars()
@@ -48,8 +53,14 @@ impl LoopbackNodes {
             if addresses.insert(name.clone(), address).is_some() {
                 return Err(NodesError::Duplicate(name.clone()));
             }
+            labels.insert(name.clone(), node_labels.clone());
         }
-        Ok(Self { addresses })
+        Ok(Self { addresses, labels })
+    }
+
+    /// The nodes with their labels, as a set expands over them.
+    pub fn labelled(&self) -> perfsweep_benchmarks::set::NodeLabels {
+        self.labels.clone()
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -79,8 +90,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|n| (*n).to_owned()).collect()
+    fn names(list: &[&str]) -> Vec<(String, BTreeMap<String, String>)> {
+        list.iter()
+            .map(|n| ((*n).to_owned(), BTreeMap::new()))
+            .collect()
     }
 
     #[test]
@@ -92,6 +105,26 @@ mod tests {
         assert_eq!(roles["client"], Ipv4Addr::new(127, 77, 0, 1));
         let unknown = json!({"placement": {"server": {"nodes": ["zz"]}}});
         assert!(nodes.role_addresses(&unknown).is_empty());
+    }
+
+    #[test]
+    fn labels_stay_with_their_node() {
+        let mut gold = BTreeMap::new();
+        gold.insert("perfsweep.io/node-class".to_owned(), "gold".to_owned());
+        let nodes = LoopbackNodes::new(&[
+            ("b".to_owned(), gold.clone()),
+            ("a".to_owned(), BTreeMap::new()),
+        ])
+        .expect("valid");
+        let labelled = nodes.labelled();
+        assert_eq!(labelled["b"], gold);
+        assert!(labelled["a"].is_empty());
+        // Addresses in the order given, not the sorted order.
+        let spec = json!({"placement": {"server": {"nodes": ["b"]}}});
+        assert_eq!(
+            nodes.role_addresses(&spec)["server"],
+            Ipv4Addr::new(127, 77, 0, 1)
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use perfsweep_benchmarks::api::status::Phase;
 use perfsweep_benchmarks::judging::fleet::{FleetSummary, OutlierRule};
+use perfsweep_benchmarks::judging::nodes::NodesSummary;
 use perfsweep_benchmarks::set::acceptance::{
     ChildAcceptance, SetAcceptance, has_criteria, judged_by_fleet,
 };
@@ -95,13 +96,33 @@ impl SetRun {
         }
     }
 
+    /// Whether the set sweeps single nodes (`permutations.eachNode`).
+    fn each_node(&self) -> bool {
+        self.expansion.children.iter().any(|c| c.node.is_some())
+    }
+
     /// The fleet verdict of a node-pair set over its children so far (`None` for other
     /// sets), by the function the controller writes `status.fleet` with.
     pub fn fleet(&self) -> Option<FleetSummary> {
-        if self.expansion.rounds == 0 {
+        if self.expansion.rounds == 0 || self.each_node() {
             return None;
         }
         perfsweep_benchmarks::set::fleet::summary(
+            self.outlier_rule,
+            &self.expansion,
+            &self.results,
+            &self.failed,
+            &self.judged,
+        )
+    }
+
+    /// The per-node verdict of an each-node set over its children so far (`None` for
+    /// other sets), by the function the controller writes `status.perNode` with.
+    pub fn nodes(&self) -> Option<NodesSummary> {
+        if !self.each_node() {
+            return None;
+        }
+        perfsweep_benchmarks::set::nodes::summary(
             self.outlier_rule,
             &self.expansion,
             &self.results,
@@ -127,14 +148,15 @@ impl SetRun {
     /// or a fleet verdict: what the controller would write, fleet included.
     pub fn acceptance(&self) -> Option<(&'static str, &'static str, String)> {
         let fleet = self.fleet();
-        let judged = match (&fleet, self.gated) {
+        let nodes = self.nodes();
+        let judged = match (fleet.is_some() || nodes.is_some(), self.gated) {
             (_, true) => self.judged.clone(),
-            (Some(_), false) => judged_by_fleet(&self.states),
-            (None, false) => return None,
+            (true, false) => judged_by_fleet(&self.states),
+            (false, false) => return None,
         };
         Some(
             SetAcceptance::of(self.children.iter().map(String::as_str).zip(&judged))
-                .condition(fleet.as_ref()),
+                .judged_condition(fleet.as_ref(), nodes.as_ref()),
         )
     }
 

@@ -39,6 +39,8 @@ fn write_record(dir: &Path, run: &str, streams: u32, repetition: u32, bits: f64)
             benchmark_case_id: Some(format!("case-s{streams}")),
             repetition: Some(repetition),
             permutation: serde_json::from_value(json!({"streams": streams})).expect("a map"),
+            node: None,
+            references: Vec::new(),
         },
         workload_spec_digest: format!("digest-s{streams}"),
         spec: json!({"streams": streams}),

@@ -1,6 +1,6 @@
 //! Whole-fleet acceptance on this machine with a real iperf3: `run --local --nodes`
-//! over four stand-in nodes (each its own loopback address), then the heatmap and the
-//! report from the records.
+//! over stand-in nodes (each its own loopback address), node pairs and each node, then
+//! the heatmap and the report from the records.
 
 use crate::local_support;
 
@@ -154,4 +154,119 @@ fn four_loopback_nodes_run_in_rounds_and_are_judged() {
     .expect("JSON");
     assert_eq!(table[0]["pairs"].as_array().map(Vec::len), Some(6));
     assert_eq!(table[0]["nodes"].as_array().map(Vec::len), Some(4));
+}
+
+const EACH_NODE: &str = r#"
+apiVersion: perfsweep.io/v1alpha1
+kind: BenchmarkSet
+metadata:
+  name: rack
+spec:
+  template:
+    apiVersion: perfsweep.io/v1alpha1
+    kind: IPerf
+    spec: {duration: 1}
+  permutations:
+    eachNode:
+      selector: {matchLabels: {bench: "yes"}}
+      # Loopback on a shared machine is noisy: only a reference decides here.
+      outliers: {mads: 3, minDeviation: 0.95}
+      references:
+        - name: gold
+          nodeSelector: {matchLabels: {perfsweep.io/node-class: gold}}
+          metric: received_bits_per_second
+          value: 1.0e15
+          lowerTolerance: -0.05
+"#;
+
+#[test]
+fn each_loopback_node_runs_alone_and_a_gold_node_misses_its_reference() {
+    if !tool_or_skip("iperf3", "iperf3") {
+        return;
+    }
+    let dir = scratch("local-each-node");
+    let file = dir.join("rack.yaml");
+    std::fs::write(&file, EACH_NODE).expect("sweep written");
+    let out = dir.join("results");
+    let output = perfsweep()
+        .args([
+            "run",
+            "--local",
+            "--nodes",
+            "w,x,y:perfsweep.io/node-class=gold",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let verdict = stdout
+        .lines()
+        .find(|l| l.starts_with("per-node verdict: "))
+        .unwrap_or_else(|| panic!("no per-node verdict line: {stdout}\n{stderr}"));
+    assert!(
+        verdict.contains("1 of 3 nodes rejected")
+            && verdict.contains("y (received_bits_per_second = ")
+            && verdict.contains("the lowest reference gold accepts"),
+        "{verdict}"
+    );
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("Accepted=False (NodesRejected)"),
+        "{stderr}"
+    );
+
+    // One record per node, server and client both on it, naming its node and the
+    // reference its labels chose.
+    let records = records(&out);
+    assert_eq!(records.len(), 3);
+    for record in &records {
+        let node = record["benchmark"]["node"].as_str().expect("the node");
+        for role in ["server", "client"] {
+            assert_eq!(
+                record["spec"]["placement"][role]["nodes"][0], node,
+                "{record}"
+            );
+        }
+        let references = record["benchmark"]["references"].as_array();
+        if node == "y" {
+            assert_eq!(
+                references.map(|r| r[0]["name"].clone()),
+                Some("gold".into())
+            );
+        } else {
+            assert!(references.is_none(), "{record}");
+        }
+    }
+
+    let report = dir.join("report");
+    let rendered = perfsweep()
+        .args(["results", "report"])
+        .arg(&out)
+        .arg("--output")
+        .arg(&report)
+        .output()
+        .expect("perfsweep runs");
+    assert_eq!(
+        rendered.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let markdown = std::fs::read_to_string(report.join("report.md")).expect("report.md");
+    let row = markdown
+        .lines()
+        .find(|l| l.starts_with("| y |"))
+        .unwrap_or_else(|| panic!("a row for y: {markdown}"));
+    assert!(
+        row.contains("gold (perfsweep.io/node-class=gold)") && row.contains("FAIL"),
+        "{row}"
+    );
+    let table: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("nodes.json")).expect("nodes.json"),
+    )
+    .expect("JSON");
+    assert_eq!(table[0]["nodes"].as_array().map(Vec::len), Some(3));
 }

@@ -32,12 +32,12 @@ pub struct SetDecision {
 }
 
 /// The decision for a valid set whose children the cache shows as `existing`, with the
-/// nodes a node-pair set selected.
+/// nodes a node-pair or each-node set selected.
 pub fn decide(
     set: &BenchmarkSet,
     expansion: &Expansion,
     existing: &[&DynamicObject],
-    nodes: Option<&[String]>,
+    nodes: Option<&set::NodeLabels>,
     now: Timestamp,
 ) -> SetDecision {
     let mut by_name: HashMap<String, &DynamicObject> = existing
@@ -76,21 +76,15 @@ pub fn decide(
     let mut obsolete: Vec<String> = by_name.into_keys().collect();
     obsolete.sort_unstable();
 
-    // A node-pair set runs round by round: all pairs of a round together (they share no
-    // node), the next round once this one has ended.
+    // A node-pair or each-node set runs round by round: all pairs (or nodes) of a round
+    // together (they share no node), the next round once this one has ended.
     let rounds: Vec<u32> = expansion
         .children
         .iter()
         .filter_map(|child| child.round)
         .collect();
     let to_create = if expansion.rounds > 0 && rounds.len() == states.len() {
-        let per_round = set
-            .spec
-            .permutations
-            .node_pairs
-            .as_ref()
-            .and_then(|pairs| pairs.max_parallel_per_round)
-            .unwrap_or(u32::MAX);
+        let per_round = set.spec.permutations.per_round_limit();
         set_status::next_to_create_in_rounds(&states, &rounds, per_round, set.spec.failure_policy)
     } else {
         set_status::next_to_create(&states, set.spec.max_parallel, set.spec.failure_policy)
@@ -105,23 +99,33 @@ pub fn decide(
     let old = set.status.clone().unwrap_or_default();
     let mut status = progress_status(set, expansion, &states, &old, now);
     status.summary = results_summary(expansion, &results);
-    status.nodes = nodes.map(<[String]>::to_vec).unwrap_or_default();
+    status.nodes = nodes
+        .map(|n| n.keys().cloned().collect())
+        .unwrap_or_default();
+    // Only the nodes with labels a reference selects by: bounded by what the set uses.
+    status.node_labels = nodes
+        .into_iter()
+        .flatten()
+        .filter(|(_, labels)| !labels.is_empty())
+        .map(|(node, labels)| (node.clone(), labels.clone()))
+        .collect();
     if expansion.rounds > 0 {
         status.rounds = Some(set_status::RoundProgress {
             total: expansion.rounds,
             current: set_status::current_round(&states, &rounds).unwrap_or(expansion.rounds),
         });
-        status.fleet = set::fleet::summary(
-            set::fleet::outlier_rule(&set.spec),
-            expansion,
-            &results,
-            &failed,
-            &judged,
-        );
+        let rule = set::fleet::outlier_rule(&set.spec);
+        if set.spec.permutations.each_node.is_some() {
+            status.per_node = set::nodes::summary(rule, expansion, &results, &failed, &judged);
+        } else {
+            status.fleet = set::fleet::summary(rule, expansion, &results, &failed, &judged);
+        }
     }
-    // After the fleet verdict: a fleet with outliers is not accepted. Children of a
-    // node-pair set without criteria are judged by the fleet alone.
-    let judged = if status.fleet.is_some() && !set::acceptance::has_criteria(expansion) {
+    // After the fleet verdict: a fleet with outliers, or rejected nodes, is not accepted.
+    // Children of a node-pair or each-node set without criteria are judged by the fleet
+    // alone.
+    let fleet_judged = status.fleet.is_some() || status.per_node.is_some();
+    let judged = if fleet_judged && !set::acceptance::has_criteria(expansion) {
         set::acceptance::judged_by_fleet(&states)
     } else {
         judged
@@ -232,7 +236,8 @@ pub fn phase_event(status: &BenchmarkSetStatus) -> Option<(EventType, &'static s
     }
 }
 
-/// With acceptance criteria on any child, or a fleet verdict (a node-pair set): the counts
+/// With acceptance criteria on any child, or a fleet verdict (a node-pair or each-node
+/// set): the counts
 /// and the set's `Accepted` condition; without: neither.
 pub fn apply_acceptance(
     status: &mut BenchmarkSetStatus,
@@ -242,7 +247,7 @@ pub fn apply_acceptance(
     now: Timestamp,
 ) {
     let gated = set::acceptance::has_criteria(expansion);
-    if !gated && status.fleet.is_none() {
+    if !gated && status.fleet.is_none() && status.per_node.is_none() {
         status.acceptance = None;
         status
             .conditions
@@ -256,7 +261,8 @@ pub fn apply_acceptance(
             .map(|c| c.name.as_str())
             .zip(judged),
     );
-    let (value, reason, message) = counts.condition(status.fleet.as_ref());
+    let (value, reason, message) =
+        counts.judged_condition(status.fleet.as_ref(), status.per_node.as_ref());
     set_condition(
         &mut status.conditions,
         condition(
@@ -384,6 +390,8 @@ pub fn progress_status(
         nodes: Vec::new(),
         rounds: None,
         fleet: None,
+        node_labels: set::NodeLabels::new(),
+        per_node: None,
     }
 }
 

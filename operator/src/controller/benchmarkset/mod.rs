@@ -135,7 +135,7 @@ pub async fn reconcile(set: &BenchmarkSet, ctx: &Context) -> Result<Action, Erro
     };
     children.ready().await;
     let nodes = selected_nodes(set, ctx).await?;
-    let action = match ctx.expansions.expand(set, nodes.as_deref()).as_ref() {
+    let action = match ctx.expansions.expand(set, nodes.as_ref()).as_ref() {
         Err(error) => reject(set, &namespace, error, ctx).await?,
         Ok(expansion) if ctx.served.is_missing(expansion.kind.kind) => {
             wait_for_crd(set, &namespace, expansion.kind, ctx).await?
@@ -145,19 +145,24 @@ pub async fn reconcile(set: &BenchmarkSet, ctx: &Context) -> Result<Action, Erro
                 prune_other_kinds(set, &namespace, expansion, children, ctx).await?;
             }
             let existing = children.of(expansion.kind, &namespace, &name);
-            advance(set, &namespace, expansion, existing, nodes.as_deref(), ctx).await?
+            advance(set, &namespace, expansion, existing, nodes.as_ref(), ctx).await?
         }
     };
     ctx.backoff.reset(&key);
     Ok(action)
 }
 
-/// The names of the nodes a node-pair set selects, or `None` for a set without
-/// `nodePairs`. Listed once per generation and then kept in `status.nodes`: a re-listing
-/// on every reconcile would delete the children (and results) of a node that goes away
-/// mid-sweep or after it. An invalid set (e.g. too few nodes) is listed again each time.
-async fn selected_nodes(set: &BenchmarkSet, ctx: &Context) -> Result<Option<Vec<String>>, Error> {
-    let Some(pairs) = &set.spec.permutations.node_pairs else {
+/// The nodes a node-pair or each-node set selects, with the labels its references
+/// judge by, or `None` for a set that pins no nodes. Listed once per generation and then
+/// kept in `status.nodes` (and `status.nodeLabels`): a re-listing on every reconcile
+/// would delete the children (and results) of a node that goes away mid-sweep or after
+/// it, or move a node to another reference when its labels change. An invalid set (e.g.
+/// too few nodes) is listed again each time.
+async fn selected_nodes(
+    set: &BenchmarkSet,
+    ctx: &Context,
+) -> Result<Option<set::NodeLabels>, Error> {
+    let Some(selector) = set.spec.permutations.node_selector() else {
         return Ok(None);
     };
     if let Some(status) = &set.status
@@ -165,9 +170,18 @@ async fn selected_nodes(set: &BenchmarkSet, ctx: &Context) -> Result<Option<Vec<
         && status.phase != Some(SetPhase::Invalid)
         && !status.nodes.is_empty()
     {
-        return Ok(Some(status.nodes.clone()));
+        return Ok(Some(
+            status
+                .nodes
+                .iter()
+                .map(|node| {
+                    let labels = status.node_labels.get(node).cloned().unwrap_or_default();
+                    (node.clone(), labels)
+                })
+                .collect(),
+        ));
     }
-    let selector = pairs.selector.to_label_selector();
+    let selector = selector.to_label_selector();
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let list = nodes
         .list(&ListParams::default().labels(&selector))
@@ -177,9 +191,13 @@ async fn selected_nodes(set: &BenchmarkSet, ctx: &Context) -> Result<Option<Vec<
             set.namespace().unwrap_or_default(),
             set.name_any()
         )))?;
-    let mut names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
-    names.sort();
-    Ok(Some(names))
+    Ok(Some(
+        set.spec.permutations.keep_node_labels(
+            list.items
+                .iter()
+                .map(|node| (node.name_any(), node.labels().clone())),
+        ),
+    ))
 }
 
 /// Expansions of the sets seen, keyed by uid, generation and selected nodes.
@@ -196,8 +214,8 @@ impl Default for ExpansionCache {
 }
 
 /// What an expansion depends on besides the set's uid: its generation and, for a
-/// node-pair set, the sorted names of the nodes it selects.
-type CacheKey = (Option<i64>, Option<Vec<String>>);
+/// node-pair or each-node set, the nodes it selects with the labels it judges by.
+type CacheKey = (Option<i64>, Option<set::NodeLabels>);
 
 /// A set's expansion, or why it has none.
 type CachedExpansion = Arc<Result<Expansion, SetError>>;
@@ -212,10 +230,10 @@ impl ExpansionCache {
     }
 
     /// The set's expansion, computed once per generation and node list (`nodes`: the
-    /// nodes a node-pair set selects, see [`set::expand_with_nodes`]).
-    pub fn expand(&self, set: &BenchmarkSet, nodes: Option<&[String]>) -> CachedExpansion {
+    /// nodes a node-pair or each-node set selects, see [`set::expand_on`]).
+    pub fn expand(&self, set: &BenchmarkSet, nodes: Option<&set::NodeLabels>) -> CachedExpansion {
         let key = set.uid().unwrap_or_else(|| set.name_any());
-        let cache_key: CacheKey = (set.meta().generation, nodes.map(<[String]>::to_vec));
+        let cache_key: CacheKey = (set.meta().generation, nodes.cloned());
         let mut entries = self
             .entries
             .lock()
@@ -359,7 +377,7 @@ async fn advance(
     namespace: &str,
     expansion: &Expansion,
     existing: Vec<Arc<DynamicObject>>,
-    nodes: Option<&[String]>,
+    nodes: Option<&set::NodeLabels>,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let existing: Vec<&DynamicObject> = existing.iter().map(AsRef::as_ref).collect();

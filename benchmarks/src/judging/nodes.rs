@@ -121,7 +121,11 @@ impl AppliedReference {
             .name
             .clone()
             .unwrap_or_else(|| format!("references[{}]", self.index));
-        let nodes = match reference.node_selector.as_ref().map(NodeSelector::to_label_selector) {
+        let nodes = match reference
+            .node_selector
+            .as_ref()
+            .map(NodeSelector::to_label_selector)
+        {
             Some(selector) if !selector.is_empty() => selector,
             _ => "every node".to_owned(),
         };
@@ -176,7 +180,11 @@ pub fn applicable(
             .node_selector
             .as_ref()
             .is_none_or(|selector| selector.matches(labels));
-        if selected && !applied.iter().any(|a| a.reference.metric == reference.metric) {
+        if selected
+            && !applied
+                .iter()
+                .any(|a| a.reference.metric == reference.metric)
+        {
             applied.push(AppliedReference {
                 index: index as u32,
                 reference: reference.clone(),
@@ -735,7 +743,9 @@ mod tests {
         let summary = verdict.summary();
         assert_eq!((summary.rejected, summary.out_of_reference), (1, 1));
         assert!(
-            summary.headline().contains("g1 (hpl_gflops = 2.7 is below 2.85"),
+            summary
+                .headline()
+                .contains("g1 (hpl_gflops = 2.7 is below 2.85"),
             "{}",
             summary.headline()
         );
@@ -754,7 +764,11 @@ mod tests {
             &[node("fast", 3.4, gold.clone()), node("ok", 3.3, gold)],
         );
         assert!(!verdict.nodes[0].passed, "{:?}", verdict.nodes[0]);
-        assert!(verdict.nodes[1].passed, "3.3 is exactly 110%: {:?}", verdict.nodes[1]);
+        assert!(
+            verdict.nodes[1].passed,
+            "3.3 is exactly 110%: {:?}",
+            verdict.nodes[1]
+        );
     }
 
     #[test]
@@ -773,7 +787,9 @@ mod tests {
         let other = applicable(&references, &BTreeMap::new());
         assert_eq!(other[0].index, 1);
         assert!(
-            other[0].describe().starts_with("references[1] (every node)"),
+            other[0]
+                .describe()
+                .starts_with("references[1] (every node)"),
             "{}",
             other[0].describe()
         );
@@ -790,7 +806,11 @@ mod tests {
         let outliers: Vec<&str> = verdict.outliers().map(|n| n.node.as_str()).collect();
         assert_eq!(outliers, ["n3"], "{}", verdict.headline());
         assert!(!verdict.passed());
-        assert!(verdict.headline().contains("n3 (outlier"), "{}", verdict.headline());
+        assert!(
+            verdict.headline().contains("n3 (outlier"),
+            "{}",
+            verdict.headline()
+        );
 
         let uniform = judge(
             &GFLOPS,
@@ -800,15 +820,20 @@ mod tests {
         );
         assert_eq!(uniform.outliers().count(), 0, "{}", uniform.headline());
         assert!(uniform.passed());
+        // No spread at all: 2.5% below is noise, not a fault (`minDeviation`).
+        let mut flat: Vec<NodeResult> = (0..5)
+            .map(|i| node(&format!("n{i}"), 10.0, Vec::new()))
+            .collect();
+        flat[2].values.insert(GFLOPS.name.to_owned(), 9.75);
+        let flat = judge(&GFLOPS, &[GFLOPS], OutlierRule::default(), &flat);
+        assert!(flat.passed(), "{}", flat.headline());
     }
 
     #[test]
     fn lower_is_better_names_the_slow_node_not_the_fast_one() {
         let mut results = fleet(Some((1, 1.5)), &LATENCY);
         // A node much faster than the rest is no outlier for a latency.
-        results[4]
-            .values
-            .insert(LATENCY.name.to_owned(), 5.0);
+        results[4].values.insert(LATENCY.name.to_owned(), 5.0);
         let verdict = judge(&LATENCY, &[LATENCY], OutlierRule::default(), &results);
         let outliers: Vec<&str> = verdict.outliers().map(|n| n.node.as_str()).collect();
         assert_eq!(outliers, ["n1"], "{}", verdict.headline());
@@ -883,6 +908,10 @@ mod tests {
         let summary = judge(&GFLOPS, &[GFLOPS], OutlierRule::default(), &results).summary();
         assert_eq!(summary.rejected, 40);
         assert_eq!(summary.worst_nodes.len(), WORST_LISTED);
-        assert!(summary.headline().ends_with("and 30 more"), "{}", summary.headline());
+        assert!(
+            summary.headline().ends_with("and 30 more"),
+            "{}",
+            summary.headline()
+        );
     }
 }

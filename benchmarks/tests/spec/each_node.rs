@@ -281,6 +281,10 @@ fn a_slowed_node_is_named_as_the_only_outlier_and_a_uniform_fleet_names_none() {
     let (uniform, (status, _, _)) = judged(&set, &five, jitter);
     assert_eq!(uniform.outliers, 0, "{}", uniform.headline());
     assert_eq!(status, "True");
+    // Identical nodes have no spread at all: 2.5% below them is noise, not a fault
+    // (`minDeviation`, 10% by default).
+    let (flat, _) = judged(&set, &five, |node| if node == "n3" { 9.75 } else { 10.0 });
+    assert_eq!(flat.outliers, 0, "{}", flat.headline());
 }
 
 #[test]

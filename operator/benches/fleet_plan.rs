@@ -253,7 +253,7 @@ fn status_size() {
             current: half as u32,
         }),
         fleet: Some(fleet_summary),
-        node_labels: Default::default(),
+        node_labels: std::collections::BTreeMap::new(),
         per_node: None,
     };
     let bytes = serde_json::to_vec(&status)

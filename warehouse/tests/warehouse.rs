@@ -231,6 +231,15 @@ async fn what_changed_walks_from_slower_cases_to_nodes_and_evidence() {
     assert!(kinds.contains("Fio"), "{kinds:?}");
     assert!(kinds.contains("IPerf"), "{kinds:?}");
     assert!(report.slower_cases.iter().all(|c| c.worse_percent > 5.0));
+    // Named for a person by their permutation, not only by their digest.
+    assert!(
+        report
+            .slower_cases
+            .iter()
+            .all(|c| !c.permutation.is_empty()),
+        "{:?}",
+        report.slower_cases
+    );
     assert!(
         report
             .points
@@ -262,6 +271,11 @@ async fn what_changed_walks_from_slower_cases_to_nodes_and_evidence() {
     }
     let text = changed::render(&report);
     assert!(text.contains("abnormal nodes") && text.contains(SLOW_NODE));
+    let first = &report.slower_cases[0];
+    assert!(
+        text.contains(&format!("{} (case {})", first.permutation, first.case_key)),
+        "{text}"
+    );
 
     // Against itself nothing changed.
     let same = changed::what_changed(&warehouse, BASELINE, BASELINE, 5.0)

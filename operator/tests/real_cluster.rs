@@ -1110,86 +1110,240 @@ async fn every_kind_pytorch_on_cpu() {
     assert_succeeded("PyTorch", &outcome);
 }
 
-/// MPIPingPong: with IMB in the image it succeeds; a CI-built image has no `IMB-MPI1`
-/// (its source cannot be downloaded here), and then what is proven is the gang placed
-/// and the agents started, whose workers report the missing program before mpirun
-/// starts. mpirun's launch through the agents (`perfsweep rsh`) is proven by OpenFOAM,
-/// which runs on the same MPI plan.
-#[tokio::test]
-#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
-async fn every_kind_mpi_pingpong_launches() {
-    let client = cluster().await;
-    require_in_cluster_operator();
-    let outcome = run_kind(
-        &client,
-        "MPIPingPong",
-        "e2e-mpi",
-        json!({"transport": "TCP", "maxlog": 4, "scheduler": scheduler(), "timeout": "5m"}),
-        Duration::from_mins(6),
-    )
-    .await;
-    if outcome.phase != "Succeeded" {
-        let status = outcome.status.to_string();
-        assert!(
-            status.contains("IMB-MPI1"),
-            "MPIPingPong failed for another reason than a missing IMB-MPI1: {status}"
-        );
-        println!(
-            "E2E MPIPingPong: pods placed and agents started; IMB-MPI1 not in the image, so mpirun was not reached"
-        );
-    }
-}
-
-/// OpenFOAM's smallest case of the suite (`S`: 100³ cells, 1,000 steps) takes far longer
-/// than CI can give on two shared cores, so this proves the run up to the solver
-/// stepping: the pods placed, the mesh made on the worker, mpirun launched through the
-/// agents and `icoFoam` past its first time step. numProcs and numNodes are left at
-/// their defaults (1): the default once ran `icoFoam -parallel` on one process, which
-/// OpenFOAM refuses at once ("attempt to run parallel on 1 processor", issue 23).
-#[tokio::test]
-#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
-async fn every_kind_openfoam_smallest_case_reaches_the_solver() {
-    let client = cluster().await;
-    require_in_cluster_operator();
-    let api = benchmarks(&client, "OpenFOAM");
-    let name = "e2e-openfoam";
-    delete_and_wait(&client, &api, name).await;
+/// Creates a benchmark of `kind`, notes the node each of `pods` is bound to while it
+/// runs (pods are deleted when a benchmark ends, so they are read on the way), waits for
+/// a final phase within `within`, prints the E2E line and deletes the benchmark.
+async fn run_kind_noting_nodes(
+    client: &Client,
+    kind: &str,
+    name: &str,
+    spec: serde_json::Value,
+    within: Duration,
+    pods: &[&str],
+) -> (Outcome, std::collections::BTreeMap<String, String>) {
+    let api = benchmarks(client, kind);
+    delete_and_wait(client, &api, name).await;
     let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": "OpenFOAM", "metadata": {"name": name},
-        "spec": {"problemSize": "S", "timeout": "10m"},
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": name},
+        "spec": spec,
     }))
-    .expect("OpenFOAM object");
+    .expect("benchmark object");
     let started = Instant::now();
     api.create(&PostParams::default(), &object)
         .await
-        .expect("OpenFOAM created");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let launcher = format!("{name}-launcher-0");
-    let deadline = Instant::now() + Duration::from_mins(6);
-    let stepping = loop {
-        let status = api.get(name).await.expect("readable").data["status"].clone();
-        assert!(
-            !finished(&status),
-            "OpenFOAM ended before its solver stepped: {status}"
-        );
-        let log = pods
-            .logs(&launcher, &kube::api::LogParams::default())
+        .unwrap_or_else(|e| panic!("{kind} {name} created: {e}"));
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut nodes = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + within;
+    let status = loop {
+        for pod in pods {
+            let full = format!("{name}-{pod}");
+            if nodes.contains_key(*pod) {
+                continue;
+            }
+            if let Ok(Some(found)) = pod_api.get_opt(&full).await
+                && let Some(node) = found.spec.and_then(|s| s.node_name)
+            {
+                nodes.insert((*pod).to_owned(), node);
+            }
+        }
+        let status = api
+            .get(name)
             .await
-            .unwrap_or_default();
-        if let Some(line) = log.lines().rev().find(|line| line.starts_with("Time = ")) {
-            break line.to_owned();
+            .unwrap_or_else(|e| panic!("{name} readable: {e}"))
+            .data["status"]
+            .clone();
+        if finished(&status) {
+            break status;
         }
         assert!(
             Instant::now() < deadline,
-            "OpenFOAM's solver did not step within 6 minutes: {status}"
+            "{name} within {within:?}: {status}"
         );
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    println!(
-        "E2E OpenFOAM {name}: phase=Running figure=solver stepping ({stepping}) duration={:.0}s (deleted: S is 1M cells x 1000 steps)",
-        started.elapsed().as_secs_f64()
+    let outcome = Outcome {
+        phase: status["phase"].as_str().unwrap_or_default().to_owned(),
+        status,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    report(kind, name, &outcome);
+    delete_and_wait(client, &api, name).await;
+    (outcome, nodes)
+}
+
+/// The two workers' nodes: distinct, and nodes of the harness.
+fn assert_two_nodes(kind: &str, nodes: &std::collections::BTreeMap<String, String>) {
+    let workers = [nodes.get("worker-0"), nodes.get("worker-1")];
+    let [Some(first), Some(second)] = workers else {
+        panic!("{kind}: the workers' nodes were not seen: {nodes:?}");
+    };
+    assert_ne!(first, second, "{kind}: both workers on one node: {nodes:?}");
+    let known = e2e_nodes();
+    assert!(
+        known.contains(first) && known.contains(second),
+        "{kind}: {nodes:?} are not the harness's nodes {known:?}"
     );
-    delete_and_wait(&client, &api, name).await;
+}
+
+/// A number of a result, which must lie within `range` (physical bounds).
+fn figure(
+    kind: &str,
+    result: &serde_json::Value,
+    pointer: &str,
+    range: std::ops::Range<f64>,
+) -> f64 {
+    let value = result
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("{kind}: no {pointer} in {result}"));
+    assert!(
+        range.contains(&value),
+        "{kind}: {pointer} = {value}, outside {range:?}: {result}"
+    );
+    value
+}
+
+/// MPIPingPong as kube-perftest users write it (no tool named): two ranks on two nodes
+/// over TCP, measured with the tool the image has (NetPIPE from Debian where IMB could
+/// not be built in), a parsed latency and bandwidth, and the ranks' nodes distinct.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn every_kind_mpi_pingpong_measures_between_two_nodes() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let (outcome, nodes) = run_kind_noting_nodes(
+        &client,
+        "MPIPingPong",
+        "e2e-mpi",
+        json!({"transport": "TCP", "maxlog": 16, "scheduler": scheduler(), "timeout": "5m"}),
+        Duration::from_mins(6),
+        &["launcher-0", "worker-0", "worker-1"],
+    )
+    .await;
+    assert_succeeded("MPIPingPong", &outcome);
+    assert_two_nodes("MPIPingPong", &nodes);
+    let result = &outcome.status["result"];
+    let tool = result["tool"].as_str().unwrap_or_default();
+    assert!(["NPopenmpi", "IMB-MPI1"].contains(&tool), "{result}");
+    assert_eq!(result["complete"], true, "{result}");
+    let largest = result["rows"]
+        .as_array()
+        .and_then(|rows| rows.last())
+        .and_then(|row| row["bytes"].as_u64());
+    assert_eq!(largest, Some(65536), "the table reaches 2^maxlog: {result}");
+    // Between two network namespaces on one machine: above 0.5 µs (no shared memory
+    // between nodes), below 10 ms; 1 MB/s to 100 GB/s.
+    let latency = figure("MPIPingPong", result, "/minLatencyMicros", 0.5..10_000.0);
+    let bandwidth = figure(
+        "MPIPingPong",
+        result,
+        "/peakBandwidthMegabytesPerSecond",
+        1.0..100_000.0,
+    );
+    println!(
+        "E2E MPIPingPong e2e-mpi: tool={tool} latency={latency:.2}us bandwidth={bandwidth:.0}MB/s ranks on {} and {}",
+        nodes["worker-0"], nodes["worker-1"]
+    );
+}
+
+/// OpenFOAM decomposed over two ranks on two nodes (`decomposePar`, `icoFoam -parallel`),
+/// run to completion: the suite's S mesh (100³ cells) for 20 time steps.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn every_kind_openfoam_decomposed_over_two_nodes_to_completion() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let (outcome, nodes) = run_kind_noting_nodes(
+        &client,
+        "OpenFOAM",
+        "e2e-openfoam",
+        json!({"problemSize": "S", "numProcs": 2, "numNodes": 2, "timeSteps": 20,
+               "scheduler": scheduler(), "timeout": "10m"}),
+        Duration::from_mins(11),
+        &["launcher-0", "worker-0", "worker-1"],
+    )
+    .await;
+    assert_succeeded("OpenFOAM", &outcome);
+    assert_two_nodes("OpenFOAM", &nodes);
+    let result = &outcome.status["result"];
+    assert_eq!(result["processes"], 2, "{result}");
+    assert_eq!(result["timeSteps"], 20, "{result}");
+    assert_eq!(result["completed"], true, "{result}");
+    let step = figure(
+        "OpenFOAM",
+        result,
+        "/stepExecutionMeanSeconds",
+        0.001..600.0,
+    );
+    let clock = figure("OpenFOAM", result, "/clockTimeSeconds", 0.01..3600.0);
+    println!(
+        "E2E OpenFOAM e2e-openfoam: 2 ranks on {} and {}, 20 steps of the S mesh: {step:.2} s per step, {clock:.1} s solver wall time",
+        nodes["worker-0"], nodes["worker-1"]
+    );
+}
+
+/// HPCC on each node alone (one rank, pinned), then over both nodes (one rank each):
+/// HPL, DGEMM and STREAM per node, and a two-node HPL whose ranks are on different nodes.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn every_kind_hpcc_per_node_and_across_nodes() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    for (index, node) in e2e_nodes().iter().enumerate() {
+        let name = format!("e2e-hpcc-{index}");
+        let (outcome, nodes) = run_kind_noting_nodes(
+            &client,
+            "HPCC",
+            &name,
+            json!({"numNodes": 1, "ranksPerNode": 1, "n": 1000, "scheduler": scheduler(),
+                   "placement": {"launcher": {"nodes": [node]}, "worker": {"nodes": [node]}},
+                   "timeout": "5m"}),
+            Duration::from_mins(6),
+            &["worker-0"],
+        )
+        .await;
+        assert_succeeded("HPCC", &outcome);
+        assert_eq!(nodes.get("worker-0"), Some(node), "{nodes:?}");
+        let result = &outcome.status["result"];
+        assert_eq!(result["processes"], 1, "{result}");
+        assert_eq!(result["hpl"]["n"], 1000, "{result}");
+        let hpl = figure("HPCC", result, "/hpl/gflops", 0.01..10_000.0);
+        let dgemm = figure("HPCC", result, "/starDgemmGflops", 0.01..10_000.0);
+        let triad = figure("HPCC", result, "/starStream/triad", 0.1..10_000.0);
+        println!(
+            "E2E HPCC {name}: node={node} HPL={hpl:.2} GFLOP/s DGEMM={dgemm:.2} GFLOP/s STREAM Triad={triad:.1} GB/s"
+        );
+    }
+    let (outcome, nodes) = run_kind_noting_nodes(
+        &client,
+        "HPCC",
+        "e2e-hpcc-two",
+        json!({"numNodes": 2, "ranksPerNode": 1, "n": 1000, "scheduler": scheduler(),
+               "timeout": "5m"}),
+        Duration::from_mins(6),
+        &["worker-0", "worker-1"],
+    )
+    .await;
+    assert_succeeded("HPCC", &outcome);
+    assert_two_nodes("HPCC", &nodes);
+    let result = &outcome.status["result"];
+    assert_eq!(result["processes"], 2, "{result}");
+    assert_eq!(
+        (result["hpl"]["p"].as_u64(), result["hpl"]["q"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let hpl = figure("HPCC", result, "/hpl/gflops", 0.01..10_000.0);
+    let latency = figure(
+        "HPCC",
+        result,
+        "/latencyBandwidth/maxPingPongLatencyMicros",
+        0.5..10_000.0,
+    );
+    println!(
+        "E2E HPCC e2e-hpcc-two: ranks on {} and {}: HPL={hpl:.2} GFLOP/s, b_eff ping-pong latency {latency:.1} us",
+        nodes["worker-0"], nodes["worker-1"]
+    );
 }
 
 /// Creates a set from `spec`, waits for a final phase, prints its line and deletes it.

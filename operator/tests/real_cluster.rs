@@ -343,26 +343,9 @@ async fn run_kind(
     spec: serde_json::Value,
     within: Duration,
 ) -> Outcome {
-    let api = benchmarks(client, kind);
-    delete_and_wait(client, &api, name).await;
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .expect("benchmark object");
-    let started = Instant::now();
-    api.create(&PostParams::default(), &object)
+    run_kind_observing(client, kind, name, spec, within, &[])
         .await
-        .unwrap_or_else(|e| panic!("{kind} {name} created: {e}"));
-    let status = wait_for_status(&api, name, within, finished).await;
-    let outcome = Outcome {
-        phase: status["phase"].as_str().unwrap_or_default().to_owned(),
-        status,
-        seconds: started.elapsed().as_secs_f64(),
-    };
-    report(kind, name, &outcome);
-    delete_and_wait(client, &api, name).await;
-    outcome
+        .0
 }
 
 fn assert_succeeded(kind: &str, outcome: &Outcome) {
@@ -751,6 +734,110 @@ async fn every_kind_iperf_with_volcano_and_the_default_scheduler() {
     }
 }
 
+/// What `docs/install.md` promises of the chart's metrics Service, checked on the
+/// cluster: the Service selects the operator's pods on their `http` port, and every
+/// replica serves Prometheus text on `/metrics` (and its probes) there.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn the_charts_metrics_service_serves_prometheus_text() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let client = cluster().await;
+    let namespace = require_in_cluster_operator();
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), &namespace);
+    let service = services
+        .list(&ListParams::default().labels("app.kubernetes.io/name=perfsweep"))
+        .await
+        .expect("services listed")
+        .items
+        .into_iter()
+        .find(|s| s.name_any().ends_with("-metrics"))
+        .expect("the chart's metrics Service");
+    let spec = service.spec.expect("a Service spec");
+    let port = spec.ports.as_ref().and_then(|p| p.first()).expect("a port");
+    let selector = spec.selector.expect("a selector");
+    let selector = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let selected = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .expect("pods listed")
+        .items;
+    assert!(
+        !selected.is_empty(),
+        "the Service selects no pod ({selector})"
+    );
+    for pod in selected {
+        let name = pod.name_any();
+        let wanted = match port.target_port.as_ref() {
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s.clone(),
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i)) => {
+                i.to_string()
+            }
+            None => port.port.to_string(),
+        };
+        let target = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .flat_map(|c| c.ports.iter().flatten())
+            .find(|p| {
+                p.name.as_deref() == Some(wanted.as_str()) || p.container_port.to_string() == wanted
+            })
+            .map_or_else(
+                || panic!("{name} has no port the Service's targetPort {wanted} names"),
+                |p| p.container_port,
+            );
+        let ip = pod
+            .status
+            .and_then(|s| s.pod_ip)
+            .unwrap_or_else(|| panic!("{name} has no address"));
+        let mut bodies = Vec::new();
+        for path in ["/metrics", "/healthz"] {
+            let mut stream = tokio::net::TcpStream::connect((
+                ip.as_str(),
+                u16::try_from(target).expect("a port"),
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("{name} {ip}:{target}: {e}"));
+            stream
+                .write_all(format!("GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").as_bytes())
+                .await
+                .expect("request sent");
+            let mut response = String::new();
+            stream
+                .read_to_string(&mut response)
+                .await
+                .expect("response read");
+            assert!(response.starts_with("HTTP/1."), "{name} {path}: {response}");
+            assert!(
+                response.lines().next().is_some_and(|l| l.contains(" 200")),
+                "{name} {path}: {response}"
+            );
+            bodies.push(response);
+        }
+        for metric in [
+            "perfsweep_up",
+            "perfsweep_reconciles",
+            "perfsweep_reconcile_duration_seconds",
+        ] {
+            assert!(
+                bodies[0].contains(metric),
+                "{name}: /metrics lacks {metric}: {}",
+                bodies[0]
+            );
+        }
+        println!(
+            "E2E metrics {name}: {ip}:{target}/metrics serves {} lines of Prometheus text; /healthz 200",
+            bodies[0].lines().count()
+        );
+    }
+}
+
 /// A placement naming a node the cluster does not have fails after the placement grace
 /// (30 s), naming the node, not at the end of its timeout naming the gang.
 #[tokio::test]
@@ -769,9 +856,17 @@ async fn a_placement_naming_a_missing_node_fails_early_naming_it() {
     )
     .await;
     assert_eq!(outcome.phase, "Failed", "{}", outcome.status);
-    assert_eq!(failed_reason(&outcome.status), "Unschedulable", "{}", outcome.status);
+    assert_eq!(
+        failed_reason(&outcome.status),
+        "Unschedulable",
+        "{}",
+        outcome.status
+    );
     assert!(
-        outcome.status.to_string().contains("pins it to node psw-no-such-node"),
+        outcome
+            .status
+            .to_string()
+            .contains("pins it to node psw-no-such-node"),
         "the failure names the node: {}",
         outcome.status
     );

@@ -271,6 +271,16 @@ fn require_program(program: &str, hint: &str) -> crate::execution::plan::Command
 /// reads. The kinds' decisions stay pure; the wrapper only looks and runs.
 pub const MPI_TOOL: &str = "mpi-tool";
 
+/// The rank command of a kind that runs through the wrapper: `perfsweep mpi-tool KIND
+/// ARGS…`.
+pub fn tool_rank_command(kind: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
+    [crate::execution::plan::AGENT_PROGRAM, MPI_TOOL, kind]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(args)
+        .collect()
+}
+
 /// What a rank finds where it runs.
 pub struct RankProbe<'a> {
     /// `OMPI_COMM_WORLD_RANK`.

@@ -351,14 +351,8 @@ pub const INSTALL_HINT: &str =
 /// A launcher and `numNodes` workers, `ranksPerNode` ranks each (or one per core Open
 /// MPI finds), each rank `perfsweep mpi-tool hpcc …` ([`rank::invocation`]).
 pub fn plan(spec: &HPCCSpec) -> crate::execution::plan::Plan {
-    let mut rank_command = [
-        crate::execution::plan::AGENT_PROGRAM,
-        crate::kinds::mpi::MPI_TOOL,
-        PARSE_NAME,
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    rank_command.extend(RankArgs::of(spec).to_args());
+    let rank_command =
+        crate::kinds::mpi::tool_rank_command(PARSE_NAME, RankArgs::of(spec).to_args());
     crate::kinds::mpi::MpiJob {
         kind: "HPCC",
         transport: spec.transport,

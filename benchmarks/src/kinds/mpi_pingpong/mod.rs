@@ -172,17 +172,15 @@ pub const IMB_INSTALL_HINT: &str = "IMB-MPI1 (Intel MPI Benchmarks) is not packa
 /// mpi-pingpong`, which picks the tool on its worker ([`rank::invocation`]): IMB as
 /// `IMB-MPI1 PingPong -msglog 0:<maxlog>`, NetPIPE as `NPopenmpi -u 2^maxlog`.
 pub fn plan(spec: &MPIPingPongSpec) -> crate::execution::plan::Plan {
-    let rank_command = [
-        crate::execution::plan::AGENT_PROGRAM,
-        crate::kinds::mpi::MPI_TOOL,
+    let rank_command = crate::kinds::mpi::tool_rank_command(
         PARSE_NAME,
-        "--tool",
-        spec.tool.as_arg(),
-        "--maxlog",
-        &spec.maxlog.to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec();
+        [
+            "--tool".to_owned(),
+            spec.tool.as_arg().to_owned(),
+            "--maxlog".to_owned(),
+            spec.maxlog.to_string(),
+        ],
+    );
     let candidates = spec.tool.candidates();
     let hint = match spec.tool {
         ToolChoice::Imb => IMB_INSTALL_HINT.to_owned(),

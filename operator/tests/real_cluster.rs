@@ -734,6 +734,125 @@ async fn every_kind_iperf_with_volcano_and_the_default_scheduler() {
     }
 }
 
+/// `kubectl` against the suite's cluster (`KUBECONFIG`); its standard output.
+fn kubectl(args: &[&str]) -> String {
+    let output = std::process::Command::new("kubectl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `kubectl get` as a user reads it: `kubectl get perfsweep` lists benchmarks of every
+/// kind (the category), and each kind's printer columns show its status — IPerf's
+/// RECEIVED its summary, LLMInference's MODEL the model the simulator served.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn kubectl_get_shows_each_kinds_columns() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let made = [
+        (
+            "IPerf",
+            "e2e-cols-iperf",
+            json!({"duration": 2, "scheduler": scheduler(), "timeout": "4m"}),
+        ),
+        (
+            "LLMInference",
+            "e2e-cols-llm",
+            json!({"endpoint": {"simulator": {"ttftMillis": 5, "itlMillis": 1}},
+                   "trafficScenarios": ["D(16,4)"], "numConcurrency": [1],
+                   "maxRequestsPerIteration": 4, "maxTimePerIteration": 10, "timeout": "4m"}),
+        ),
+    ];
+    let mut statuses = Vec::new();
+    for (kind, name, spec) in &made {
+        let api = benchmarks(&client, kind);
+        delete_and_wait(&client, &api, name).await;
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .expect("object");
+        api.create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("{kind} created: {e}"));
+    }
+    for (kind, name, _) in &made {
+        let api = benchmarks(&client, kind);
+        let status = wait_for_status(&api, name, Duration::from_mins(5), finished).await;
+        assert_eq!(status["phase"], "Succeeded", "{kind}: {status}");
+        statuses.push(status);
+    }
+    let all = kubectl(&["get", "perfsweep", "-n", NAMESPACE]);
+    for (kind, name, _) in &made {
+        let line = all
+            .lines()
+            .find(|l| l.contains(&format!("/{name} ")))
+            .unwrap_or_else(|| panic!("kubectl get perfsweep does not list {kind} {name}:\n{all}"));
+        assert!(line.contains("Succeeded"), "{line}");
+    }
+    // Each kind's own columns, read by header so that their order may change.
+    let column = |plural: &str, name: &str, header: &str| -> String {
+        let table = kubectl(&["get", plural, name, "-n", NAMESPACE]);
+        let mut lines = table.lines();
+        let head = lines.next().unwrap_or_default();
+        let row = lines.next().unwrap_or_default();
+        let at = head
+            .find(header)
+            .unwrap_or_else(|| panic!("no {header} column in:\n{table}"));
+        let end = head[at..]
+            .find(|c: char| c.is_whitespace())
+            .and_then(|w| {
+                head[at + w..]
+                    .find(|c: char| !c.is_whitespace())
+                    .map(|n| at + w + n)
+            })
+            .unwrap_or(head.len());
+        row.get(at..end.min(row.len()))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let received = column("iperfs", "e2e-cols-iperf", "RECEIVED");
+    assert_eq!(
+        received,
+        statuses[0]["summary"].as_str().unwrap_or_default(),
+        "IPerf RECEIVED"
+    );
+    let model = column("llminferences", "e2e-cols-llm", "MODEL");
+    assert!(
+        !model.is_empty(),
+        "the MODEL column is empty for the simulator"
+    );
+    assert_eq!(
+        model,
+        statuses[1]["result"]["model"].as_str().unwrap_or_default()
+    );
+    // Every kind is served and listed under its plural, and in the category.
+    for kind in registry::kind_names() {
+        let plural = registry::lookup(kind)
+            .expect("registered")
+            .crd
+            .spec
+            .names
+            .plural
+            .clone();
+        kubectl(&["get", &plural, "-n", NAMESPACE]);
+    }
+    println!(
+        "E2E kubectl: get perfsweep lists both; IPerf RECEIVED={received}; LLMInference MODEL={model}"
+    );
+    for (kind, name, _) in &made {
+        delete_and_wait(&client, &benchmarks(&client, kind), name).await;
+    }
+}
+
 /// What `docs/install.md` promises of the chart's metrics Service, checked on the
 /// cluster: the Service selects the operator's pods on their `http` port, and every
 /// replica serves Prometheus text on `/metrics` (and its probes) there.

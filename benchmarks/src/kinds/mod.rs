@@ -5,6 +5,7 @@
 
 pub mod common;
 pub mod fio;
+pub mod hpcc;
 pub mod iperf;
 pub mod kind;
 pub mod llm;

@@ -20,7 +20,7 @@ use crate::execution::plan::{Plan, PlanError};
 use crate::judging::acceptance::Criterion;
 use crate::judging::metrics::{Metric, MetricDef};
 use crate::kinds::common::CommonSpec;
-use crate::kinds::{fio, iperf, llm, mpi_pingpong, openfoam, pytorch, rdma};
+use crate::kinds::{fio, hpcc, iperf, llm, mpi_pingpong, openfoam, pytorch, rdma};
 
 /// A parsed result, kind-erased.
 #[derive(Clone, Debug, PartialEq)]
@@ -404,6 +404,7 @@ pub fn kinds() -> &'static [KindInfo] {
             KindInfo::of::<fio::Fio>(),
             KindInfo::of::<pytorch::PyTorch>(),
             KindInfo::of::<openfoam::OpenFOAM>(),
+            KindInfo::of::<hpcc::HPCC>(),
             KindInfo::of::<llm::LLMInference>(),
         ]
     })

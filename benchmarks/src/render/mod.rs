@@ -12,7 +12,6 @@ pub mod placement;
 pub mod pod;
 pub mod pod_group;
 pub mod ports;
-pub mod quantity;
 pub mod resources;
 pub mod security;
 pub mod service;

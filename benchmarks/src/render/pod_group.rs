@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::volcano::{PodGroup, PodGroupSpec};
 
-use super::quantity::Milli;
 use super::{Context, RenderError, invalid, resources};
+use crate::formats::quantity::Milli;
 
 /// The PodGroup named after the benchmark, for its `pods`.
 pub(crate) fn render(context: &Context, pods: &[Pod]) -> Result<PodGroup, RenderError> {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use perfsweep_benchmarks::execution::plan::{AGENT_PROGRAM, Command};
-use perfsweep_benchmarks::kinds::mpi::REQUIRE_PROGRAM;
+use perfsweep_benchmarks::kinds::mpi::{PROGRAM_ALTERNATIVES, REQUIRE_PROGRAM};
 use perfsweep_benchmarks::kinds::rdma::plan::REQUIRE_RDMA_DEVICE;
 
 use super::{Failure, Reason};
@@ -60,18 +60,24 @@ pub fn require_rdma_device(sysfs: &Path, device: Option<&str>) -> Result<(), Fai
     }
 }
 
+/// `program` may list alternatives ([`PROGRAM_ALTERNATIVES`]): any one will do.
 fn require_program(program: &str, hint: &str) -> Result<(), Failure> {
-    if find_on_path(program) {
-        Ok(())
-    } else {
-        Err(Failure::plain(
-            Reason::ToolMissing,
-            format!("{program} not found on PATH: {hint}"),
-        ))
+    let alternatives: Vec<&str> = program.split(PROGRAM_ALTERNATIVES).collect();
+    if alternatives.iter().any(|p| find_on_path(p)) {
+        return Ok(());
     }
+    let missing = match alternatives.as_slice() {
+        [one] => format!("{one} not found on PATH"),
+        several => format!("none of {} found on PATH", several.join(", ")),
+    };
+    Err(Failure::plain(
+        Reason::ToolMissing,
+        format!("{missing}: {hint}"),
+    ))
 }
 
-fn find_on_path(program: &str) -> bool {
+/// Whether `program` is an executable file on `PATH` (or at that path).
+pub fn find_on_path(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
@@ -107,5 +113,19 @@ mod tests {
         assert_eq!(error.reason, "ToolMissing");
         assert!(error.message.ends_with("build it"));
         assert!(require_program("sh", "").is_ok());
+    }
+
+    #[test]
+    fn any_one_of_the_alternatives_will_do() {
+        assert!(require_program("surely-not-installed-xyz|sh", "").is_ok());
+        let error = require_program("not-here-a|not-here-b", "install one").unwrap_err();
+        assert_eq!(error.reason, "ToolMissing");
+        assert!(
+            error
+                .message
+                .starts_with("none of not-here-a, not-here-b found on PATH"),
+            "{}",
+            error.message
+        );
     }
 }

@@ -10,12 +10,17 @@
 //!   those lines, and prints at the end, in `/usr/bin/time -v` form, user and system
 //!   time summed over all ranks, the largest rank's peak RSS, and mpirun's wall-clock
 //!   time — what `/usr/bin/time -v` would say if all ranks were one process.
+//! - `perfsweep mpi-tool KIND ARGS…` runs one rank of a kind whose tool needs more than
+//!   a command line (MPIPingPong's choice of tool, HPCC's input and output files): it
+//!   looks at where the rank runs ([`RankProbe`]), asks the kind what to run
+//!   ([`Invocation`], pure), and plays it in the worker's directory.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use perfsweep_benchmarks::kinds::mpi::{Invocation, RankProbe};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// Prefix of a rank's resource-usage line.
 pub const RANK_LINE: &str = "PERFSWEEP-RANK-RUSAGE ";
@@ -53,6 +58,118 @@ pub async fn rank(argv: &[String]) -> anyhow::Result<ExitCode> {
     let mut stdout = tokio::io::stdout();
     stdout.write_all(line.as_bytes()).await?;
     stdout.flush().await?;
+    Ok(exit_code(status))
+}
+
+/// `perfsweep mpi-tool KIND ARGS…`.
+pub async fn tool(argv: &[String]) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use perfsweep_benchmarks::kinds::{hpcc, mpi_pingpong};
+    let (kind, args) = argv
+        .split_first()
+        .context("mpi-tool needs a kind: perfsweep mpi-tool KIND ARGS")?;
+    let env_number = |name: &str, default: u32| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let has_program = |program: &str| super::builtin::find_on_path(program);
+    let probe = RankProbe {
+        rank: env_number("OMPI_COMM_WORLD_RANK", 0),
+        world_size: env_number("OMPI_COMM_WORLD_SIZE", 1),
+        local_size: env_number("OMPI_COMM_WORLD_LOCAL_SIZE", 1),
+        memory_bytes: super::sys::memory_limit_bytes(),
+        has_program: &has_program,
+    };
+    let invocation = match kind.as_str() {
+        mpi_pingpong::PARSE_NAME => mpi_pingpong::rank::invocation(args, &probe),
+        hpcc::PARSE_NAME => hpcc::rank::invocation(args, &probe),
+        other => Err(format!("no rank wrapper for kind {other:?}")),
+    }
+    .map_err(|message| anyhow::anyhow!("mpi-tool {kind}: {message}"))?;
+    let workdir = std::env::var_os(super::exec::RANK_WORKDIR).map(std::path::PathBuf::from);
+    play(&invocation, probe.rank == 0, workdir.as_deref()).await
+}
+
+/// Runs an invocation in `workdir`: rank 0 writes the inputs, prints the preamble, the
+/// tool's output (its standard error too, when that is the result) and the output files,
+/// and ends with [`perfsweep_benchmarks::kinds::mpi::exit_line`].
+async fn play(
+    invocation: &Invocation,
+    first: bool,
+    workdir: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    let dir = workdir.map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    );
+    let mut out = tokio::io::stdout();
+    if first {
+        for file in &invocation.input_files {
+            let path = dir.join(&file.path);
+            tokio::fs::write(&path, &file.contents)
+                .await
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        for name in &invocation.output_files {
+            // hpcc appends to its output file: a stale one would be read as this run's.
+            match tokio::fs::remove_file(dir.join(name)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove the old {name}"));
+                }
+                _ => {}
+            }
+        }
+        for line in &invocation.preamble {
+            out.write_all(format!("{line}\n").as_bytes()).await?;
+        }
+        out.flush().await?;
+    }
+    let mut command = tokio::process::Command::new(&invocation.program);
+    command.args(&invocation.args).current_dir(&dir);
+    let capture_stderr = first && invocation.stderr_is_output;
+    if capture_stderr {
+        command.stderr(std::process::Stdio::piped());
+    }
+    let mut child = command
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot run {}", invocation.program))?;
+    if let Some(stderr) = child.stderr.take() {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Some(line) = lines.next_line().await? {
+            out.write_all(format!("{line}\n").as_bytes()).await?;
+            out.flush().await?;
+        }
+    }
+    let status = child.wait().await?;
+    if first {
+        for name in &invocation.output_files {
+            let path = dir.join(name);
+            match tokio::fs::File::open(&path).await {
+                Ok(mut file) => {
+                    let mut text = Vec::new();
+                    file.read_to_end(&mut text).await?;
+                    out.write_all(&text).await?;
+                    if !text.ends_with(b"\n") {
+                        out.write_all(b"\n").await?;
+                    }
+                }
+                Err(e) => {
+                    let note = format!("# perfsweep: no {name} ({e})\n");
+                    out.write_all(note.as_bytes()).await?;
+                }
+            }
+        }
+        let line = perfsweep_benchmarks::kinds::mpi::exit_line(
+            &invocation.program,
+            status.code().unwrap_or(-1),
+        );
+        out.write_all(format!("{line}\n").as_bytes()).await?;
+        out.flush().await?;
+    }
     Ok(exit_code(status))
 }
 

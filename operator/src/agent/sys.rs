@@ -88,3 +88,40 @@ mod tests {
         reap_if_ended(i32::MAX);
     }
 }
+
+/// The memory this process's container may use, in bytes: the cgroup's limit (v2's
+/// `memory.max`, v1's `memory.limit_in_bytes`) when it has one below the machine's
+/// memory, else the machine's (`MemTotal`). What a benchmark sizing its problem to the
+/// node (HPL's N) must stay within, or the kernel's OOM killer ends it.
+pub fn memory_limit_bytes() -> u64 {
+    let machine = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| meminfo_total(&text))
+        .unwrap_or(u64::MAX);
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|path| std::fs::read_to_string(path).ok())
+    .find_map(|text| text.trim().parse::<u64>().ok());
+    cgroup.map_or(machine, |limit| limit.min(machine))
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn meminfo_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod memory_tests {
+    #[test]
+    fn memtotal_is_read_in_bytes() {
+        let text = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n";
+        assert_eq!(super::meminfo_total(text), Some(24_576_000 * 1024));
+        assert_eq!(super::meminfo_total("MemFree: 1 kB\n"), None);
+        assert!(super::memory_limit_bytes() > 0);
+    }
+}

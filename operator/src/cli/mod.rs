@@ -107,6 +107,13 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
     },
+    /// Run one MPI rank of a kind's tool (`mpi-pingpong`, `hpcc`): the tool the kind
+    /// picks for where the rank runs, with rank 0's inputs and outputs.
+    #[command(hide = true)]
+    MpiTool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run mpirun and report the CPU time of all its ranks, `/usr/bin/time -v` style.
     #[command(hide = true)]
     MpiTime {
@@ -161,6 +168,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Rsh { host, command } => crate::agent::exec::rsh(&host, &command).await,
         Command::MpiRank { command } => crate::agent::mpi::rank(&command).await,
+        Command::MpiTool { command } => crate::agent::mpi::tool(&command).await,
         Command::MpiTime { command } => crate::agent::mpi::time(&command).await,
         Command::RequireRdmaDevice { device } => builtin_check(
             perfsweep_benchmarks::kinds::rdma::plan::REQUIRE_RDMA_DEVICE,

@@ -39,12 +39,28 @@ fn kube_perftest_examples() -> Vec<String> {
     files
 }
 
+fn registry_kind_count() -> usize {
+    perfsweep_benchmarks::kinds::registry::kind_names().len()
+}
+
 #[test]
-fn crds_prints_the_nine_checked_in_crds() {
+fn crds_prints_every_checked_in_crd() {
     let output = perfsweep(&["crds"]);
     assert!(output.status.success());
     let printed = yaml::documents(&String::from_utf8_lossy(&output.stdout)).expect("YAML");
-    assert_eq!(printed.len(), 9);
+    let checked_in = std::fs::read_dir(repo().join("crds"))
+        .expect("crds/")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "yaml"))
+        })
+        .count();
+    assert_eq!(printed.len(), checked_in);
+    assert_eq!(
+        printed.len(),
+        registry_kind_count() + 1,
+        "every kind and BenchmarkSet"
+    );
     for crd in printed {
         let name = crd["metadata"]["name"].as_str().expect("named CRD");
         let file = std::fs::read_to_string(repo().join("crds").join(format!("{name}.yaml")))

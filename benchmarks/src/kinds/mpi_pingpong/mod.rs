@@ -1,9 +1,14 @@
-//! MPIPingPong: point-to-point latency and bandwidth between two nodes with Intel MPI
-//! Benchmarks' `IMB-MPI1 PingPong`.
+//! MPIPingPong: point-to-point latency and bandwidth between two nodes, with Intel MPI
+//! Benchmarks' `IMB-MPI1 PingPong` or NetPIPE's `NPopenmpi` (Debian's
+//! `netpipe-openmpi`), whichever the spec names or, by default, the image has.
 
+pub mod imb;
+pub mod netpipe;
 pub mod parse;
+pub mod rank;
 
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -23,9 +28,10 @@ use crate::kinds::mpi::Transport;
     category = "perfsweep",
     namespaced,
     status = "MPIPingPongStatus",
-    doc = "MPI ping-pong latency and bandwidth between two nodes (IMB-MPI1 PingPong).",
+    doc = "MPI ping-pong latency and bandwidth between two nodes (IMB-MPI1 PingPong or NetPIPE).",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Transport","type":"string","jsonPath":".spec.transport"}"#,
+    printcolumn = r#"{"name":"Tool","type":"string","jsonPath":".status.result.tool"}"#,
     printcolumn = r#"{"name":"Maxlog","type":"integer","jsonPath":".spec.maxlog"}"#,
     printcolumn = r#"{"name":"Result","type":"string","description":"Minimum latency / peak bandwidth","jsonPath":".status.summary"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -39,7 +45,14 @@ pub struct MPIPingPongSpec {
     #[serde(default)]
     pub transport: Transport,
 
-    /// Largest message is 2^maxlog bytes; sizes are 0, 1, 2, 4, ..., 2^maxlog.
+    /// The tool that measures: `IMB` (Intel MPI Benchmarks' `IMB-MPI1 PingPong`),
+    /// `NetPIPE` (`NPopenmpi`), or `Auto` (the default): IMB when the image has it, else
+    /// NetPIPE. The result names the tool that measured.
+    #[serde(default)]
+    pub tool: ToolChoice,
+
+    /// Largest message is 2^maxlog bytes; sizes are 0, 1, 2, 4, ..., 2^maxlog (NetPIPE:
+    /// from 1 byte, with a size between each power of two and the next).
     #[serde(default = "default_maxlog")]
     #[schemars(range(min = 1, max = 30))]
     pub maxlog: u32,
@@ -55,13 +68,51 @@ fn default_maxlog() -> u32 {
     22
 }
 
+/// Which ping-pong tool an MPIPingPong runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ToolChoice {
+    /// IMB-MPI1 when the workers have it, else NPopenmpi.
+    #[default]
+    Auto,
+    /// Intel MPI Benchmarks' `IMB-MPI1 PingPong`.
+    #[serde(rename = "IMB")]
+    Imb,
+    /// NetPIPE's `NPopenmpi`.
+    #[serde(rename = "NetPIPE")]
+    NetPipe,
+}
+
+impl ToolChoice {
+    /// The name the rank wrapper takes it by (`--tool`).
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Imb => "IMB",
+            Self::NetPipe => "NetPIPE",
+        }
+    }
+
+    /// The tools it may run, in order of preference.
+    pub fn candidates(self) -> &'static [parse::Tool] {
+        match self {
+            Self::Auto => &[parse::Tool::Imb, parse::Tool::NetPipe],
+            Self::Imb => &[parse::Tool::Imb],
+            Self::NetPipe => &[parse::Tool::NetPipe],
+        }
+    }
+}
+
+/// The name `perfsweep parse` and the rank wrapper (`perfsweep mpi-tool`) know the
+/// kind by.
+pub const PARSE_NAME: &str = "mpi-pingpong";
+
 /// Status of an MPIPingPong benchmark.
 pub type MPIPingPongStatus = BenchmarkStatus<parse::MPIPingPongResult>;
 
 impl crate::kinds::kind::BenchmarkKind for MPIPingPong {
     type Spec = MPIPingPongSpec;
     type Output = parse::MPIPingPongResult;
-    const PARSE_NAME: &'static str = "mpi-pingpong";
+    const PARSE_NAME: &'static str = PARSE_NAME;
     const IMAGE: &'static str = "mpi-benchmarks";
 
     fn plan(
@@ -110,31 +161,40 @@ const METRICS: &[MetricDef] = &[
     .up_to(1e7),
 ];
 
+/// How to get a ping-pong tool when a worker has none.
+pub const NETPIPE_INSTALL_HINT: &str = "install NetPIPE's MPI module, Debian's netpipe-openmpi (apt-get install netpipe-openmpi), which perfsweep's mpi-benchmarks image has";
+
 /// How to get `IMB-MPI1`, which Debian does not package.
 pub const IMB_INSTALL_HINT: &str = "IMB-MPI1 (Intel MPI Benchmarks) is not packaged by Debian; build it from the source release: apt-get install libopenmpi-dev g++ make curl && curl -fsSLO https://github.com/intel/mpi-benchmarks/archive/refs/tags/IMB-v2021.3.tar.gz && tar -xzf IMB-v2021.3.tar.gz && make -C mpi-benchmarks-IMB-v2021.3 CC=mpicc CXX=mpicxx IMB-MPI1 && install -m 0755 mpi-benchmarks-IMB-v2021.3/IMB-MPI1 /usr/local/bin/ (the perfsweep mpi-benchmarks image builds it when IMB's source can be downloaded while the image is built; images/build says when it could not, and such an image lacks IMB-MPI1)";
 
 /// Two workers with one rank each, on different nodes (the workers' anti-affinity), and
-/// a launcher that takes no part in the traffic: `IMB-MPI1 PingPong -msglog 0:<maxlog>`
-/// measures message sizes 0 and 2^0 … 2^maxlog bytes (IMB's `-msglog [minlog:]maxlog`;
-/// the zero-byte size is always included).
+/// a launcher that takes no part in the traffic. Each rank runs `perfsweep mpi-tool
+/// mpi-pingpong`, which picks the tool on its worker ([`rank::invocation`]): IMB as
+/// `IMB-MPI1 PingPong -msglog 0:<maxlog>`, NetPIPE as `NPopenmpi -u 2^maxlog`.
 pub fn plan(spec: &MPIPingPongSpec) -> crate::execution::plan::Plan {
-    let mut rank_command: Vec<String> = ["IMB-MPI1", "PingPong", "-msglog"]
-        .map(str::to_owned)
-        .to_vec();
-    rank_command.push(format!("0:{}", spec.maxlog));
-    // IMB allocates -mem GiB per rank (1 by default) for its buffers: a send and a
-    // receive buffer of the largest message must fit.
-    if spec.maxlog >= 29 {
-        let gib = (1u64 << (spec.maxlog + 1)) as f64 / f64::from(1u32 << 30) + 0.5;
-        rank_command.extend(["-mem".to_owned(), format!("{gib}")]);
-    }
+    let rank_command = crate::kinds::mpi::tool_rank_command(
+        PARSE_NAME,
+        [
+            "--tool".to_owned(),
+            spec.tool.as_arg().to_owned(),
+            "--maxlog".to_owned(),
+            spec.maxlog.to_string(),
+        ],
+    );
+    let candidates = spec.tool.candidates();
+    let hint = match spec.tool {
+        ToolChoice::Imb => IMB_INSTALL_HINT.to_owned(),
+        ToolChoice::NetPipe => NETPIPE_INSTALL_HINT.to_owned(),
+        ToolChoice::Auto => format!("{NETPIPE_INSTALL_HINT}; or {IMB_INSTALL_HINT}"),
+    };
     crate::kinds::mpi::MpiJob {
         kind: "MPIPingPong",
         transport: spec.transport,
         workers: 2,
-        slots: 1,
+        slots: Some(1),
         rank_command,
-        rank_install_hint: IMB_INSTALL_HINT.into(),
+        rank_programs: candidates.iter().map(|t| t.program().to_owned()).collect(),
+        rank_install_hint: hint,
         worker_setup: Vec::new(),
         worker_files: Vec::new(),
         worker_env: BTreeMap::default(),
@@ -161,8 +221,16 @@ mod tests {
         let argv = resolve_args(&launcher.command.args, &peers).expect("resolvable");
         assert_eq!(launcher.command.program, "mpirun");
         assert_eq!(
-            argv[argv.len() - 4..],
-            ["IMB-MPI1", "PingPong", "-msglog", "0:20"]
+            argv[argv.len() - 7..],
+            [
+                "perfsweep",
+                "mpi-tool",
+                "mpi-pingpong",
+                "--tool",
+                "auto",
+                "--maxlog",
+                "20"
+            ]
         );
         let text = argv.join(" ");
         assert!(text.contains("-np 2"), "{text}");
@@ -178,18 +246,16 @@ mod tests {
     }
 
     #[test]
-    fn the_largest_messages_get_enough_memory() {
-        let spec: MPIPingPongSpec =
-            serde_json::from_value(serde_json::json!({"maxlog": 30})).expect("valid");
-        let plan = plan(&spec);
-        let args = &plan.role("launcher").expect("launcher").command.args;
-        assert!(
-            args.contains(&crate::execution::plan::Arg::lit("-mem")),
-            "{args:?}"
-        );
-        assert!(
-            args.contains(&crate::execution::plan::Arg::lit("2.5")),
-            "{args:?}"
-        );
+    fn workers_need_one_of_the_tools_the_spec_allows() {
+        let required = |tool: &str| {
+            let spec: MPIPingPongSpec =
+                serde_json::from_value(serde_json::json!({"tool": tool})).expect("valid");
+            let plan = plan(&spec);
+            let check = &plan.role("worker").expect("worker").setup[0];
+            resolve_args(&check.args, &PeerAddresses::new()).expect("literal")[1].clone()
+        };
+        assert_eq!(required("Auto"), "IMB-MPI1|NPopenmpi");
+        assert_eq!(required("IMB"), "IMB-MPI1");
+        assert_eq!(required("NetPIPE"), "NPopenmpi");
     }
 }

@@ -64,7 +64,11 @@ impl Mesh {
 }
 
 pub fn plan(spec: &OpenFOAMSpec) -> Plan {
-    plan_with_mesh(spec, Mesh::of(spec.problem_size))
+    let mut mesh = Mesh::of(spec.problem_size);
+    if let Some(steps) = spec.time_steps {
+        mesh.end_time = mesh.delta_t * f64::from(steps);
+    }
+    plan_with_mesh(spec, mesh)
 }
 
 /// The plan with another mesh than the problem size's: only for smoke tests that must
@@ -86,8 +90,9 @@ pub fn plan_with_mesh(spec: &OpenFOAMSpec, mesh: Mesh) -> Plan {
         kind: "OpenFOAM",
         transport: spec.transport,
         workers,
-        slots: (spec.num_procs / workers).max(1),
+        slots: Some((spec.num_procs / workers).max(1)),
         rank_command,
+        rank_programs: Vec::new(),
         rank_install_hint: "install the Debian package openfoam (apt-get install openfoam)".into(),
         worker_setup,
         worker_files: case_files(spec, mesh),
@@ -299,6 +304,36 @@ mod tests {
             argv.ends_with("perfsweep mpi-rank -- icoFoam -parallel"),
             "{argv}"
         );
+    }
+
+    #[test]
+    fn time_steps_shorten_the_run_on_the_suites_mesh() {
+        let plan = plan(&spec(
+            serde_json::json!({"problemSize": "S", "timeSteps": 40}),
+        ));
+        let worker = plan.role("worker").expect("worker");
+        let control = &worker
+            .files
+            .iter()
+            .find(|f| f.path == "system/controlDict")
+            .expect("controlDict")
+            .contents;
+        let value = |key: &str| -> f64 {
+            control
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(';').parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {control}"))
+        };
+        assert_eq!(value("deltaT"), 0.0005);
+        assert_eq!((value("endTime") / value("deltaT")).round(), 40.0);
+        let mesh = &worker
+            .files
+            .iter()
+            .find(|f| f.path == "system/blockMeshDict")
+            .expect("blockMeshDict")
+            .contents;
+        assert!(mesh.contains("(100 100 100)"), "{mesh}");
     }
 
     /// Issue 23: the default (one rank) ran `icoFoam -parallel`, which OpenFOAM refuses on

@@ -211,30 +211,87 @@ const PLACEMENT_GRACE: Duration = Duration::from_secs(30);
 
 /// A pod the scheduler can place on no node because every node already runs a pod of
 /// this benchmark it must not share a node with (the default anti-affinity between the
-/// measured roles): waiting beyond [`PLACEMENT_GRACE`] does not help, so the benchmark
-/// fails then and says what to change (issue 23: on a one-node cluster the client waited
-/// out the 30-minute timeout). Returns since when the pod has been blocked, and the
-/// failure.
+/// measured roles), or because `placement` pins it to a node that no schedulable node is:
+/// waiting beyond [`PLACEMENT_GRACE`] does not help, so the benchmark fails then and says
+/// what to change (issue 23: on a one-node cluster the client waited out the 30-minute
+/// timeout; issue 33: a misspelt node did too, and the message named the gang, not the
+/// node). Returns since when the pod has been blocked, and the failure.
 fn never_placeable(observed: &Observed<'_>) -> Option<(Timestamp, Failure)> {
     observed.expected.iter().find_map(|name| {
         let pod = observed.pods.iter().find(|p| p.name_any() == *name)?;
         let (since, why) = pod_unschedulable(pod, observed.now)?;
-        let nodes = blocked_by_anti_affinity(&why)?;
-        let failure = Failure::new(
-            Reason::Unschedulable,
-            format!(
-                "pod {name} cannot be placed: the benchmark keeps its roles on different nodes (anti-affinity), and all {nodes} schedulable node(s) already run one of them ({why}). With fewer nodes than that, name the nodes of each role with `placement` (one node may serve several roles), e.g. placement: {{server: {{nodes: [NODE]}}, client: {{nodes: [NODE]}}}}"
-            ),
-        );
-        Some((since, failure))
+        if let Some(nodes) = blocked_by(&why, ANTI_AFFINITY) {
+            let failure = Failure::new(
+                Reason::Unschedulable,
+                format!(
+                    "pod {name} cannot be placed: the benchmark keeps its roles on different nodes (anti-affinity), and all {nodes} schedulable node(s) already run one of them ({why}). With fewer nodes than that, name the nodes of each role with `placement` (one node may serve several roles), e.g. placement: {{server: {{nodes: [NODE]}}, client: {{nodes: [NODE]}}}}"
+                ),
+            );
+            return Some((since, failure));
+        }
+        // Pinned to a node (`placement`) that no schedulable node is: a misspelt or
+        // removed node, which waiting does not bring (beyond the grace, as above).
+        let pinned = pinned_nodes(pod);
+        if !pinned.is_empty()
+            && let Some(nodes) = blocked_by(&why, NODE_AFFINITY)
+        {
+            let failure = Failure::new(
+                Reason::Unschedulable,
+                format!(
+                    "pod {name} cannot be placed: `placement` pins it to node {}, and none of the {nodes} schedulable node(s) is that node or matches its node selector ({why}). Check the node names (kubectl get nodes) and the role's nodeSelector",
+                    pinned.join(", ")
+                ),
+            );
+            return Some((since, failure));
+        }
+        None
     })
 }
 
-/// The number of nodes, when a scheduler's message says that every node fails the pod's
-/// anti-affinity: kube-scheduler's `0/N nodes are available: N node(s) didn't match pod
-/// anti-affinity rules` (or `didn't satisfy existing pods anti-affinity rules`), and
-/// Volcano's `0/N nodes are unavailable: …` in the same words.
-fn blocked_by_anti_affinity(message: &str) -> Option<u64> {
+/// Scheduler reasons meaning a node fails the benchmark's own anti-affinity.
+const ANTI_AFFINITY: &[&str] = &[
+    "didn't match pod anti-affinity rules",
+    "didn't satisfy existing pods anti-affinity rules",
+];
+
+/// Scheduler reasons meaning a node fails the pod's node affinity or node selector.
+const NODE_AFFINITY: &[&str] = &[
+    "didn't match Pod's node affinity/selector",
+    "didn't match node selector",
+];
+
+/// The node names a pod's required node affinity pins it to (`metadata.name In [...]`,
+/// what `placement.<role>.nodes` renders).
+fn pinned_nodes(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.affinity.as_ref())
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| {
+            node.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|required| {
+            required
+                .node_selector_terms
+                .iter()
+                .flat_map(|term| term.match_fields.iter().flatten())
+                .filter(|field| {
+                    field.key == perfsweep_benchmarks::render::placement::NODE_NAME_FIELD
+                        && field.operator == "In"
+                })
+                .flat_map(|field| field.values.iter().flatten().cloned())
+                .collect::<std::collections::BTreeSet<String>>()
+                .into_iter()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The number of nodes, when a scheduler's message says that every node fails for one of
+/// `reasons`: kube-scheduler's `0/N nodes are available: N node(s) <reason>` (several
+/// reasons summing to N), and Volcano's `0/N nodes are unavailable: …` in the same words.
+fn blocked_by(message: &str, reasons: &[&str]) -> Option<u64> {
     let start = message.find("0/")? + 2;
     let rest = &message[start..];
     let digits = rest.find(|c: char| !c.is_ascii_digit())?;
@@ -252,10 +309,7 @@ fn blocked_by_anti_affinity(message: &str) -> Option<u64> {
     let blocked: u64 = rest
         .split([':', ','])
         .map(str::trim)
-        .filter(|reason| {
-            reason.contains("didn't match pod anti-affinity rules")
-                || reason.contains("didn't satisfy existing pods anti-affinity rules")
-        })
+        .filter(|reason| reasons.iter().any(|r| reason.contains(r)))
         .filter_map(|reason| reason.split_whitespace().next()?.parse::<u64>().ok())
         // Each node is counted under one reason.
         .sum();
@@ -574,6 +628,64 @@ mod tests {
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + seconds).expect("a valid timestamp")
+    }
+
+    /// A pod `placement` pinned to `node`, as rendering pins it.
+    fn pinned_pod(name: &str, node: &str, status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "containers": [{"name": "agent", "image": "ghcr.io/perfsweep/iperf:1"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
+            },
+            "status": status,
+        }))
+        .expect("a valid pod")
+    }
+
+    /// Issue 33: a placement naming a node that does not exist waited out the timeout and
+    /// named the gang. It fails after the placement grace, naming the node.
+    #[test]
+    fn a_pod_pinned_to_a_node_no_node_is_fails_after_the_grace_naming_the_node() {
+        for message in [
+            "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            "0/2 nodes are unavailable: 2 node(s) didn't match Pod's node affinity/selector.",
+        ] {
+            let mut case = Case::new(vec![
+                pod("b-server-0", running()),
+                pinned_pod("b-client-0", "psw-node9", unschedulable(message)),
+            ]);
+            case.now = at(10);
+            assert!(
+                matches!(case.assess().0, Assessment::Waiting { .. }),
+                "{message}: a node may be coming back: wait out the grace"
+            );
+            case.now = later(at(5), PLACEMENT_GRACE);
+            let Assessment::Failed { failure, .. } = case.assess().0 else {
+                panic!("{message}: expected a failure once the grace passed")
+            };
+            assert_eq!(failure.reason, "Unschedulable", "{message}");
+            assert!(
+                failure.message.contains("pins it to node psw-node9"),
+                "{}",
+                failure.message
+            );
+        }
+        // Not pinned (a nodeSelector nothing matches yet, say a node pool scaling up):
+        // that may change, so it waits for the timeout as before.
+        let mut case = Case::new(vec![
+            pod("b-server-0", running()),
+            pod(
+                "b-client-0",
+                unschedulable(
+                    "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+                ),
+            ),
+        ]);
+        case.now = later(at(5), PLACEMENT_GRACE);
+        assert!(matches!(case.assess().0, Assessment::Waiting { .. }));
     }
 
     struct Case {

@@ -140,6 +140,7 @@ fn registrations() -> Vec<Registration> {
         Registration::of::<kinds::fio::Fio>(),
         Registration::of::<kinds::pytorch::PyTorch>(),
         Registration::of::<kinds::openfoam::OpenFOAM>(),
+        Registration::of::<kinds::hpcc::HPCC>(),
         Registration::of::<kinds::llm::LLMInference>(),
     ]
 }

@@ -356,6 +356,23 @@ def make_cgroups(index):
                 (path / file).write_text((path.parent / file).read_text())
 
 
+# A slowed node (the rack acceptance test's outlier): every pod of its kubelet shares
+# this share of one CPU, through the CFS quota of the node's cgroupRoot.
+SLOW_CPU_SHARE = 0.2
+
+
+def set_cpu_quota(index, share):
+    """Caps the CPU time of everything under node `index`'s cgroupRoot at `share` of one
+    CPU (None lifts the cap)."""
+    cpu = Path(CGROUP_ROOT, "cpu", node_name(index))
+    if not cpu.is_dir():
+        raise SystemExit(f"{cpu} is missing: is the cluster up?")
+    period = int((cpu / "cpu.cfs_period_us").read_text())
+    quota = -1 if share is None else int(period * share)
+    (cpu / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    log(f"{node_name(index)}: CPU quota {quota} us per {period} us")
+
+
 def kill_cgroup_processes(index):
     """SIGKILLs every process left in the node's cgroups (containers whose shim is gone)."""
     killed = 0
@@ -1124,7 +1141,11 @@ def write_summary(problems):
 # Fault helpers the Rust suite calls (through PERFSWEEP_E2E_HARNESS) for what only the
 # machine can do.
 def fault(action, target):
-    if action == "stop":
+    if action in ("slow", "unslow"):
+        if not target.startswith("kubelet-"):
+            raise SystemExit(f"only a kubelet's node can be slowed, not {target}")
+        set_cpu_quota(int(target.split("-")[1]), SLOW_CPU_SHARE if action == "slow" else None)
+    elif action == "stop":
         stop(target)
     elif action == "start":
         if target == "kube-apiserver":
@@ -1157,7 +1178,7 @@ def main():
     run_parser.add_argument("filters", nargs="*")
     sub.add_parser("check")
     fault_parser = sub.add_parser("fault")
-    fault_parser.add_argument("action", choices=["stop", "start"])
+    fault_parser.add_argument("action", choices=["stop", "start", "slow", "unslow"])
     fault_parser.add_argument("target")
     args = parser.parse_args()
     if os.geteuid() != 0:

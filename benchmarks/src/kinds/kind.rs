@@ -27,6 +27,12 @@ pub trait BenchmarkKind:
     /// keys must be one of these.
     const ROLES: &'static [&'static str];
 
+    /// The roles a node pair pins, the first to the pair's first node: empty for the
+    /// first two of [`Self::ROLES`] (a server and its client). The same role twice pins
+    /// that role's first two replicas, one to each node (an MPI job's two workers,
+    /// whose launcher only starts them).
+    const PAIR_ROLES: &'static [&'static str] = &[];
+
     /// The name `perfsweep parse` knows the kind by, e.g. `rdma-bandwidth`.
     const PARSE_NAME: &'static str;
 

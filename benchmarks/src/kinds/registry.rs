@@ -33,6 +33,8 @@ pub struct ParsedOutput {
 pub struct KindInfo {
     pub kind: &'static str,
     pub roles: &'static [&'static str],
+    /// The roles a node pair pins (see `BenchmarkKind::PAIR_ROLES`); empty: the first two.
+    pub pair_roles: &'static [&'static str],
     pub crd: CustomResourceDefinition,
     schema: Node,
     cel: CompiledSchema,
@@ -71,6 +73,7 @@ impl KindInfo {
         Self {
             kind: kind_name::<K>(),
             roles: K::ROLES,
+            pair_roles: K::PAIR_ROLES,
             schema: Node::compile(&schema_json).unwrap_or_else(|e| {
                 panic!("the derived schema of {} is invalid: {e}", K::kind(&()))
             }),

@@ -312,8 +312,8 @@ pub fn expand_on(
         if let Some(assignment) = assignment {
             // Set after the merge, whatever `listMerge` says: the assigned nodes replace
             // any the template or a permutation gave these roles.
-            for (key, node) in assignment.placements() {
-                let value = json!([node]);
+            for (key, nodes) in assignment.placements() {
+                let value = json!(nodes);
                 set_path(&mut merged, &split_path(&key), value.clone());
                 permutation.insert(key, value);
             }
@@ -743,11 +743,18 @@ struct Assignment {
 }
 
 impl Assignment {
-    /// The permutation values it sets: `placement.<role>.nodes` of each role.
-    fn placements(&self) -> impl Iterator<Item = (String, &str)> {
-        self.placements
-            .iter()
-            .map(|(role, node)| (format!("placement.{role}.nodes"), node.as_str()))
+    /// The permutation values it sets: `placement.<role>.nodes` of each role, with the
+    /// nodes of a role pinned twice (an MPI job's two workers) in replica order.
+    fn placements(&self) -> Vec<(String, Vec<&str>)> {
+        let mut by_role: Vec<(String, Vec<&str>)> = Vec::new();
+        for (role, node) in &self.placements {
+            let key = format!("placement.{role}.nodes");
+            match by_role.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, nodes)) => nodes.push(node),
+                None => by_role.push((key, vec![node])),
+            }
+        }
+        by_role
     }
 
     /// Whether a child error at `path` is about a field the assignment sets.
@@ -1127,8 +1134,10 @@ fn pair_plan(
         ))
     };
     let roles: [String; 2] = match config.roles.as_slice() {
-        [] => match kind.roles {
-            [first, second, ..] => [(*first).to_owned(), (*second).to_owned()],
+        [] => match (kind.pair_roles, kind.roles) {
+            ([first, second], _) | ([], [first, second, ..]) => {
+                [(*first).to_owned(), (*second).to_owned()]
+            }
             _ => {
                 return Err(invalid(
                     "",
@@ -1159,12 +1168,6 @@ fn pair_plan(
                 ),
             ));
         }
-    }
-    if roles[0] == roles[1] {
-        return Err(invalid(
-            ".roles",
-            format!("must name two different roles, not {:?} twice", roles[0]),
-        ));
     }
     let nodes = sorted_nodes(NODE_PAIRS, &config.selector, nodes)?;
     let selected = describe_selector(&config.selector);

@@ -273,3 +273,32 @@ fn children_of_a_round_share_no_node_in_every_mode() {
         );
     }
 }
+
+/// An MPI kind's pair is its two workers, one on each node (the ranks run there); the
+/// launcher, which only starts them, goes where the scheduler puts it. Pinning the
+/// launcher and both workers' role to one node each (the first two roles) once put both
+/// ranks on one node, measuring shared memory instead of the link.
+#[test]
+fn an_mpi_pair_pins_one_worker_to_each_node() {
+    let set: BenchmarkSetSpec = serde_json::from_value(json!({
+        "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "MPIPingPong", "spec": {"maxlog": 4}},
+        "permutations": {"nodePairs": all_pairs()},
+    }))
+    .expect("a well-formed set spec");
+    let expansion =
+        set::expand_with_nodes("mpi", &set, Some(&nodes(&["a", "b", "c"]))).expect("valid");
+    let mut pinned: Vec<String> = expansion
+        .children
+        .iter()
+        .map(|c| c.spec["placement"]["worker"]["nodes"].to_string())
+        .collect();
+    pinned.sort();
+    assert_eq!(pinned, [r#"["a","b"]"#, r#"["a","c"]"#, r#"["b","c"]"#]);
+    assert!(
+        expansion
+            .children
+            .iter()
+            .all(|c| c.spec["placement"].get("launcher").is_none()),
+        "the launcher is not pinned"
+    );
+}

@@ -4,7 +4,7 @@
 
 use crate::local_support;
 
-use local_support::{perfsweep, records, scratch, tool_or_skip};
+use local_support::{perfsweep, program_or_skip, records, scratch, tool_or_skip};
 
 const SWEEP: &str = r#"
 apiVersion: perfsweep.io/v1alpha1
@@ -269,4 +269,95 @@ fn each_loopback_node_runs_alone_and_a_gold_node_misses_its_reference() {
     )
     .expect("JSON");
     assert_eq!(table[0]["nodes"].as_array().map(Vec::len), Some(3));
+}
+
+/// The rack-acceptance example as written, over three stand-in nodes of two classes:
+/// network pairs, MPI pairs (one worker on each node of a pair) and HPCC on every node,
+/// one report with a node table in which each node names the reference its class chose.
+/// The example's references are placeholders (2000 and 1500 GFLOP/s), which these
+/// stand-ins miss: every node is rejected for its own class's reference, and says so.
+#[test]
+fn the_rack_acceptance_example_runs_locally_into_one_report() {
+    if !tool_or_skip("iperf3", "iperf3")
+        || !program_or_skip("NPopenmpi", "netpipe-openmpi")
+        || !program_or_skip("hpcc", "hpcc")
+    {
+        return;
+    }
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rack-acceptance.yaml");
+    let dir = scratch("local-rack");
+    let out = dir.join("results");
+    let started = std::time::Instant::now();
+    let output = perfsweep()
+        .args([
+            "run",
+            "--local",
+            "--nodes",
+            "n1:perfsweep.io/node-class=gold,n2:perfsweep.io/node-class=gold,n3:perfsweep.io/node-class=silver",
+            "--output",
+        ])
+        .arg(&out)
+        .arg(&example)
+        .output()
+        .expect("perfsweep runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "rack acceptance, locally: {:?}\n{stdout}",
+        started.elapsed()
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "nodes rejected: {stdout}\n{stderr}"
+    );
+    let records = records(&out);
+    let kinds = |kind: &str| {
+        records
+            .iter()
+            .filter(|r| r["benchmark"]["kind"] == kind)
+            .count()
+    };
+    assert_eq!(
+        (kinds("IPerf"), kinds("MPIPingPong"), kinds("HPCC")),
+        (3, 3, 3)
+    );
+    for record in records
+        .iter()
+        .filter(|r| r["benchmark"]["kind"] == "MPIPingPong")
+    {
+        let workers = &record["spec"]["placement"]["worker"]["nodes"];
+        assert_eq!(workers.as_array().map(Vec::len), Some(2), "{record}");
+        assert_ne!(workers[0], workers[1], "{record}");
+    }
+    let report = dir.join("report");
+    let rendered = perfsweep()
+        .args(["results", "report"])
+        .arg(&out)
+        .arg("--output")
+        .arg(&report)
+        .output()
+        .expect("perfsweep runs");
+    assert_eq!(rendered.status.code(), Some(3));
+    let nodes: Vec<serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(report.join("nodes.json")).expect("nodes.json"),
+    )
+    .expect("JSON");
+    let judged: Vec<&serde_json::Value> = nodes
+        .iter()
+        .flat_map(|g| g["nodes"].as_array().into_iter().flatten())
+        .collect();
+    for (node, class) in [("n1", "gold-hpl"), ("n2", "gold-hpl"), ("n3", "silver-hpl")] {
+        let verdict = judged
+            .iter()
+            .find(|j| j["node"] == node && j.to_string().contains(class))
+            .unwrap_or_else(|| panic!("{node} judged against {class}: {nodes:?}"));
+        assert_eq!(verdict["passed"], false, "{verdict}");
+    }
+    let markdown = std::fs::read_to_string(report.join("report.md")).expect("report.md");
+    assert!(
+        markdown.contains("silver-hpl") && markdown.contains("n3"),
+        "{markdown}"
+    );
 }

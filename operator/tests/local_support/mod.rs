@@ -34,6 +34,23 @@ pub fn tool_or_skip(program: &str, package: &str) -> bool {
     available
 }
 
+/// Like [`tool_or_skip`], for programs that have no `--version` to answer (MPI programs
+/// such as NPopenmpi and hpcc start MPI instead): whether `program` is on `PATH`.
+pub fn program_or_skip(program: &str, package: &str) -> bool {
+    let available = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
+    if !available {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing under CI: .ci/run installs the Debian package {package}"
+        );
+        eprintln!(
+            "SKIPPED: {program} is not installed (apt-get install {package}); .ci/run installs it"
+        );
+    }
+    available
+}
+
 /// A fresh scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("perfsweep-test-{name}-{}", std::process::id()));

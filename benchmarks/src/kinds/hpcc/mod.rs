@@ -113,6 +113,8 @@ impl crate::kinds::kind::BenchmarkKind for HPCC {
     const PARSE_NAME: &'static str = PARSE_NAME;
     const IMAGE: &'static str = "mpi-benchmarks";
     const ROLES: &'static [&'static str] = &["launcher", "worker"];
+    // The ranks run on the workers; the launcher only starts them.
+    const PAIR_ROLES: &'static [&'static str] = &["worker", "worker"];
 
     fn common(spec: &HPCCSpec) -> &CommonSpec {
         &spec.common

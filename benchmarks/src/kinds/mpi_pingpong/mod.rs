@@ -140,6 +140,8 @@ impl crate::kinds::kind::BenchmarkKind for MPIPingPong {
         ]
     }
     const ROLES: &'static [&'static str] = &["launcher", "worker"];
+    // The ranks run on the workers; the launcher only starts them.
+    const PAIR_ROLES: &'static [&'static str] = &["worker", "worker"];
 
     fn common(spec: &MPIPingPongSpec) -> &CommonSpec {
         &spec.common

@@ -133,6 +133,15 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
         };
     }
     let passed = |at: Timestamp| at <= observed.now;
+    let lost = result_node_lost(observed);
+    if let Some((since, failure)) = &lost
+        && passed(later(*since, NODE_LOST_GRACE))
+    {
+        return Assessment::Failed {
+            failure: failure.clone(),
+            pod: None,
+        };
+    }
     let unplaceable = never_placeable(observed);
     if let Some((since, failure)) = &unplaceable
         && passed(later(*since, PLACEMENT_GRACE))
@@ -183,11 +192,17 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
         };
     }
     let placement_deadline = unplaceable.map(|(since, _)| later(since, PLACEMENT_GRACE));
-    let next = [Some(deadline), unschedulable_deadline, placement_deadline]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(deadline);
+    let lost_deadline = lost.map(|(since, _)| later(since, NODE_LOST_GRACE));
+    let next = [
+        Some(deadline),
+        unschedulable_deadline,
+        placement_deadline,
+        lost_deadline,
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(deadline);
     let recheck_in = observed
         .now
         .duration_until(next)
@@ -208,6 +223,58 @@ fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
 /// moments later; a cluster that has too few nodes still fails in seconds, not after the
 /// timeout.
 const PLACEMENT_GRACE: Duration = Duration::from_secs(30);
+
+/// How long the node of a pod whose result is needed may stay silent before the
+/// benchmark fails. The node lifecycle controller marks the node's pods not ready only
+/// after its own grace (40 s by default), so the node has then been silent for a while
+/// already; a kubelet restarting comes back well within this.
+const NODE_LOST_GRACE: Duration = Duration::from_secs(30);
+
+/// A pod whose result the benchmark needs (the result pod and its siblings), still
+/// `Running` by the last word of its kubelet, whose containers all say running, yet not
+/// ready: the node lifecycle controller's mark of a node that stopped reporting (a
+/// kubelet stopped, a node powered off). Its log cannot be read (the kubelet serves
+/// logs), so waiting out the timeout only delays the failure (issue 33: a stopped
+/// kubelet's benchmark ended `TimedOut` after its whole timeout). Returns since when the
+/// pod has been marked, and the failure.
+fn result_node_lost(observed: &Observed<'_>) -> Option<(Timestamp, Failure)> {
+    std::iter::once(observed.result_pod)
+        .chain(observed.result_siblings.iter().map(String::as_str))
+        .find_map(|name| {
+            let pod = observed.pods.iter().find(|p| p.name_any() == name)?;
+            if phase_of(pod) != "Running" {
+                return None;
+            }
+            let status = pod.status.as_ref()?;
+            let containers = status.container_statuses.as_ref()?;
+            let all_running = !containers.is_empty()
+                && containers
+                    .iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+            let not_ready = pod_conditions(pod)
+                .find(|c| c.type_ == "Ready" && c.status == "False")?;
+            if !all_running {
+                return None;
+            }
+            let since = not_ready
+                .last_transition_time
+                .as_ref()
+                .map_or(observed.now, |time| time.0);
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_else(|| "its node".into());
+            let failure = Failure::new(
+                Reason::ResultUnreadable,
+                format!(
+                    "node {node} of pod {name} stopped reporting: the pod is marked not ready while its containers last said running (the node is NotReady: its kubelet stopped, or the node is down), and its result cannot be read without the kubelet; failed {} after the mark rather than at the timeout",
+                    perfsweep_benchmarks::formats::duration::format(NODE_LOST_GRACE)
+                ),
+            );
+            Some((since, failure))
+        })
+}
 
 /// A pod the scheduler can place on no node because every node already runs a pod of
 /// this benchmark it must not share a node with (the default anti-affinity between the
@@ -628,6 +695,64 @@ mod tests {
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + seconds).expect("a valid timestamp")
+    }
+
+    /// A running pod with running containers, marked not ready at `marked` seconds: what
+    /// the node lifecycle controller leaves when a node stops reporting.
+    fn marked_not_ready(marked: i64) -> Value {
+        json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False",
+                "lastTransitionTime": format!("2027-01-15T08:00:{marked:02}Z")}],
+            "containerStatuses": [{"name": "agent", "image": "i", "imageID": "", "ready": true,
+                "restartCount": 0, "state": {"running": {}}}]})
+    }
+
+    /// Issue 33: a stopped kubelet's benchmark waited out its whole timeout for a result
+    /// it could not read. It fails after the node-lost grace, naming the node.
+    #[test]
+    fn a_result_pod_whose_node_stopped_reporting_fails_after_the_grace_naming_the_node() {
+        let mut case = Case::new(vec![
+            pod("b-server-0", running()),
+            serde_json::from_value(json!({
+                "metadata": {"name": "b-client-0"},
+                "spec": {"nodeName": "psw-node2", "containers": [{"name": "agent", "image": "i"}]},
+                "status": marked_not_ready(5),
+            }))
+            .expect("a pod"),
+        ]);
+        case.now = at(10);
+        let (Assessment::Running { recheck_in } | Assessment::Waiting { recheck_in }) =
+            case.assess().0
+        else {
+            panic!("the node may come back: wait out the grace")
+        };
+        assert_eq!(
+            recheck_in,
+            NODE_LOST_GRACE.saturating_sub(Duration::from_secs(5)) + Duration::from_millis(50)
+        );
+        case.now = later(at(5), NODE_LOST_GRACE);
+        let Assessment::Failed { failure, .. } = case.assess().0 else {
+            panic!("expected a failure once the grace passed")
+        };
+        assert_eq!(failure.reason, "ResultUnreadable");
+        assert!(
+            failure.message.contains("node psw-node2 of pod b-client-0"),
+            "{}",
+            failure.message
+        );
+        // The server's node lost: the client still finishes and its result is read.
+        let case = Case::new(vec![
+            serde_json::from_value(json!({
+                "metadata": {"name": "b-server-0"},
+                "spec": {"nodeName": "psw-node1", "containers": [{"name": "agent", "image": "i"}]},
+                "status": marked_not_ready(5),
+            }))
+            .expect("a pod"),
+            pod("b-client-0", running()),
+        ]);
+        let mut late = case;
+        late.now = later(at(10), NODE_LOST_GRACE);
+        assert!(!matches!(late.assess().0, Assessment::Failed { .. }));
     }
 
     /// A pod `placement` pinned to `node`, as rendering pins it.

@@ -32,7 +32,7 @@ pub struct LocalOptions {
     pub scratch: PathBuf,
     /// Roles whose first process binds to this address instead of a numbered one: the
     /// stand-in node the role is placed on (`run --local --nodes`, see [`nodes`]).
-    pub role_addresses: BTreeMap<String, std::net::Ipv4Addr>,
+    pub role_addresses: BTreeMap<String, Vec<std::net::Ipv4Addr>>,
 }
 
 impl LocalOptions {
@@ -361,7 +361,7 @@ struct Addresses {
 }
 
 impl Addresses {
-    /// An address from `block` for each process (a role's first process at its placed
+    /// An address from `block` for each process (a role's replica i at its i-th placed
     /// address instead, when it has one), and a free control port on it.
     fn assign(
         plan: &Plan,
@@ -371,9 +371,11 @@ impl Addresses {
         let mut endpoints = BTreeMap::new();
         let mut peers: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (number, (role, index)) in plan.processes().enumerate() {
-            let placed = (index == 0)
-                .then(|| options.role_addresses.get(&role.name).copied())
-                .flatten();
+            let placed = options
+                .role_addresses
+                .get(&role.name)
+                .and_then(|addresses| addresses.get(index as usize))
+                .copied();
             let address = placed.or_else(|| block.address(number)).ok_or_else(|| {
                 Failure::new(
                     Reason::PlanInvalid,

@@ -71,15 +71,22 @@ impl LoopbackNodes {
         self.addresses.is_empty()
     }
 
-    /// Role → address for a benchmark spec: the roles placed on one of these nodes.
-    pub fn role_addresses(&self, spec: &Value) -> BTreeMap<String, Ipv4Addr> {
+    /// Role → the addresses of its placed replicas, in replica order, for a benchmark
+    /// spec: replica i on `placement.<role>.nodes[i]` (an MPI pair's two workers on the
+    /// pair's two nodes), for the nodes that are among these.
+    pub fn role_addresses(&self, spec: &Value) -> BTreeMap<String, Vec<Ipv4Addr>> {
         spec.get("placement")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
             .filter_map(|(role, placement)| {
-                let node = placement.get("nodes")?.get(0)?.as_str()?;
-                Some((role.clone(), *self.addresses.get(node)?))
+                let addresses: Vec<Ipv4Addr> = placement
+                    .get("nodes")?
+                    .as_array()?
+                    .iter()
+                    .map_while(|node| self.addresses.get(node.as_str()?).copied())
+                    .collect();
+                (!addresses.is_empty()).then(|| (role.clone(), addresses))
             })
             .collect()
     }
@@ -101,10 +108,16 @@ mod tests {
         let nodes = LoopbackNodes::new(&names(&["a", "b", "c"])).expect("valid");
         let spec = json!({"placement": {"server": {"nodes": ["c"]}, "client": {"nodes": ["a"]}}});
         let roles = nodes.role_addresses(&spec);
-        assert_eq!(roles["server"], Ipv4Addr::new(127, 77, 0, 3));
-        assert_eq!(roles["client"], Ipv4Addr::new(127, 77, 0, 1));
+        assert_eq!(roles["server"], [Ipv4Addr::new(127, 77, 0, 3)]);
+        assert_eq!(roles["client"], [Ipv4Addr::new(127, 77, 0, 1)]);
         let unknown = json!({"placement": {"server": {"nodes": ["zz"]}}});
         assert!(nodes.role_addresses(&unknown).is_empty());
+        // An MPI pair: the workers' replicas 0 and 1 on the pair's two nodes.
+        let pair = json!({"placement": {"worker": {"nodes": ["b", "c"]}}});
+        assert_eq!(
+            nodes.role_addresses(&pair)["worker"],
+            [Ipv4Addr::new(127, 77, 0, 2), Ipv4Addr::new(127, 77, 0, 3)]
+        );
     }
 
     #[test]
@@ -123,7 +136,7 @@ mod tests {
         let spec = json!({"placement": {"server": {"nodes": ["b"]}}});
         assert_eq!(
             nodes.role_addresses(&spec)["server"],
-            Ipv4Addr::new(127, 77, 0, 1)
+            [Ipv4Addr::new(127, 77, 0, 1)]
         );
     }
 

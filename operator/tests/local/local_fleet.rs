@@ -21,8 +21,20 @@ spec:
       selector: {matchLabels: {bench: "yes"}}
 "#;
 
+/// Stand-in nodes are the same loopback addresses in every run (127.77.0.1, …), and
+/// iperf3 servers on them take fixed ports: runs of these tests at once would collide
+/// ("Address already in use"), so they take turns.
+static STAND_IN_NODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn stand_in_nodes() -> std::sync::MutexGuard<'static, ()> {
+    STAND_IN_NODES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn four_loopback_nodes_run_in_rounds_and_are_judged() {
+    let _turn = stand_in_nodes();
     if !tool_or_skip("iperf3", "iperf3") {
         return;
     }
@@ -181,6 +193,7 @@ spec:
 
 #[test]
 fn each_loopback_node_runs_alone_and_a_gold_node_misses_its_reference() {
+    let _turn = stand_in_nodes();
     if !tool_or_skip("iperf3", "iperf3") {
         return;
     }
@@ -278,6 +291,7 @@ fn each_loopback_node_runs_alone_and_a_gold_node_misses_its_reference() {
 /// stand-ins miss: every node is rejected for its own class's reference, and says so.
 #[test]
 fn the_rack_acceptance_example_runs_locally_into_one_report() {
+    let _turn = stand_in_nodes();
     if !tool_or_skip("iperf3", "iperf3")
         || !program_or_skip("NPopenmpi", "netpipe-openmpi")
         || !program_or_skip("hpcc", "hpcc")

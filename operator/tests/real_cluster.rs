@@ -2368,8 +2368,10 @@ async fn rack_acceptance_names_the_slowed_node_and_only_it() {
     let reference = calibrated.iter().copied().fold(f64::INFINITY, f64::min);
     // The gold class's reference is the calibration; a node must keep half of it.
     for document in &mut documents {
-        if let Some(references) =
-            document["spec"]["permutations"]["eachNode"]["references"].as_array_mut()
+        // `pointer_mut`, not indexing: an index would add `eachNode` to the pair sets.
+        if let Some(references) = document
+            .pointer_mut("/spec/permutations/eachNode/references")
+            .and_then(serde_json::Value::as_array_mut)
         {
             references.retain(|r| r["name"] != "silver-hpl");
             for r in references.iter_mut().filter(|r| r["name"] == "gold-hpl") {

@@ -46,7 +46,10 @@ pub enum Scheduler {
 #[serde(rename_all = "camelCase")]
 pub struct RolePlacement {
     /// Exact nodes for this role's pods, in replica order (replica i runs on
-    /// `nodes[i % len]`). Overrides the default anti-affinity between roles.
+    /// `nodes[i % len]`). Overrides the default anti-affinity between roles; except that
+    /// several replicas of a role that spreads (workers, servers) listed with at least as
+    /// many nodes go one per listed node, the scheduler choosing which (an MPI node pair's
+    /// two workers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
     /// Extra node labels this role's pods must match, on top of `nodeSelector`.

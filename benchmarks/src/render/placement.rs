@@ -40,15 +40,32 @@ pub struct PodPlacement {
 /// Where replica `index` of `role` of benchmark `benchmark` may run.
 pub fn for_pod(common: &CommonSpec, benchmark: &str, role: &Role, index: u32) -> PodPlacement {
     let role_placement = common.placement.as_ref().and_then(|p| p.get(&role.name));
-    // Replica i on nodes[i % len].
-    let pinned = role_placement
-        .filter(|p| !p.nodes.is_empty())
-        .and_then(|p| p.nodes.get(index as usize % p.nodes.len()));
+    let listed: &[String] = role_placement.map_or(&[], |p| p.nodes.as_slice());
+    // Several replicas of a spread role over at least as many listed nodes (an MPI node
+    // pair's two workers): every replica may use every listed node, one per node by the
+    // spread. Volcano judges a role's pods alike, and pinning replica 1 to another node
+    // than replica 0 left it unplaceable on the real cluster ("0/2 nodes are
+    // unavailable: 2 plugin NodeAffinity predicates failed").
+    let over_listed = role.uses_devices
+        && common.affinity.is_none()
+        && role.replicas >= 2
+        && listed.len() >= role.replicas as usize;
+    // Otherwise replica i on nodes[i % len].
+    let pinned: Vec<&String> = if over_listed {
+        listed.iter().collect()
+    } else {
+        listed
+            .get(index as usize % listed.len().max(1))
+            .into_iter()
+            .collect()
+    };
 
     // A pinned pod does not take part in spreading: other pods' anti-affinity would keep
     // them off its node, and if one of them were bound there first the pinned pod could
-    // never be placed (its node is fixed) and the whole gang would wait.
-    let spread = role.uses_devices && common.affinity.is_none() && pinned.is_none();
+    // never be placed (its node is fixed) and the whole gang would wait. Replicas spread
+    // over their listed nodes do: each has a node to go to.
+    let spread =
+        role.uses_devices && common.affinity.is_none() && (pinned.is_empty() || over_listed);
 
     let mut node_selector = common.node_selector.clone().unwrap_or_default();
     if let Some(extra) = role_placement.map(|p| &p.node_selector) {
@@ -63,8 +80,8 @@ pub fn for_pod(common: &CommonSpec, benchmark: &str, role: &Role, index: u32) ->
             ..Affinity::default()
         });
     }
-    if let Some(node) = pinned {
-        pin(affinity.get_or_insert_with(Affinity::default), node);
+    if !pinned.is_empty() {
+        pin(affinity.get_or_insert_with(Affinity::default), &pinned);
     }
 
     PodPlacement {
@@ -92,13 +109,13 @@ fn spread_anti_affinity(benchmark: &str) -> PodAntiAffinity {
     }
 }
 
-/// Requires node `node` on top of whatever node affinity is there: node selector terms
-/// are ORed, so the requirement is added to every term.
-fn pin(affinity: &mut Affinity, node: &str) {
+/// Requires one of `nodes` on top of whatever node affinity is there: node selector
+/// terms are ORed, so the requirement is added to every term.
+fn pin(affinity: &mut Affinity, nodes: &[&String]) {
     let requirement = NodeSelectorRequirement {
         key: NODE_NAME_FIELD.to_owned(),
         operator: "In".to_owned(),
-        values: Some(vec![node.to_owned()]),
+        values: Some(nodes.iter().map(|n| (*n).clone()).collect()),
     };
     let node_affinity = affinity
         .node_affinity
@@ -169,6 +186,34 @@ mod tests {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// An MPI node pair's two workers: both may use both listed nodes, and the spread puts
+    /// one on each. Pinning replica 1 to the second node alone left it unplaceable under
+    /// Volcano on the real cluster.
+    #[test]
+    fn replicas_listed_with_as_many_nodes_spread_over_them() {
+        let mut common = CommonSpec::default();
+        common.placement = Some(BTreeMap::from([(
+            "worker".to_owned(),
+            crate::kinds::common::RolePlacement {
+                nodes: vec!["n1".into(), "n2".into()],
+                ..Default::default()
+            },
+        )]));
+        let mut workers = role(true);
+        workers.replicas = 2;
+        for index in 0..2 {
+            let p = for_pod(&common, "b", &workers, index);
+            assert!(p.spread, "replica {index}");
+            let affinity = p.affinity.expect("affinity");
+            assert!(affinity.pod_anti_affinity.is_some(), "replica {index}");
+            assert_eq!(
+                pinned_nodes(&affinity),
+                [vec!["n1", "n2"]],
+                "replica {index}"
+            );
+        }
     }
 
     #[test]

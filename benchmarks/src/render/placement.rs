@@ -109,14 +109,11 @@ fn spread_anti_affinity(benchmark: &str) -> PodAntiAffinity {
     }
 }
 
-/// Requires one of `nodes` on top of whatever node affinity is there: node selector
-/// terms are ORed, so the requirement is added to every term.
+/// Requires one of `nodes` on top of whatever node affinity is there. A node field
+/// selector takes one value (the API server refuses `metadata.name In [a, b]`), and node
+/// selector terms are ORed: so each term is repeated once per node, with that node's
+/// requirement added.
 fn pin(affinity: &mut Affinity, nodes: &[&String]) {
-    let requirement = NodeSelectorRequirement {
-        key: NODE_NAME_FIELD.to_owned(),
-        operator: "In".to_owned(),
-        values: Some(nodes.iter().map(|n| (*n).clone()).collect()),
-    };
     let node_affinity = affinity
         .node_affinity
         .get_or_insert_with(NodeAffinity::default);
@@ -128,10 +125,19 @@ fn pin(affinity: &mut Affinity, nodes: &[&String]) {
             .node_selector_terms
             .push(NodeSelectorTerm::default());
     }
-    for term in &mut required.node_selector_terms {
-        term.match_fields
-            .get_or_insert_with(Vec::new)
-            .push(requirement.clone());
+    let terms = std::mem::take(&mut required.node_selector_terms);
+    for node in nodes {
+        for term in &terms {
+            let mut term = term.clone();
+            term.match_fields
+                .get_or_insert_with(Vec::new)
+                .push(NodeSelectorRequirement {
+                    key: NODE_NAME_FIELD.to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(vec![(*node).clone()]),
+                });
+            required.node_selector_terms.push(term);
+        }
     }
 }
 
@@ -210,7 +216,7 @@ mod tests {
             assert!(affinity.pod_anti_affinity.is_some(), "replica {index}");
             assert_eq!(
                 pinned_nodes(&affinity),
-                [vec!["n1", "n2"]],
+                [vec!["n1"], vec!["n2"]],
                 "replica {index}"
             );
         }

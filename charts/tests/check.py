@@ -232,6 +232,13 @@ def scenario_default(objects: list[dict[str, Any]], cluster_wide: list[dict[str,
             named and named[0]["resourceNames"] == ["perfsweep-operator"],
             "lease get/update limited to the Lease's name",
         )
+        owner = [r for r in role["rules"] if r.get("resources") == ["serviceaccounts"]]
+        check(
+            owner == [{"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["perfsweep"], "verbs": ["get"]}],
+            f"the Lease's owner, the operator's own ServiceAccount, readable by name only: {owner}",
+        )
+        args = of_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        check("--leader-election-owner=perfsweep" in args, "the Lease owned by the ServiceAccount, so uninstall removes it")
     check(not of_kind(objects, "ServiceMonitor"), "no ServiceMonitor by default")
     check(not of_kind(objects, "ConfigMap"), "no dashboard ConfigMap by default")
     check(not of_kind(objects, "CustomResourceDefinition"), "CRDs not templates by default")

@@ -45,46 +45,8 @@ use perfsweep_benchmarks::crds;
 use perfsweep_benchmarks::kinds::registry;
 use serde_json::json;
 
-const NAMESPACE: &str = "default";
-
-/// The cluster's client. `PERFSWEEP_E2E=1` confirms that `KUBECONFIG` points at a
-/// disposable cluster (the suite installs CRDs and creates objects there).
-async fn cluster() -> Client {
-    assert_eq!(
-        std::env::var("PERFSWEEP_E2E").as_deref(),
-        Ok("1"),
-        "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
-    );
-    Client::try_default()
-        .await
-        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
-}
-
-/// The iperf image the cluster can pull (`PERFSWEEP_E2E_IMAGE`, built from images/iperf).
-fn e2e_image() -> String {
-    std::env::var("PERFSWEEP_E2E_IMAGE").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull")
-    })
-}
-
-/// The namespace of the chart's operator Deployment when the operator runs in the
-/// cluster (`PERFSWEEP_E2E_OPERATOR=in-cluster:<namespace>`), else `None`.
-fn in_cluster_operator() -> Option<String> {
-    let value = std::env::var("PERFSWEEP_E2E_OPERATOR").ok()?;
-    let namespace = value.strip_prefix("in-cluster:").unwrap_or_else(|| {
-        panic!("PERFSWEEP_E2E_OPERATOR={value}: expected in-cluster:<namespace>")
-    });
-    Some(namespace.to_owned())
-}
-
-/// Fails (never skips) the tests that need the in-cluster operator and the harness.
-fn require_in_cluster_operator() -> String {
-    in_cluster_operator().unwrap_or_else(|| {
-        panic!(
-            "this test runs against the chart's operator: set PERFSWEEP_E2E_OPERATOR=in-cluster:<namespace> (tests/e2e/cluster.py does)"
-        )
-    })
-}
+mod real_cluster_support;
+use real_cluster_support::*;
 
 /// The operator's client: the test's own, or impersonating the chart's service account
 /// (`PERFSWEEP_E2E_SERVICE_ACCOUNT=<namespace>:<name>`).
@@ -175,49 +137,8 @@ impl Operator {
     }
 }
 
-fn benchmarks(client: &Client, kind: &str) -> Api<DynamicObject> {
-    let resource = perfsweep::controller::benchmarkset::api_resource(
-        registry::lookup(kind).unwrap_or_else(|| panic!("a kind named {kind}")),
-    );
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
-}
-
 fn iperfs(client: &Client) -> Api<DynamicObject> {
     benchmarks(client, "IPerf")
-}
-
-fn sets(client: &Client) -> Api<DynamicObject> {
-    let resource = kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&());
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
-}
-
-/// Polls the object's status until `done` accepts it, for at most `within`.
-async fn wait_for_status(
-    api: &Api<DynamicObject>,
-    name: &str,
-    within: Duration,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let current = api
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("{name} readable: {e}"));
-        let status = current.data["status"].clone();
-        if done(&status) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} within {within:?}: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn finished(status: &serde_json::Value) -> bool {
-    status["phase"] == "Succeeded" || status["phase"] == "Failed" || status["phase"] == "Invalid"
 }
 
 /// The CRDs the operator needs. With the chart's operator they are the chart's (Helm
@@ -276,32 +197,6 @@ async fn dry_run_error(client: &Client, kind: &str, object: serde_json::Value) -
     }
 }
 
-/// Deletes the object and waits until it and every pod of its are gone.
-async fn delete_and_wait(client: &Client, api: &Api<DynamicObject>, name: &str) {
-    let _ = api.delete(name, &DeleteParams::default()).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let deadline = Instant::now() + Duration::from_mins(2);
-    loop {
-        let object_left = api.get_opt(name).await.expect("readable").is_some();
-        let pods_left: Vec<String> = pods
-            .list(&ListParams::default())
-            .await
-            .expect("pods listed")
-            .into_iter()
-            .map(|pod| pod.name_any())
-            .filter(|pod| pod.starts_with(name))
-            .collect();
-        if !object_left && pods_left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} not cleaned up within 2 minutes: object left {object_left}, pods {pods_left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// One benchmark run to a final phase: what the suite prints per kind.
 struct Outcome {
     phase: String,
@@ -355,36 +250,6 @@ fn assert_succeeded(kind: &str, outcome: &Outcome) {
         "{kind}: no result: {}",
         outcome.status
     );
-}
-
-/// The harness (`PERFSWEEP_E2E_HARNESS`) stops or starts a component of the cluster.
-fn harness(action: &str, target: &str) {
-    let script = std::env::var("PERFSWEEP_E2E_HARNESS").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_HARNESS to tests/e2e/cluster.py (it runs this suite so)")
-    });
-    let status = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["fault", action, target])
-        .status()
-        .unwrap_or_else(|e| panic!("{script}: {e}"));
-    assert!(
-        status.success(),
-        "{script} fault {action} {target}: {status}"
-    );
-}
-
-/// The nodes the harness started (`PERFSWEEP_E2E_NODES`, comma-separated).
-fn e2e_nodes() -> Vec<String> {
-    std::env::var("PERFSWEEP_E2E_NODES")
-        .unwrap_or_else(|_| panic!("set PERFSWEEP_E2E_NODES to the cluster's node names"))
-        .split(',')
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The scheduler two-role benchmarks use: Volcano unless `PERFSWEEP_E2E_SCHEDULER` says.
-fn scheduler() -> String {
-    std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into())
 }
 
 // ------------------------------------------------------------------ issue 13
@@ -1829,50 +1694,6 @@ async fn run_set_kept(
     outcome
 }
 
-/// The children of set `set` (of kind `kind`), by name.
-async fn children_of(client: &Client, kind: &str, set: &str) -> Vec<DynamicObject> {
-    benchmarks(client, kind)
-        .list(&ListParams::default())
-        .await
-        .expect("children listed")
-        .items
-        .into_iter()
-        .filter(|child| {
-            child
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|owner| owner.kind == "BenchmarkSet" && owner.name == set)
-        })
-        .collect()
-}
-
-/// The nodes a finished benchmark's pods ran on, from its evidence ConfigMap (what its
-/// record says), sorted.
-async fn evidence_hosts(client: &Client, benchmark: &str) -> Vec<String> {
-    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    let map = maps
-        .get(&format!("{benchmark}-evidence"))
-        .await
-        .unwrap_or_else(|e| panic!("{benchmark}'s evidence: {e}"));
-    let environment: serde_json::Value = map
-        .data
-        .as_ref()
-        .and_then(|d| d.get("environment.json"))
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no environment.json"));
-    let mut hosts: Vec<String> = environment["hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h.as_str().map(str::to_owned))
-        .collect();
-    hosts.sort();
-    hosts
-}
-
 /// A node-pair sweep over the harness's nodes: every pair measured, in rounds.
 #[tokio::test]
 #[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
@@ -1937,7 +1758,90 @@ async fn a_node_pair_sweep_measures_every_pair() {
     }
     measured.sort();
     assert_eq!(measured, expected, "every pair once");
+    assert_rounds(&children_of(&client, "IPerf", name).await, nodes.len());
     delete_and_wait(&client, &sets(&client), name).await;
+}
+
+/// A node-pair sweep's rounds: each round of ⌊nodes/2⌋ pairs with no node in two of
+/// them, its children running at the same time, and no child of a round starting before
+/// every child of the round before has finished.
+fn assert_rounds(children: &[DynamicObject], node_count: usize) {
+    let time = |child: &DynamicObject, field: &str| -> jiff::Timestamp {
+        child.data["status"][field]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no {field}: {}", child.name_any(), child.data["status"]))
+    };
+    let mut rounds: std::collections::BTreeMap<u32, Vec<&DynamicObject>> =
+        std::collections::BTreeMap::new();
+    for child in children {
+        let round = child
+            .labels()
+            .get(perfsweep_benchmarks::api::labels::ROUND)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("{} has no round label", child.name_any()));
+        rounds.entry(round).or_default().push(child);
+    }
+    let per_round = node_count / 2;
+    let expected_rounds = if node_count.is_multiple_of(2) {
+        node_count - 1
+    } else {
+        node_count
+    };
+    assert_eq!(
+        rounds.len(),
+        expected_rounds,
+        "rounds of {node_count} nodes: {:?}",
+        rounds.keys()
+    );
+    let mut previous_end: Option<jiff::Timestamp> = None;
+    for (round, members) in &rounds {
+        assert_eq!(members.len(), per_round, "round {round}: {per_round} pairs");
+        let mut nodes_in_round = std::collections::BTreeSet::new();
+        for child in members {
+            for role in ["server", "client"] {
+                let node = child.data["spec"]["placement"][role]["nodes"][0]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(
+                    nodes_in_round.insert(node.to_owned()),
+                    "round {round}: {node} in two pairs"
+                );
+            }
+        }
+        let start = members
+            .iter()
+            .map(|c| time(c, "startedAt"))
+            .max()
+            .expect("a member");
+        let first_end = members
+            .iter()
+            .map(|c| time(c, "finishedAt"))
+            .min()
+            .expect("a member");
+        // Timestamps have whole seconds: "at the same time" is every start no later
+        // than every end.
+        assert!(
+            start <= first_end,
+            "round {round}: its pairs did not run together ({start} > {first_end})"
+        );
+        let first_start = members
+            .iter()
+            .map(|c| time(c, "startedAt"))
+            .min()
+            .expect("a member");
+        if let Some(end) = previous_end {
+            assert!(
+                first_start >= end,
+                "round {round} started at {first_start}, before the last round ended at {end}"
+            );
+        }
+        previous_end = members.iter().map(|c| time(c, "finishedAt")).max();
+        println!(
+            "E2E node pairs round {round}: {} pairs together from {first_start}, no node twice",
+            members.len()
+        );
+    }
 }
 
 /// `perfsweep run -o DIR` against the cluster, then `perfsweep results report`.
@@ -2288,9 +2192,12 @@ fn node_verdicts(report: &std::path::Path) -> Vec<(String, bool, serde_json::Val
 async fn rack_acceptance_names_the_slowed_node_and_only_it() {
     let client = cluster().await;
     require_in_cluster_operator();
-    let nodes = e2e_nodes();
-    assert!(nodes.len() >= 2, "{nodes:?}");
-    let (good, slow) = (nodes[0].clone(), nodes[nodes.len() - 1].clone());
+    let all = e2e_nodes();
+    assert!(all.len() >= 2, "{all:?}");
+    // The rack is two of the harness's nodes, the first and the last (the one the
+    // harness can slow): its three sets then cost what they did on two kubelets.
+    let (good, slow) = (all[0].clone(), all[all.len() - 1].clone());
+    let nodes = vec![good.clone(), slow.clone()];
     let node_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let label = |value: Option<&str>| json!({"metadata": {"labels": {"perfsweep.io/rack": value, "perfsweep.io/node-class": value.map(|_| "gold")}}});
     for node in &nodes {
@@ -2383,7 +2290,7 @@ async fn rack_acceptance_names_the_slowed_node_and_only_it() {
         }
     }
     let rack_file = write("rack.yaml", &documents);
-    let slow_index = nodes.len();
+    let slow_index = all.len();
     harness("slow", &format!("kubelet-{slow_index}"));
     let records = dir.join("records");
     let started = Instant::now();

@@ -15,6 +15,13 @@
 //!   requests).
 //! - A benchmark pointing its export at an endpoint the administrator did not allow,
 //!   with a Secret of the namespace, never sends the Secret there (`PERFSWEEP_E2E_IMAGE`).
+//!   The endpoint listens on an address of this machine that pods reach
+//!   (`PERFSWEEP_E2E_HOST_IP`), and a pod beside the acting operator first shows that it
+//!   does, so "no connection" cannot hold because nothing could connect.
+//!
+//! The operator is the chart's, in the cluster (`PERFSWEEP_E2E_OPERATOR=in-cluster:<ns>`),
+//! with the chart's export policy (the harness allows only its S3 server): nothing here
+//! runs a second operator that could race it.
 //! - Someone else's Secret survives a benchmark's NameConflict on it.
 //!
 //! `PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test
@@ -25,84 +32,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, LogParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
-use perfsweep_benchmarks::crds;
 use perfsweep_benchmarks::kinds::registry;
 use serde_json::{Value, json};
 
-const NAMESPACE: &str = "default";
-
-async fn cluster() -> Client {
-    assert_eq!(
-        std::env::var("PERFSWEEP_E2E").as_deref(),
-        Ok("1"),
-        "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
-    );
-    Client::try_default()
-        .await
-        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
-}
-
-fn e2e_image() -> String {
-    std::env::var("PERFSWEEP_E2E_IMAGE").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull")
-    })
-}
-
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds::all() {
-        let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply("perfsweep-e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
-        tokio::time::timeout(
-            Duration::from_mins(1),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} was not established within 60s"))
-        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
-    }
-}
-
-/// The operator in this process (as the chart's service account with
-/// `PERFSWEEP_E2E_SERVICE_ACCOUNT=<namespace>:<name>`), until the sender fires.
-async fn start_operator() -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
-) {
-    let mut config = kube::Config::infer()
-        .await
-        .unwrap_or_else(|e| panic!("no kubeconfig: {e}"));
-    if let Ok(account) = std::env::var("PERFSWEEP_E2E_SERVICE_ACCOUNT") {
-        config.auth_info.impersonate = Some(format!("system:serviceaccount:{account}"));
-    }
-    let client = Client::try_from(config).unwrap_or_else(|e| panic!("a client: {e}"));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let settings = perfsweep::controller::Settings {
-        namespace: Some(NAMESPACE.into()),
-        health_addr: "127.0.0.1:0".parse().expect("address"),
-        debounce: Duration::from_millis(200),
-        instance: Some("e2e-security".into()),
-        defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
-        // The administrator allows no export endpoint: the default.
-        export: perfsweep::controller::benchmark::export::ExportPolicy::default(),
-        max_children_per_set: perfsweep::controller::DEFAULT_MAX_CHILDREN_PER_SET,
-        crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
-    };
-    let task = tokio::spawn(perfsweep::controller::run(client, settings, async {
-        let _ = stop_rx.await;
-    }));
-    (stop_tx, task)
-}
+mod real_cluster_support;
+use real_cluster_support::{
+    NAMESPACE, cluster, e2e_image, finished, require_in_cluster_operator, wait_for_status,
+};
 
 fn benchmarks(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
     let resource = perfsweep::controller::benchmarkset::api_resource(
@@ -135,32 +73,6 @@ where
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     panic!("{name} was not deleted within a minute");
-}
-
-/// Polls the benchmark's status until `done` accepts it, for at most `within`.
-async fn wait_for_status(
-    api: &Api<DynamicObject>,
-    name: &str,
-    within: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let current = api.get(name).await.expect("the benchmark is readable");
-        let status = current.data["status"].clone();
-        if done(&status) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} within {within:?}: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn finished(status: &Value) -> bool {
-    matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"))
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
@@ -207,7 +119,7 @@ async fn the_admission_policy_refuses_host_network_in_an_unlabelled_namespace() 
     policies.get(&policy).await.unwrap_or_else(|e| {
         panic!("ValidatingAdmissionPolicy {policy} is not installed ({e}): helm install the chart (or set PERFSWEEP_E2E_POLICY)")
     });
-    install_crds(&client).await;
+    require_in_cluster_operator();
     let (plain, privileged) = ("perfsweep-e2e-plain", "perfsweep-e2e-privileged");
     ensure_namespace(&client, plain, json!({})).await;
     ensure_namespace(
@@ -300,10 +212,9 @@ echo ATTACK-DONE"#
 async fn a_pod_in_another_namespace_cannot_steer_a_running_benchmark() {
     let client = cluster().await;
     let image = e2e_image();
-    install_crds(&client).await;
+    require_in_cluster_operator();
     let attackers = "perfsweep-e2e-attacker";
     ensure_namespace(&client, attackers, json!({})).await;
-    let (stop, operator) = start_operator().await;
     let api = benchmarks(&client, "IPerf", NAMESPACE);
     // Long enough for the attacker's requests to land mid-measurement.
     let duration = 20;
@@ -376,8 +287,6 @@ async fn a_pod_in_another_namespace_cannot_steer_a_running_benchmark() {
         );
     }
     let status = wait_for_status(&api, "e2e-steer", Duration::from_mins(3), finished).await;
-    let _ = stop.send(());
-    let _ = operator.await;
     let _ = attacker_pods
         .delete("attacker", &DeleteParams::default())
         .await;
@@ -400,9 +309,13 @@ async fn a_pod_in_another_namespace_cannot_steer_a_running_benchmark() {
 async fn a_foreign_export_endpoint_never_receives_the_secret() {
     let client = cluster().await;
     let image = e2e_image();
-    install_crds(&client).await;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let endpoint = format!("http://{}", listener.local_addr().expect("an address"));
+    let operator_namespace = require_in_cluster_operator();
+    let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
+    });
+    let listener = std::net::TcpListener::bind((host.as_str(), 0)).expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let endpoint = format!("http://{address}");
     let connections = Arc::new(AtomicUsize::new(0));
     let seen = connections.clone();
     std::thread::spawn(move || {
@@ -411,6 +324,15 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
             drop(stream);
         }
     });
+    // The control: a pod on the acting operator's node, in its namespace and network,
+    // reaches the endpoint. Without it, "0 connections" could mean "unreachable".
+    let reached =
+        probe_from_the_operators_node(&client, &operator_namespace, &image, &address).await;
+    assert!(
+        reached && connections.load(Ordering::SeqCst) >= 1,
+        "the control pod could not reach {endpoint}: the test would prove nothing"
+    );
+    connections.store(0, Ordering::SeqCst);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -426,7 +348,6 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("creating the Secret");
-    let (stop, operator) = start_operator().await;
     let api = benchmarks(&client, "IPerf", NAMESPACE);
     create_benchmark(
         &api,
@@ -446,8 +367,6 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
         finished(s) && condition(s, "Exported")["reason"] == "ExportFailed"
     })
     .await;
-    let _ = stop.send(());
-    let _ = operator.await;
     let _ = api.delete("e2e-deputy", &DeleteParams::default()).await;
     let _ = secrets
         .delete("e2e-export-creds", &DeleteParams::default())
@@ -468,13 +387,86 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
     );
 }
 
+/// Runs a pod on the node of the operator replica holding the Lease, in the operator's
+/// namespace, that opens a TCP connection to `address`; `true` when it connected.
+async fn probe_from_the_operators_node(
+    client: &Client,
+    namespace: &str,
+    image: &str,
+    address: &std::net::SocketAddr,
+) -> bool {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), namespace);
+    let leader = leases
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("Leases listed")
+        .items
+        .into_iter()
+        .find(|l| l.name_any().starts_with("perfsweep-operator"))
+        .and_then(|l| l.spec.and_then(|s| s.holder_identity))
+        .expect("an operator replica holds the Lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let node = pods
+        .get(&leader)
+        .await
+        .expect("the leading operator's pod")
+        .spec
+        .and_then(|s| s.node_name)
+        .expect("the leader's node");
+    let name = "e2e-reach-probe";
+    let _ = pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await;
+    wait_gone(&pods, name).await;
+    let (ip, port) = (address.ip(), address.port());
+    let probe: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never", "nodeName": node,
+            "containers": [{
+                "name": "probe", "image": image,
+                "command": ["bash", "-c", format!("exec 3<>/dev/tcp/{ip}/{port} && echo PROBE-CONNECTED || echo PROBE-FAILED")],
+                "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true,
+                                    "capabilities": {"drop": ["ALL"]},
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+            }],
+        },
+    }))
+    .expect("the probe pod");
+    pods.create(&PostParams::default(), &probe)
+        .await
+        .expect("creating the probe pod");
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(2);
+    let log = loop {
+        let log = pods
+            .logs(name, &LogParams::default())
+            .await
+            .unwrap_or_default();
+        if log.contains("PROBE-") {
+            break log;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the probe on {node} did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let _ = pods.delete(name, &DeleteParams::default()).await;
+    println!(
+        "E2E security control: a pod on {node} (operator {leader}) reaching {address}: {}",
+        log.trim()
+    );
+    log.contains("PROBE-CONNECTED")
+}
+
 /// Issue 24, finding 3: someone else's `<benchmark>-launch` Secret made the benchmark
 /// fail with NameConflict, and was then deleted by name. It survives.
 #[tokio::test]
 #[ignore = "needs a disposable cluster: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
 async fn someone_elses_secret_survives_a_name_conflict() {
     let client = cluster().await;
-    install_crds(&client).await;
+    require_in_cluster_operator();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let theirs: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -490,7 +482,6 @@ async fn someone_elses_secret_survives_a_name_conflict() {
         .create(&PostParams::default(), &theirs)
         .await
         .expect("creating someone else's Secret");
-    let (stop, operator) = start_operator().await;
     let api = benchmarks(&client, "IPerf", NAMESPACE);
     create_benchmark(
         &api,
@@ -502,8 +493,6 @@ async fn someone_elses_secret_survives_a_name_conflict() {
     let status = wait_for_status(&api, "e2e-taken", Duration::from_mins(1), finished).await;
     // The release that deleted it before runs right after the failure.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let _ = stop.send(());
-    let _ = operator.await;
     let _ = api.delete("e2e-taken", &DeleteParams::default()).await;
     let survivor = secrets.get_opt("e2e-taken-launch").await.expect("readable");
     let _ = secrets

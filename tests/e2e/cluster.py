@@ -40,7 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("PERFSWEEP_CLUSTER_BIN", "/opt/perfsweep-cluster/bin"))
 STATE = Path(os.environ.get("PERFSWEEP_E2E_STATE", "/tmp/perfsweep-e2e"))
-NODES = int(os.environ.get("PERFSWEEP_E2E_NODE_COUNT", "2"))
+# Four kubelets: a node-pair sweep then has rounds of two pairs (issue 33). The machine
+# holds more (see docs/testing.md); each one costs its image imports at `up`.
+NODES = int(os.environ.get("PERFSWEEP_E2E_NODE_COUNT", "4"))
 VERSION = "0.1.0"
 BRIDGE = "psw0"
 API_IP = "10.77.0.1"
@@ -798,11 +800,14 @@ def provision_local_volumes():
     log(f"local volumes: {NODES * LOCAL_VOLUMES_PER_NODE} PersistentVolumes in StorageClass {LOCAL_STORAGE_CLASS}")
 
 
-def install_chart():
-    helm, config = helm_config()
-    values = {
+RELEASE = "perfsweep"
+
+
+def chart_values():
+    """The values the suite installs with: the chart's defaults (two replicas with leader
+    election among them) except where this cluster needs otherwise."""
+    return {
         "operator": {
-            "replicas": 1,
             "logFormat": "text",
             "debounceMs": 200,
             # No kube-proxy here: the Service IP of `kubernetes` does not route, so the
@@ -826,10 +831,67 @@ def install_chart():
             "params": {"endpoint": S3_URL}, "credentialsSecret": "e2e-warehouse-s3",
         }},
     }
+
+
+def install_chart():
+    helm, config = helm_config()
     started = time.time()
     with helm.Chart.load(str(chart_for_this_cluster())) as chart:
-        config.install(chart, "perfsweep", values, namespace=NAMESPACE, create_namespace=True, timeout=300)
+        config.install(chart, RELEASE, chart_values(), namespace=NAMESPACE, create_namespace=True, timeout=300)
     log(f"chart installed in {time.time() - started:.0f}s")
+
+
+def adopt_crds():
+    """docs/upgrading.md's step for an existing install that moves to
+    `crds.asTemplates: true`: the release adopts the CRDs its first install made."""
+    names = kubectl("get", "crd", "-o", "name").stdout.split()
+    ours = [name for name in names if name.endswith(".perfsweep.io")]
+    for name in ours:
+        kubectl("label", name, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+        kubectl("annotate", name, f"meta.helm.sh/release-name={RELEASE}",
+                f"meta.helm.sh/release-namespace={NAMESPACE}", "--overwrite")
+    return ours
+
+
+def upgrade_chart():
+    """`helm upgrade` of the running release to the CRDs as templates, with a value that
+    changes the operator's pod template (its log format), so that the Deployment rolls
+    as a new version's image would make it."""
+    helm, config = helm_config()
+    adopted = adopt_crds()
+    values = chart_values()
+    values["operator"]["logFormat"] = "json"
+    values["crds"] = {"asTemplates": True, "keep": True}
+    started = time.time()
+    with helm.Chart.load(str(chart_for_this_cluster())) as chart:
+        release = config.upgrade(chart, RELEASE, values, namespace=NAMESPACE, timeout=300, wait="watcher")
+    log(f"chart upgraded to revision {release.version} in {time.time() - started:.0f}s ({len(adopted)} CRDs adopted)")
+
+
+def uninstall_chart():
+    helm, config = helm_config()
+    started = time.time()
+    config.uninstall(RELEASE, timeout=300, wait="watcher")
+    log(f"chart uninstalled in {time.time() - started:.0f}s")
+
+
+def kill_pod_containers(namespace, pod):
+    """SIGKILL to the pod's containers (not its sandbox) on the node that runs it: a
+    crash, which the kubelet answers by restarting them. Unlike a deletion, nothing
+    runs the process's shutdown."""
+    node = kubectl("-n", namespace, "get", "pod", pod, "-o", "jsonpath={.spec.nodeName}").stdout.strip()
+    index = next((i for i in range(1, NODES + 1) if node_name(i) == node), None)
+    if index is None:
+        raise SystemExit(f"pod {namespace}/{pod} is on {node!r}, not a node of this harness")
+    listed = ctr(index, "containers", "list", "-q",
+                 f'labels."io.kubernetes.pod.name"=={pod}',
+                 f'labels."io.kubernetes.pod.namespace"=={namespace}',
+                 'labels."io.cri-containerd.kind"==container').stdout.split()
+    if not listed:
+        raise SystemExit(f"pod {namespace}/{pod} has no container on {node}")
+    for container in listed:
+        ctr(index, "tasks", "kill", "-s", "SIGKILL", container)
+    log(f"killed {len(listed)} container(s) of {namespace}/{pod} on {node}")
 
 
 def crds_established():
@@ -1089,6 +1151,9 @@ def suite_env():
         "PERFSWEEP_E2E_SCHEDULER": "volcano" if have_volcano() else "default",
         "PERFSWEEP_E2E_VOLCANO": "1" if have_volcano() else "0",
         "PERFSWEEP_E2E_S3": S3_URL,
+        # An address of this machine that pods (the operator's included) reach.
+        "PERFSWEEP_E2E_HOST_IP": API_IP,
+        "PERFSWEEP_E2E_RELEASE": f"{NAMESPACE}/{RELEASE}",
         "PERFSWEEP_E2E_STORAGE_CLASS": LOCAL_STORAGE_CLASS,
     }
 
@@ -1096,7 +1161,8 @@ def suite_env():
 # The suites, in order: every kind and the faults, then the shared-cluster checks
 # (the admission policy's CEL, a foreign pod steering an agent, a foreign export
 # endpoint, a NameConflict), which only a real API server can judge.
-SUITES = ("real_cluster", "real_cluster_security")
+# The lifecycle suite comes last: it upgrades and finally uninstalls the chart.
+SUITES = ("real_cluster", "real_cluster_security", "real_cluster_lifecycle")
 
 
 # What `run` prints again at its end (and keeps in SUMMARY): per kind and fault the phase,
@@ -1145,6 +1211,9 @@ def fault(action, target):
         if not target.startswith("kubelet-"):
             raise SystemExit(f"only a kubelet's node can be slowed, not {target}")
         set_cpu_quota(int(target.split("-")[1]), SLOW_CPU_SHARE if action == "slow" else None)
+    elif action == "kill":
+        namespace, _, pod = target.partition("/")
+        kill_pod_containers(namespace, pod)
     elif action == "stop":
         stop(target)
     elif action == "start":
@@ -1178,8 +1247,10 @@ def main():
     run_parser.add_argument("filters", nargs="*")
     sub.add_parser("check")
     fault_parser = sub.add_parser("fault")
-    fault_parser.add_argument("action", choices=["stop", "start", "slow", "unslow"])
-    fault_parser.add_argument("target")
+    fault_parser.add_argument("action", choices=["stop", "start", "slow", "unslow", "kill"])
+    fault_parser.add_argument("target", help="a component, kubelet-N, or NAMESPACE/POD for kill")
+    chart_parser = sub.add_parser("chart", help="the release's lifecycle, for the lifecycle suite")
+    chart_parser.add_argument("action", choices=["upgrade", "uninstall"])
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("the cluster needs root (bridges, mounts, cgroups)")
@@ -1195,6 +1266,8 @@ def main():
         sys.exit(test(args.filters))
     elif args.command == "fault":
         fault(args.action, args.target)
+    elif args.command == "chart":
+        upgrade_chart() if args.action == "upgrade" else uninstall_chart()
     elif args.command == "run":
         code = 1
         # Down always runs, also on Ctrl-C or SIGTERM (CI's timeout).

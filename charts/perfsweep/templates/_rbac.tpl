@@ -184,7 +184,9 @@ read by name (a few per benchmark; a watch of every node would cost more).
 {{/*
 Leader election: the Lease the operator takes and renews (get, update) is named, so
 those verbs are limited to it; create cannot be limited by name (RBAC cannot know the
-name of an object that does not exist yet). Only in the release namespace.
+name of an object that does not exist yet). Only in the release namespace. The operator
+reads its own ServiceAccount (by name) once at start, to make it the Lease's owner, so
+that uninstalling removes the Lease.
 */}}
 {{- define "perfsweep.leaseRules" -}}
 - apiGroups: ["coordination.k8s.io"]
@@ -197,4 +199,8 @@ name of an object that does not exist yet). Only in the release namespace.
     - {{ .lease | quote }}
 {{- end }}
   verbs: ["get", "update"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  resourceNames: [{{ include "perfsweep.serviceAccountName" . | quote }}]
+  verbs: ["get"]
 {{- end -}}

@@ -37,6 +37,10 @@ pub struct OperatorArgs {
     /// from POD_NAMESPACE, else the kubeconfig's namespace).
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
+    /// The ServiceAccount (in the Lease's namespace) that owns the Lease, so that
+    /// uninstalling the operator removes it (the chart passes its own).
+    #[arg(long)]
+    pub leader_election_owner: Option<String>,
     /// Registry path benchmark images are pulled from when a spec names no image (a
     /// mirror of ghcr.io/perfsweep), e.g. registry.example.com/perfsweep.
     #[arg(long, env = "PERFSWEEP_DEFAULT_IMAGE_REGISTRY")]
@@ -111,7 +115,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
         let namespace = args
             .leader_election_namespace
             .unwrap_or_else(|| client.default_namespace().to_owned());
-        let election = LeaderElection::new(&args.leader_election_lease, &namespace, &identity);
+        let mut election = LeaderElection::new(&args.leader_election_lease, &namespace, &identity);
+        if let Some(account) = &args.leader_election_owner {
+            election = election.owned_by(lease_owner(&client, &namespace, account).await?);
+        }
         tracing::info!(lease = %format!("{namespace}/{}", args.leader_election_lease), %identity, "leader election on");
         leader::run_with_leader_election(client, settings, election, shutdown_signal()).await?;
     } else {
@@ -153,4 +160,19 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The owner reference of the Lease: the ServiceAccount `name` in `namespace`.
+async fn lease_owner(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let account = accounts.get(name).await.with_context(|| {
+        format!("reading ServiceAccount {namespace}/{name}, the leader election Lease's owner (RBAC: get serviceaccounts/{name})")
+    })?;
+    leader::service_account_owner(&account)
+        .with_context(|| format!("ServiceAccount {namespace}/{name} as read has no name or UID"))
 }

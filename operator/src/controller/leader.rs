@@ -16,6 +16,11 @@
 //! A replica that is not leading serves `/healthz` and `/readyz` (it is healthy, just
 //! waiting), so the kubelet does not restart standbys.
 //!
+//! The Lease is owned by the operator's ServiceAccount when one is named
+//! (`--leader-election-owner`, which the chart sets): `helm uninstall` deletes the
+//! ServiceAccount, and the garbage collector then deletes the Lease, even one that a
+//! replica still shutting down wrote again after Helm's deletes (its owner is gone).
+//!
 //! Why not a lease crate. kube-runtime has no leader election; the two maintained crates
 //! were read before this was written. kube-lease-manager (`LeaseState::sync`/`lock`)
 //! takes the Lease as expired when the holder's `renewTime` plus `leaseDurationSeconds`
@@ -38,7 +43,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
@@ -67,6 +72,9 @@ pub struct LeaderElection {
     /// How often a candidate tries to take the Lease, and the leader retries a failed
     /// renewal.
     pub retry_interval: Duration,
+    /// What the Lease is owned by (the operator's ServiceAccount), so that it goes when
+    /// the installation goes.
+    pub owner: Option<OwnerReference>,
 }
 
 impl LeaderElection {
@@ -81,7 +89,15 @@ impl LeaderElection {
             renew_deadline: Duration::from_secs(10),
             renew_interval: Duration::from_secs(5),
             retry_interval: Duration::from_secs(2),
+            owner: None,
         }
+    }
+
+    /// The Lease owned by `owner` (see the module's comment).
+    #[must_use]
+    pub fn owned_by(mut self, owner: OwnerReference) -> Self {
+        self.owner = Some(owner);
+        self
     }
 
     /// The timing must leave the leader time to stop before the Lease can expire.
@@ -219,6 +235,10 @@ impl Elector {
         }
         let mut updated = lease;
         updated.spec = Some(new_spec);
+        if let Some(owner) = &self.config.owner {
+            // A Lease made by an older operator, or by hand, joins the installation.
+            add_owner(&mut updated.metadata, owner);
+        }
         self.replace(updated).await
     }
 
@@ -289,6 +309,7 @@ impl Elector {
                     )]
                     .into(),
                 ),
+                owner_references: self.config.owner.clone().map(|owner| vec![owner]),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -338,6 +359,31 @@ impl Elector {
         });
         self.lease = Some(lease);
     }
+}
+
+/// Adds `owner` to `meta`'s owner references unless an owner with its UID is there.
+/// Pure. `true` when it added one.
+pub fn add_owner(meta: &mut ObjectMeta, owner: &OwnerReference) -> bool {
+    let owners = meta.owner_references.get_or_insert_with(Vec::new);
+    if owners.iter().any(|o| o.uid == owner.uid) {
+        return false;
+    }
+    owners.push(owner.clone());
+    true
+}
+
+/// The owner reference to a ServiceAccount as read from the API server; `None` when it
+/// has no name or UID (it was not read from a server).
+pub fn service_account_owner(
+    account: &k8s_openapi::api::core::v1::ServiceAccount,
+) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        name: account.metadata.name.clone()?,
+        uid: account.metadata.uid.clone()?,
+        ..OwnerReference::default()
+    })
 }
 
 /// Completes when `rx` has seen `true`.
@@ -500,6 +546,34 @@ mod tests {
     use super::*;
 
     const LEASE: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn an_owner_is_added_once() {
+        let owner = OwnerReference {
+            api_version: "v1".into(),
+            kind: "ServiceAccount".into(),
+            name: "perfsweep".into(),
+            uid: "u-1".into(),
+            ..OwnerReference::default()
+        };
+        let mut meta = ObjectMeta::default();
+        assert!(add_owner(&mut meta, &owner));
+        assert!(!add_owner(&mut meta, &owner), "the same owner twice");
+        assert_eq!(meta.owner_references.as_deref(), Some(&[owner][..]));
+    }
+
+    #[test]
+    fn a_service_account_not_read_from_a_server_owns_nothing() {
+        let mut account = k8s_openapi::api::core::v1::ServiceAccount::default();
+        account.metadata.name = Some("perfsweep".into());
+        assert_eq!(service_account_owner(&account), None, "no UID");
+        account.metadata.uid = Some("u-1".into());
+        let owner = service_account_owner(&account).expect("an owner");
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("ServiceAccount", "u-1")
+        );
+    }
 
     #[test]
     fn a_free_lease_is_taken() {

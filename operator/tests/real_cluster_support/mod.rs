@@ -1,0 +1,196 @@
+//! What the real-cluster suites share: the cluster's client, the harness's variables and
+//! script, and waiting on benchmarks. Each suite uses a part of it.
+#![allow(dead_code)] // each test target compiles this module and uses only some of it
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::{Client, ResourceExt};
+use perfsweep_benchmarks::kinds::registry;
+
+/// The namespace the suites run their benchmarks in (the chart's operator watches it).
+pub const NAMESPACE: &str = "default";
+
+/// The cluster's client. `PERFSWEEP_E2E=1` confirms that `KUBECONFIG` points at a
+/// disposable cluster (the suite installs CRDs and creates objects there).
+pub async fn cluster() -> Client {
+    assert_eq!(
+        std::env::var("PERFSWEEP_E2E").as_deref(),
+        Ok("1"),
+        "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
+    );
+    Client::try_default()
+        .await
+        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
+}
+
+/// The iperf image the cluster can pull (`PERFSWEEP_E2E_IMAGE`, built from images/iperf).
+pub fn e2e_image() -> String {
+    std::env::var("PERFSWEEP_E2E_IMAGE").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_IMAGE to an iperf image built from images/iperf that the cluster can pull")
+    })
+}
+
+/// The namespace of the chart's operator Deployment when the operator runs in the
+/// cluster (`PERFSWEEP_E2E_OPERATOR=in-cluster:<namespace>`), else `None`.
+pub fn in_cluster_operator() -> Option<String> {
+    let value = std::env::var("PERFSWEEP_E2E_OPERATOR").ok()?;
+    let namespace = value.strip_prefix("in-cluster:").unwrap_or_else(|| {
+        panic!("PERFSWEEP_E2E_OPERATOR={value}: expected in-cluster:<namespace>")
+    });
+    Some(namespace.to_owned())
+}
+
+/// Fails (never skips) the tests that need the in-cluster operator and the harness.
+pub fn require_in_cluster_operator() -> String {
+    in_cluster_operator().unwrap_or_else(|| {
+        panic!(
+            "this test runs against the chart's operator: set PERFSWEEP_E2E_OPERATOR=in-cluster:<namespace> (tests/e2e/cluster.py does)"
+        )
+    })
+}
+
+pub fn benchmarks(client: &Client, kind: &str) -> Api<DynamicObject> {
+    let resource = perfsweep::controller::benchmarkset::api_resource(
+        registry::lookup(kind).unwrap_or_else(|| panic!("a kind named {kind}")),
+    );
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+pub fn sets(client: &Client) -> Api<DynamicObject> {
+    let resource = kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&());
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+/// Polls the object's status until `done` accepts it, for at most `within`.
+pub async fn wait_for_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    within: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let current = api
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{name} readable: {e}"));
+        let status = current.data["status"].clone();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} within {within:?}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub fn finished(status: &serde_json::Value) -> bool {
+    status["phase"] == "Succeeded" || status["phase"] == "Failed" || status["phase"] == "Invalid"
+}
+
+/// Deletes the object and waits until it and every pod of its are gone.
+pub async fn delete_and_wait(client: &Client, api: &Api<DynamicObject>, name: &str) {
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_mins(2);
+    loop {
+        let object_left = api.get_opt(name).await.expect("readable").is_some();
+        let pods_left: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .expect("pods listed")
+            .into_iter()
+            .map(|pod| pod.name_any())
+            .filter(|pod| pod.starts_with(name))
+            .collect();
+        if !object_left && pods_left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} not cleaned up within 2 minutes: object left {object_left}, pods {pods_left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The children of set `set` (of kind `kind`), by name.
+pub async fn children_of(client: &Client, kind: &str, set: &str) -> Vec<DynamicObject> {
+    benchmarks(client, kind)
+        .list(&ListParams::default())
+        .await
+        .expect("children listed")
+        .items
+        .into_iter()
+        .filter(|child| {
+            child
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|owner| owner.kind == "BenchmarkSet" && owner.name == set)
+        })
+        .collect()
+}
+
+/// The nodes a finished benchmark's pods ran on, from its evidence ConfigMap (what its
+/// record says), sorted.
+pub async fn evidence_hosts(client: &Client, benchmark: &str) -> Vec<String> {
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let map = maps
+        .get(&format!("{benchmark}-evidence"))
+        .await
+        .unwrap_or_else(|e| panic!("{benchmark}'s evidence: {e}"));
+    let environment: serde_json::Value = map
+        .data
+        .as_ref()
+        .and_then(|d| d.get("environment.json"))
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no environment.json"));
+    let mut hosts: Vec<String> = environment["hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.as_str().map(str::to_owned))
+        .collect();
+    hosts.sort();
+    hosts
+}
+
+/// The harness (`PERFSWEEP_E2E_HARNESS`) stops, starts, slows or kills a component of
+/// the cluster: `fault ACTION TARGET`.
+pub fn harness(action: &str, target: &str) {
+    harness_command(&["fault", action, target]);
+}
+
+/// Runs the harness script with `args` (e.g. `chart upgrade`); fails the test if it fails.
+pub fn harness_command(args: &[&str]) {
+    let script = std::env::var("PERFSWEEP_E2E_HARNESS").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_HARNESS to tests/e2e/cluster.py (it runs this suite so)")
+    });
+    let status = std::process::Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
+    assert!(status.success(), "{script} {args:?}: {status}");
+}
+
+/// The nodes the harness started (`PERFSWEEP_E2E_NODES`, comma-separated).
+pub fn e2e_nodes() -> Vec<String> {
+    std::env::var("PERFSWEEP_E2E_NODES")
+        .unwrap_or_else(|_| panic!("set PERFSWEEP_E2E_NODES to the cluster's node names"))
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The scheduler two-role benchmarks use: Volcano unless `PERFSWEEP_E2E_SCHEDULER` says.
+pub fn scheduler() -> String {
+    std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into())
+}

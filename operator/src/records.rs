@@ -208,6 +208,9 @@ pub fn add_report_facts(environment: &mut Environment, report: &AgentReport) {
             .tool_versions
             .insert(found.tool.clone(), found.version.clone());
     }
+    if report.network.is_some() {
+        environment.network_use.clone_from(&report.network);
+    }
 }
 
 /// The environment a report alone gives (no cluster observed it).

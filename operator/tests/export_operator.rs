@@ -169,6 +169,7 @@ async fn run_to_success(double: &ApiDouble, name: &str) -> String {
     let (raw, result, summary) = raw_output();
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -994,6 +994,173 @@ async fn every_kind_fio_on_a_claim_from_local_volumes() {
     }
 }
 
+/// An OpenAI-compatible server as users have one: perfsweep's simulator in a Deployment
+/// behind a ClusterIP Service (not headless: its name resolves to the Service's virtual
+/// IP, which only kube-proxy routes).
+struct SimulatorService {
+    name: String,
+    cluster_ip: String,
+    port: u16,
+    model: String,
+    ttft_millis: f64,
+    itl_millis: f64,
+}
+
+/// Creates (or keeps) the simulator's Deployment and Service and waits until the
+/// Service has a ready endpoint.
+async fn serve_simulator_behind_a_service(client: &Client) -> SimulatorService {
+    let target = SimulatorService {
+        name: "e2e-llm-sim".into(),
+        cluster_ip: String::new(),
+        port: 8080,
+        model: "llama-3".into(),
+        ttft_millis: 30.0,
+        itl_millis: 5.0,
+    };
+    let image = format!(
+        "ghcr.io/perfsweep/perfsweep:{}",
+        e2e_image().rsplit(':').next().unwrap_or("0.1.0")
+    );
+    let labels = json!({"app": target.name});
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": target.name},
+        "spec": {
+            "replicas": 1, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                "name": "sim", "image": image, "imagePullPolicy": "IfNotPresent",
+                "command": ["perfsweep", "sim", "--listen", "0.0.0.0:8000", "--model", target.model,
+                    "--ttft-ms", target.ttft_millis.to_string(), "--itl-ms", target.itl_millis.to_string(),
+                    "--capacity", "8"],
+                "ports": [{"name": "http", "containerPort": 8000}],
+                "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1},
+                "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 65532,
+                    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+            }]}},
+        },
+    }))
+    .expect("the simulator's Deployment");
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": target.name},
+        "spec": {"type": "ClusterIP", "selector": labels,
+            "ports": [{"name": "http", "port": target.port, "targetPort": "http"}]},
+    }))
+    .expect("the simulator's Service");
+    let apply = PatchParams::apply("perfsweep-e2e").force();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), NAMESPACE)
+        .patch(&target.name, &apply, &Patch::Apply(&deployment))
+        .await
+        .expect("the simulator's Deployment applied");
+    let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), NAMESPACE)
+        .patch(&target.name, &apply, &Patch::Apply(&service))
+        .await
+        .expect("the simulator's Service applied");
+    let cluster_ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .filter(|ip| ip != "None" && !ip.is_empty())
+        .expect("a ClusterIP Service has a virtual IP");
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_mins(2);
+    loop {
+        let ready = slices
+            .list(
+                &ListParams::default()
+                    .labels(&format!("kubernetes.io/service-name={}", target.name)),
+            )
+            .await
+            .expect("EndpointSlices listed")
+            .items
+            .iter()
+            .flat_map(|slice| slice.endpoints.iter().flatten())
+            .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true));
+        if ready {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the simulator's Service has no ready endpoint after 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    SimulatorService {
+        cluster_ip,
+        ..target
+    }
+}
+
+/// Each iteration's TTFT and ITL medians against what the simulator behind the Service
+/// was configured to do; no errors.
+fn assert_simulator_figures(how: &str, status: &serde_json::Value, target: &SimulatorService) {
+    let iterations = status["result"]["iterations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!iterations.is_empty(), "{how}: no iterations: {status}");
+    for iteration in &iterations {
+        let ttft = figure(
+            "LLMInference",
+            iteration,
+            "/ttftMillis/p50",
+            target.ttft_millis - 0.5..target.ttft_millis * 4.0,
+        );
+        let itl = figure(
+            "LLMInference",
+            iteration,
+            "/interTokenLatencyMillis/p50",
+            target.itl_millis / 2.0..target.itl_millis * 4.0,
+        );
+        assert!(
+            iteration["requests"].as_u64().unwrap_or(0) > 0 && iteration["errors"] == 0,
+            "{how}: {iteration}"
+        );
+        println!(
+            "E2E LLMInference {how} ({} at ClusterIP {}:{}): concurrency {}: TTFT p50 {ttft:.1} ms (configured {}), ITL p50 {itl:.2} ms (configured {})",
+            target.name,
+            target.cluster_ip,
+            target.port,
+            iteration["concurrency"],
+            target.ttft_millis,
+            target.itl_millis
+        );
+    }
+}
+
+/// LLMInference against a server behind a ClusterIP Service, as users write it: by
+/// `endpoint.service`, and by a URL with the Service's cluster DNS name. Both reach the
+/// server through kube-proxy's virtual IP, and measure what it was told to do.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn llm_inference_reaches_a_server_behind_a_cluster_ip_service() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let target = serve_simulator_behind_a_service(&client).await;
+    let dns_url = format!(
+        "http://{}.{NAMESPACE}.svc.cluster.local:{}/v1/completions",
+        target.name, target.port
+    );
+    for (how, endpoint) in [
+        (
+            "endpoint.service",
+            json!({"service": {"name": target.name, "port": target.port}}),
+        ),
+        ("cluster DNS URL", json!({"url": dns_url})),
+    ] {
+        let outcome = run_kind(
+            &client,
+            "LLMInference",
+            "e2e-llm-svc",
+            json!({"endpoint": endpoint, "modelName": target.model,
+                "trafficScenarios": ["D(32,8)"], "numConcurrency": [1, 4],
+                "maxRequestsPerIteration": 16, "maxTimePerIteration": 20, "timeout": "5m"}),
+            Duration::from_mins(6),
+        )
+        .await;
+        assert_succeeded("LLMInference", &outcome);
+        assert_simulator_figures(how, &outcome.status, &target);
+    }
+}
+
 /// OME's BenchmarkJob example as written (examples/ome/benchmarkjob-s3.yaml), converted
 /// as `perfsweep run` converts it, pointed at the in-cluster simulator and at the
 /// harness's real S3 server (`PERFSWEEP_E2E_S3`, an endpoint the chart allows): the
@@ -1022,9 +1189,16 @@ async fn the_ome_benchmarkjob_example_exports_to_s3() {
     perfsweep_benchmarks::execution::output::move_inline_credentials(&mut document)
         .expect("the example's credentials move into a Secret");
     let mut spec = document["spec"].clone();
-    // The example's service and bucket are placeholders: the simulator stands in for the
-    // model server, and the harness's S3 server for AWS (the region the URI names stays).
-    spec["endpoint"] = json!({"simulator": {"ttftMillis": 20, "itlMillis": 5, "capacity": 8}});
+    // The example as written, with only its target's name changed: the simulator behind
+    // a ClusterIP Service stands in for `my-model-service` (same port, same model name),
+    // and the harness's S3 server for AWS (the region the URI names stays).
+    let target = serve_simulator_behind_a_service(&client).await;
+    let url = spec["endpoint"]["url"]
+        .as_str()
+        .expect("the example's URL")
+        .to_owned();
+    assert!(url.starts_with("http://my-model-service:8080/"), "{url}");
+    spec["endpoint"]["url"] = json!(url.replace("my-model-service", &target.name));
     spec["numConcurrency"] = json!([1, 4]);
     spec["maxRequestsPerIteration"] = json!(16);
     spec["maxTimePerIteration"] = json!(1);
@@ -1083,6 +1257,7 @@ async fn the_ome_benchmarkjob_example_exports_to_s3() {
     };
     report("LLMInference(OME example, S3 export)", name, &outcome);
     assert_succeeded("LLMInference", &outcome);
+    assert_simulator_figures("OME example via its Service URL", &outcome.status, &target);
     let condition = status["conditions"]
         .as_array()
         .into_iter()

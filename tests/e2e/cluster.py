@@ -67,6 +67,8 @@ REQUIRED_BINARIES = [
     "kube-controller-manager",
     "kube-scheduler",
     "kubelet",
+    "kube-proxy",
+    "multus",
     "coredns",
     "pause",
 ]
@@ -91,7 +93,20 @@ FIXED_PATHS = [
     "/usr/libexec/kubernetes",
 ]
 # The kubelet sets these (protectKernelDefaults: false); `down` restores them.
-SYSCTLS = ["vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"]
+SYSCTLS = ["vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"]
+# What the cluster needs while it runs (restored to the recorded values by `down`):
+# kube-proxy's DNAT sends a pod's Service traffic back out of the bridge, so the host
+# forwards.
+CLUSTER_SYSCTLS = {"net/ipv4/ip_forward": "1"}
+# The second link, for Multus attachments: a bridge of its own joining every node's
+# pods through macvlan, on its own subnet and with an MTU other than the pod bridge's.
+SECOND_LINK = "psw1"
+SECOND_LINK_MTU = 9000
+MACVLAN_NAD = "e2e-macvlan"
+MACVLAN_SUBNET = "10.78.0.0/16"
+MACVLAN_MTU = 4000
+# kube-proxy's nftables tables (its own; `down` deletes them and counts any left).
+KUBE_PROXY_TABLES = [("ip", "kube-proxy"), ("ip6", "kube-proxy")]
 
 
 def log(message):
@@ -293,12 +308,15 @@ def make_pki():
     make_cert(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
     make_cert(pki, "controller-manager", "/CN=system:kube-controller-manager")
     make_cert(pki, "scheduler", "/CN=system:kube-scheduler")
+    # The user the default ClusterRoleBinding system:node-proxier binds.
+    make_cert(pki, "kube-proxy", "/CN=system:kube-proxy")
+    make_cert(pki, "multus", "/CN=system:multus")
     for index in range(1, NODES + 1):
         make_cert(pki, node_name(index), f"/O=system:nodes/CN=system:node:{node_name(index)}")
     # The service-account token signing key pair.
     openssl("genrsa", "-out", pki / "sa.key", "2048")
     openssl("rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
-    for name in ["admin", "controller-manager", "scheduler"] + [node_name(i) for i in range(1, NODES + 1)]:
+    for name in ["admin", "controller-manager", "scheduler", "kube-proxy", "multus"] + [node_name(i) for i in range(1, NODES + 1)]:
         write_kubeconfig(STATE / f"{name}.kubeconfig", name)
     return pki
 
@@ -337,6 +355,21 @@ def make_network():
     for index in range(1, NODES + 1):
         run(["ip", "addr", "add", f"{node_ip(index)}/16", "dev", BRIDGE])
     run(["ip", "link", "set", BRIDGE, "up"])
+    # No address on the host: only the pods' macvlan attachments speak on it.
+    run(["ip", "link", "add", SECOND_LINK, "type", "bridge"])
+    run(["ip", "link", "set", SECOND_LINK, "mtu", str(SECOND_LINK_MTU), "up"])
+
+
+def cni_bin_dir():
+    """Debian's CNI plugins and the hand-built Multus in one directory, as containerd
+    and Multus look for plugins in one."""
+    path = STATE / "cni-bin"
+    if not path.exists():
+        path.mkdir(parents=True)
+        for plugin in Path("/usr/lib/cni").iterdir():
+            (path / plugin.name).symlink_to(plugin)
+        (path / "multus").symlink_to(BIN / "multus")
+    return path
 
 
 def cgroup_dirs(index):
@@ -493,16 +526,29 @@ def start_containerd(index):
         "name": f"psw-{index}",
         "plugins": [{
             "type": "bridge", "bridge": BRIDGE,
-            # No gateway, masquerade or routes: pods and nodes share the bridge's subnet.
+            # No gateway or masquerade: pods and nodes share the bridge's subnet. One
+            # route: the Service range through the host, where kube-proxy's rules are.
             "isGateway": False, "ipMasq": False, "hairpinMode": True,
             "ipam": {
                 "type": "host-local",
                 "ranges": [[{"subnet": "10.77.0.0/16", "rangeStart": first, "rangeEnd": last}]],
+                "routes": [{"dst": SERVICE_RANGE, "gw": API_IP}],
                 "dataDir": str(root / "ipam"),
             },
         }],
     }
-    (root / "cni" / "10-psw.conflist").write_text(json.dumps(cni, indent=1))
+    # Multus, the cluster's CNI meta-plugin: the pod bridge as every pod's network, and
+    # what a pod's k8s.v1.cni.cncf.io/networks annotation asks for besides.
+    multus = {
+        "cniVersion": "0.4.0", "name": "multus-cni-network", "type": "multus",
+        "kubeconfig": str(STATE / "multus.kubeconfig"),
+        "binDir": str(cni_bin_dir()), "cniDir": str(root / "multus-cache"),
+        "confDir": str(root / "cni"),
+        "logFile": str(STATE / "logs" / f"multus-{index}.log"), "logLevel": "verbose",
+        "readinessindicatorfile": "",
+        "delegates": [cni],
+    }
+    (root / "cni" / "00-multus.conf").write_text(json.dumps(multus, indent=1))
     config = f"""version = 2
 root = "{root / 'containerd-root'}"
 state = "{root / 'containerd-state'}"
@@ -530,7 +576,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "{cni_bin_dir()}"
     conf_dir = "{root / 'cni'}"
 """
     (root / "containerd.toml").write_text(config)
@@ -595,6 +641,62 @@ def start_kubelet(index):
     ])
 
 
+def nft_tables():
+    if not shutil.which("nft"):
+        return []
+    out = run(["nft", "list", "tables"], check=False, quiet=True).stdout
+    return [tuple(line.split()[1:3]) for line in out.splitlines() if line.startswith("table ")]
+
+
+def start_kube_proxy():
+    """kube-proxy in nftables mode. The nodes share this machine's network namespace,
+    so one kube-proxy serves them all. Every Service connection is masqueraded to the
+    host's bridge address: pods share one L2 segment, and without it a backend would
+    answer a client directly, past the host that translated the request."""
+    if not shutil.which("nft"):
+        raise SystemExit("kube-proxy's nftables mode needs the nft command (apt-get install nftables)")
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "nftables",
+        "clientConnection": {"kubeconfig": str(STATE / "kube-proxy.kubeconfig")},
+        "hostnameOverride": node_name(1),
+        "clusterCIDR": "10.77.0.0/16",
+        "bindAddress": API_IP,
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "nftables": {"masqueradeAll": True, "syncPeriod": "5s", "minSyncPeriod": "0s"},
+        # The conntrack table is the machine's: left as it is.
+        "conntrack": {"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        "nodePortAddresses": [f"{API_IP}/32"],
+    }
+    path = STATE / "kube-proxy.yaml"
+    path.write_text(json.dumps(config, indent=1))
+    start("kube-proxy", [BIN / "kube-proxy", f"--config={path}", "--v=1"])
+
+
+def service_routes():
+    """The `kubernetes` Service answers on its ClusterIP from a network namespace on the
+    bridge, as a pod would reach it."""
+    out = run(["ip", "netns", "exec", PROBE_NETNS, "bash", "-c",
+               "exec 3<>/dev/tcp/10.96.0.1/443 && echo open"], check=False, quiet=True)
+    return "open" in out.stdout
+
+
+PROBE_NETNS = "psw-probe"
+
+
+def make_probe_netns():
+    """A network namespace on the bridge with what a pod gets (its address, the Service
+    route), to check Services from where pods are."""
+    run(["ip", "netns", "add", PROBE_NETNS])
+    run(["ip", "link", "add", "psw-probe0", "type", "veth", "peer", "name", "eth0", "netns", PROBE_NETNS])
+    run(["ip", "link", "set", "psw-probe0", "master", BRIDGE, "up"])
+    run(["ip", "netns", "exec", PROBE_NETNS, "ip", "addr", "add", "10.77.250.1/16", "dev", "eth0"])
+    run(["ip", "netns", "exec", PROBE_NETNS, "ip", "link", "set", "eth0", "up"])
+    run(["ip", "netns", "exec", PROBE_NETNS, "ip", "route", "add", SERVICE_RANGE, "via", API_IP])
+
+
 def start_coredns():
     corefile = STATE / "Corefile"
     # No `forward`: names outside the cluster fail rather than leave the machine.
@@ -644,6 +746,46 @@ def volcano_crds_dir():
         if candidate and Path(candidate).is_dir() and list(Path(candidate).glob("*.yaml")):
             return Path(candidate)
     raise SystemExit(f"no Volcano CRDs: set PERFSWEEP_VOLCANO_CRDS (looked in {candidates})")
+
+
+def multus_crd():
+    candidates = [BIN.parent / "crds" / "multus", ROOT.parent / "shared" / "crds" / "multus"]
+    for candidate in candidates:
+        found = sorted(candidate.glob("*.yaml")) if candidate.is_dir() else []
+        if found:
+            return found[0]
+    raise SystemExit(f"no NetworkAttachmentDefinition CRD (looked in {candidates})")
+
+
+def apply_multus():
+    """The NetworkAttachmentDefinition CRD, what Multus may do as `system:multus` (what
+    its own deployment grants its daemon), and the macvlan network on the second link."""
+    wait_for("the NetworkAttachmentDefinition CRD applied",
+             lambda: kubectl("apply", "--server-side", "-f", str(multus_crd()), check=False, quiet=True).returncode == 0, timeout=60)
+    rbac = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "e2e-multus"},
+         "rules": [
+             {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+             {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "update", "patch"]},
+             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "e2e-multus"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-multus"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:multus"}]},
+    ]}
+    kubectl("apply", "-f", "-", stdin=json.dumps(rbac))
+    wait_for("the NetworkAttachmentDefinition CRD established",
+             lambda: kubectl("get", "network-attachment-definitions", "-A", check=False, quiet=True).returncode == 0, timeout=60)
+    config = {
+        "cniVersion": "0.4.0", "type": "macvlan", "master": SECOND_LINK, "mode": "bridge", "mtu": MACVLAN_MTU,
+        # One allocation directory for every node: they share this machine, so no two
+        # pods get one address.
+        "ipam": {"type": "host-local", "subnet": MACVLAN_SUBNET, "dataDir": str(STATE / "macvlan-ipam")},
+    }
+    nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+           "metadata": {"name": MACVLAN_NAD, "namespace": "default"}, "spec": {"config": json.dumps(config)}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+    log(f"Multus: NetworkAttachmentDefinition default/{MACVLAN_NAD} (macvlan on {SECOND_LINK}, {MACVLAN_SUBNET}, MTU {MACVLAN_MTU})")
 
 
 def apply_volcano_crds():
@@ -810,12 +952,6 @@ def chart_values():
         "operator": {
             "logFormat": "text",
             "debounceMs": 200,
-            # No kube-proxy here: the Service IP of `kubernetes` does not route, so the
-            # operator talks to the API server's own address, which pods reach on the bridge.
-            "extraEnv": [
-                {"name": "KUBERNETES_SERVICE_HOST", "value": API_IP},
-                {"name": "KUBERNETES_SERVICE_PORT", "value": str(API_PORT)},
-            ],
         },
         # Namespaced, as the chart's default is, for the namespace the suites run their
         # benchmarks in: a Role there, no cluster-wide pods or Secrets.
@@ -933,16 +1069,21 @@ def up(images):
         "netns": netns_names(),
         "iptables": iptables_rules(),
         "sysctls": read_sysctls(),
+        "nft": nft_tables(),
     }
     save_ledger(ledger)
     make_pki()
     make_network()
+    restore_sysctls(CLUSTER_SYSCTLS)
+    make_probe_netns()
     start_etcd()
     start_apiserver()
     wait_for("the API server", api_ready, timeout=120)
     log(f"API server ready after {time.time() - started:.0f}s")
     start_controller_manager()
     start_scheduler()
+    start_kube_proxy()
+    apply_multus()
     build_pause_image()
     for index in range(1, NODES + 1):
         make_cgroups(index)
@@ -961,7 +1102,8 @@ def up(images):
     for index in range(1, NODES + 1):
         wait_for(f"node {node_name(index)} Ready", lambda i=index: node_ready(node_name(i)), timeout=120)
     # The kubelet rewrote these when it started.
-    restore_sysctls(ledger["sysctls"])
+    restore_sysctls({**ledger["sysctls"], **CLUSTER_SYSCTLS})
+    wait_for("the kubernetes Service through kube-proxy", service_routes, timeout=60)
     untaint_nodes()
     for index in range(1, NODES + 1):
         # The node-pair sweep of the suite selects these.
@@ -1063,8 +1205,11 @@ def down():
     for index in range(1, NODES + 1):
         if pid_of(f"containerd-{index}") and alive(pid_of(f"containerd-{index}")):
             stop_pods(index)
-    for name in ("moto-s3", "vc-scheduler", "vc-controller-manager", "coredns", "kube-scheduler", "kube-controller-manager"):
+    for name in ("moto-s3", "vc-scheduler", "vc-controller-manager", "coredns", "kube-proxy", "kube-scheduler", "kube-controller-manager"):
         stop(name)
+    for family, table in KUBE_PROXY_TABLES:
+        if (family, table) in nft_tables() and (family, table) not in map(tuple, ledger.get("nft", [])):
+            run(["nft", "delete", "table", family, table], check=False)
     for index in range(1, NODES + 1):
         stop(f"containerd-{index}")
     for pid in shims():
@@ -1081,10 +1226,11 @@ def down():
         remove_cgroups(index)
     unmount_all()
     for name in netns_names():
-        if name.startswith("cni-") and name not in ledger.get("netns", []):
+        if (name.startswith("cni-") or name == PROBE_NETNS) and name not in ledger.get("netns", []):
             run(["ip", "netns", "delete", name], check=False, quiet=True)
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
-        run(["ip", "link", "delete", BRIDGE], check=False)
+    for link in (BRIDGE, SECOND_LINK):
+        if Path(f"/sys/class/net/{link}").exists():
+            run(["ip", "link", "delete", link], check=False)
     restore_sysctls(ledger.get("sysctls", {}))
     preexisting = ledger.get("preexisting", FIXED_PATHS)
     for path in FIXED_PATHS:
@@ -1120,9 +1266,11 @@ def leftovers(ledger):
         problems += [f"cgroup {path}" for path in cgroup_dirs(index) if path.exists()]
     problems += [f"mount {point}" for point in our_mounts()]
     problems += [f"netns {name}" for name in netns_names() if name not in ledger.get("netns", [])]
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
-        problems.append(f"link {BRIDGE}")
+    problems += [f"link {link}" for link in (BRIDGE, SECOND_LINK) if Path(f"/sys/class/net/{link}").exists()]
     problems += [f"veth {name}" for name in os.listdir("/sys/class/net") if name.startswith("veth")]
+    if "nft" in ledger:
+        before = set(map(tuple, ledger["nft"]))
+        problems += [f"nftables table {family} {name}" for family, name in nft_tables() if (family, name) not in before]
     if "iptables" in ledger:
         before, after = set(ledger["iptables"]), set(iptables_rules())
         problems += [f"iptables rule {rule}" for rule in sorted(after - before)]
@@ -1153,6 +1301,8 @@ def suite_env():
         "PERFSWEEP_E2E_S3": S3_URL,
         # An address of this machine that pods (the operator's included) reach.
         "PERFSWEEP_E2E_HOST_IP": API_IP,
+        # The Multus network the harness made, and what it is.
+        "PERFSWEEP_E2E_NETWORK": f"{MACVLAN_NAD},{MACVLAN_SUBNET},{MACVLAN_MTU}",
         "PERFSWEEP_E2E_RELEASE": f"{NAMESPACE}/{RELEASE}",
         "PERFSWEEP_E2E_STORAGE_CLASS": LOCAL_STORAGE_CLASS,
     }
@@ -1228,7 +1378,7 @@ def fault(action, target):
             # unreachable/not-ready taints, schedulers count one node fewer, and the next
             # test's two-role benchmark had nowhere to put its second pod.
             wait_for(f"{node} without NotReady taints", lambda: not lifecycle_taints(node), timeout=120)
-            restore_sysctls(load_ledger().get("sysctls", {}))
+            restore_sysctls({**load_ledger().get("sysctls", {}), **CLUSTER_SYSCTLS})
         else:
             raise SystemExit(f"cannot start {target}")
     else:

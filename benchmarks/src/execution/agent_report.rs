@@ -36,6 +36,63 @@ pub struct AgentReport {
     /// [`crate::execution::tool_version`]), when it has a safe way to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<crate::execution::tool_version::ToolVersion>,
+    /// What crossed the agent's network interfaces while the measured command ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkUse>,
+}
+
+/// The evidence that a benchmark used the network it asked for: the interface that
+/// carried the agent's data address, and what the kernel counted on each interface
+/// (loopback aside) while the measured command ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkUse {
+    /// The data address the agent gave its peers.
+    pub address: String,
+    /// The interface that has it (a Multus attachment's, or `eth0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    pub interfaces: Vec<InterfaceUse>,
+}
+
+/// One interface: its MTU at the end of the run and the bytes it sent and received
+/// during it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterfaceUse {
+    pub name: String,
+    pub mtu: u32,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+}
+
+/// An interface's counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub mtu: u32,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+}
+
+/// Pure: the use of each interface present at both moments, by name. Counters that went
+/// backwards (an interface replaced meanwhile) count from zero.
+pub fn interface_use(
+    before: &std::collections::BTreeMap<String, Counters>,
+    after: &std::collections::BTreeMap<String, Counters>,
+) -> Vec<InterfaceUse> {
+    after
+        .iter()
+        .filter_map(|(name, end)| {
+            let start = before.get(name)?;
+            let delta = |end: u64, start: u64| end.checked_sub(start).unwrap_or(end);
+            Some(InterfaceUse {
+                name: name.clone(),
+                mtu: end.mtu,
+                tx_bytes: delta(end.tx_bytes, start.tx_bytes),
+                rx_bytes: delta(end.rx_bytes, start.rx_bytes),
+            })
+        })
+        .collect()
 }
 
 /// How a role ended.
@@ -126,7 +183,57 @@ mod tests {
             raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
             raw_output: Some(raw),
             tool_version: None,
+            network: Some(NetworkUse {
+                address: "10.78.0.5".into(),
+                interface: Some("net1".into()),
+                interfaces: vec![InterfaceUse {
+                    name: "net1".into(),
+                    mtu: 3000,
+                    tx_bytes: 1_000_000,
+                    rx_bytes: 2_000,
+                }],
+            }),
         }
+    }
+
+    #[test]
+    fn interface_use_is_the_change_of_each_interface_present_throughout() {
+        let at = |mtu, tx, rx| Counters {
+            mtu,
+            tx_bytes: tx,
+            rx_bytes: rx,
+        };
+        let before = [
+            ("eth0".to_owned(), at(1500, 100, 200)),
+            ("net1".to_owned(), at(1500, 50, 0)),
+            ("gone".to_owned(), at(1500, 1, 1)),
+        ]
+        .into();
+        let after = [
+            ("eth0".to_owned(), at(1500, 150, 260)),
+            ("net1".to_owned(), at(3000, 10, 5)),
+            ("new".to_owned(), at(1500, 9, 9)),
+        ]
+        .into();
+        let used = interface_use(&before, &after);
+        assert_eq!(
+            used,
+            vec![
+                InterfaceUse {
+                    name: "eth0".into(),
+                    mtu: 1500,
+                    tx_bytes: 50,
+                    rx_bytes: 60
+                },
+                // Went backwards: replaced meanwhile, so counted from zero.
+                InterfaceUse {
+                    name: "net1".into(),
+                    mtu: 3000,
+                    tx_bytes: 10,
+                    rx_bytes: 5
+                },
+            ]
+        );
     }
 
     #[test]

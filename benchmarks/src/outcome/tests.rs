@@ -36,6 +36,7 @@ fn report(index: u32, outcome: Outcome) -> AgentReport {
         raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
         raw_output: Some(raw),
         tool_version: None,
+        network: None,
     }
 }
 

@@ -181,6 +181,10 @@ pub struct Environment {
     /// The API server's version (`v1.31.2`); absent for local runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
+    /// The result role's network during the measurement: its data address and
+    /// interface, and what crossed each interface (the agent's kernel counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_use: Option<crate::execution::agent_report::NetworkUse>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -56,6 +56,12 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create", "get", "list", "watch"]
+# A benchmark's networkName: its Multus NetworkAttachmentDefinition, read by name
+# (get) once before the benchmark's first object, so that a network that is not there
+# fails at once instead of holding every pod in ContainerCreating until the timeout.
+- apiGroups: ["k8s.cni.cncf.io"]
+  resources: ["network-attachment-definitions"]
+  verbs: ["get"]
 # The Secret an outputLocation names (secretName): the object storage credentials,
 # read by name when a finished benchmark is exported. get only: no list or watch, so the
 # operator reads no Secret nobody pointed it at.

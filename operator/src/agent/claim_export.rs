@@ -83,6 +83,7 @@ mod tests {
         let raw = "{\"format\":\"x\"}\n".to_owned();
         let report = AgentReport {
             tool_version: None,
+            network: None,
             kind: "LLMInference".into(),
             role: "loadgen".into(),
             index: 0,

@@ -4,6 +4,8 @@
 use std::ffi::CStr;
 use std::net::IpAddr;
 
+use perfsweep_benchmarks::execution::agent_report::Counters;
+
 /// The name of the interface that has `address`; for a loopback address no interface
 /// has (the local backend gives each process its own 127.0.0.N, all on `lo`), the
 /// loopback interface.
@@ -69,6 +71,40 @@ fn list() -> Vec<(String, IpAddr, bool)> {
 }
 
 #[cfg(test)]
+mod counter_tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_per_interface_and_loopback_and_unreadable_ones_are_left_out() {
+        let root = std::env::temp_dir().join(format!("perfsweep-counters-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |iface: &str, mtu: &str, tx: &str, rx: &str| {
+            let dir = root.join(iface);
+            std::fs::create_dir_all(dir.join("statistics")).expect("dirs");
+            std::fs::write(dir.join("mtu"), mtu).expect("mtu");
+            std::fs::write(dir.join("statistics/tx_bytes"), tx).expect("tx");
+            std::fs::write(dir.join("statistics/rx_bytes"), rx).expect("rx");
+        };
+        write("eth0", "1500\n", "100\n", "200\n");
+        write("net1", "3000\n", "7\n", "9\n");
+        write("lo", "65536\n", "1\n", "1\n");
+        write("broken", "not a number\n", "1\n", "1\n");
+        let found = counters_in(&root);
+        assert_eq!(found.keys().collect::<Vec<_>>(), ["eth0", "net1"]);
+        assert_eq!(
+            found["net1"],
+            Counters {
+                mtu: 3000,
+                tx_bytes: 7,
+                rx_bytes: 9
+            }
+        );
+        assert!(counters_in(&root.join("absent")).is_empty());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -79,4 +115,38 @@ mod tests {
         assert_eq!(interface_of("not an address"), None);
         assert_eq!(interface_of("192.0.2.254"), None, "TEST-NET-1 is nobody's");
     }
+}
+
+/// Every interface's MTU and byte counters from sysfs (`/sys/class/net`), loopback
+/// aside; an interface whose files cannot be read is left out.
+pub fn counters() -> std::collections::BTreeMap<String, Counters> {
+    counters_in(std::path::Path::new("/sys/class/net"))
+}
+
+/// [`counters`] under `root` (a directory laid out like `/sys/class/net`).
+pub fn counters_in(root: &std::path::Path) -> std::collections::BTreeMap<String, Counters> {
+    let number = |path: std::path::PathBuf| -> Option<u64> {
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    };
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return std::collections::BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "lo" {
+                return None;
+            }
+            let dir = entry.path();
+            Some((
+                name,
+                Counters {
+                    mtu: u32::try_from(number(dir.join("mtu"))?).ok()?,
+                    tx_bytes: number(dir.join("statistics/tx_bytes"))?,
+                    rx_bytes: number(dir.join("statistics/rx_bytes"))?,
+                },
+            ))
+        })
+        .collect()
 }

@@ -28,7 +28,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use perfsweep_benchmarks::execution::agent_report::{self, AgentReport, Outcome};
+use perfsweep_benchmarks::execution::agent_report::{
+    self, AgentReport, Counters, NetworkUse, Outcome,
+};
 use perfsweep_benchmarks::execution::parse_error::{ParseError, strip_terminal_codes};
 use perfsweep_benchmarks::execution::plan::{self, Lifetime, PeerAddresses, Readiness};
 use perfsweep_benchmarks::kinds::registry;
@@ -53,6 +55,7 @@ struct Played {
     started_at: Timestamp,
     finished_at: Timestamp,
     stdout: Vec<u8>,
+    network: NetworkUse,
 }
 
 /// Runs the agent configured by the process environment.
@@ -261,6 +264,7 @@ async fn play(
     let mut command = vec![role.command.program.clone()];
     command.extend(argv.iter().cloned());
     tracing::info!(command = %command.join(" "), "starting");
+    let counted_from = interface::counters();
     let started_at = Timestamp::now();
     if config.plan.remote_launch() && role.lifetime == Lifetime::Serve {
         // Setup is done: the launcher may start this worker's ranks now.
@@ -325,6 +329,7 @@ async fn play(
                 started_at,
                 finished_at: Timestamp::now(),
                 stdout,
+                network: network_use(&own, &counted_from),
             });
         }
         let tail = String::from_utf8_lossy(&stdout);
@@ -344,7 +349,23 @@ async fn play(
         started_at,
         finished_at: Timestamp::now(),
         stdout,
+        network: network_use(&own, &counted_from),
     })
+}
+
+/// What crossed each interface since `before`, and which carried the data address.
+fn network_use(
+    own: &address::DataAddress,
+    before: &std::collections::BTreeMap<String, Counters>,
+) -> NetworkUse {
+    NetworkUse {
+        address: own.ip.clone(),
+        interface: own
+            .interface
+            .clone()
+            .or_else(|| interface::interface_of(&own.ip)),
+        interfaces: agent_report::interface_use(before, &interface::counters()),
+    }
 }
 
 /// A serving command we killed ends by SIGKILL; that is how it is meant to end.
@@ -547,6 +568,7 @@ fn finish(config: &AgentConfig, played: Played) -> AgentReport {
             .map(|raw| agent_report::sha256_hex(raw.as_bytes())),
         raw_output: evidence,
         tool_version: None,
+        network: Some(played.network),
     }
 }
 
@@ -567,6 +589,7 @@ fn failed_report(config: &AgentConfig, started: Timestamp, failure: Failure) -> 
         raw_output: None,
         raw_output_sha256: None,
         tool_version: None,
+        network: None,
     }
 }
 
@@ -625,6 +648,7 @@ mod plain_text_tests {
             started_at: Timestamp::now(),
             finished_at: Timestamp::now(),
             stdout: b"\x1b[1;31miperf3: error - unable to connect to server\x1b[0m\n".to_vec(),
+            network: NetworkUse::default(),
         };
         match finish(&config, played).outcome {
             Outcome::Failed { reason, message } => {

@@ -252,6 +252,7 @@ mod tests {
             raw_output: Some(raw.into()),
             raw_output_sha256: Some(sha256_hex(raw.as_bytes())),
             tool_version: None,
+            network: None,
         }
     }
 

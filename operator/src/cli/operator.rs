@@ -117,7 +117,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| client.default_namespace().to_owned());
         let mut election = LeaderElection::new(&args.leader_election_lease, &namespace, &identity);
         if let Some(account) = &args.leader_election_owner {
-            election = election.owned_by(lease_owner(&client, &namespace, account).await?);
+            election =
+                election.owned_by(leader::owner_account(&client, &namespace, account).await?);
         }
         tracing::info!(lease = %format!("{namespace}/{}", args.leader_election_lease), %identity, "leader election on");
         leader::run_with_leader_election(client, settings, election, shutdown_signal()).await?;
@@ -160,19 +161,4 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// The owner reference of the Lease: the ServiceAccount `name` in `namespace`.
-async fn lease_owner(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        kube::Api::namespaced(client.clone(), namespace);
-    let account = accounts.get(name).await.with_context(|| {
-        format!("reading ServiceAccount {namespace}/{name}, the leader election Lease's owner (RBAC: get serviceaccounts/{name})")
-    })?;
-    leader::service_account_owner(&account)
-        .with_context(|| format!("ServiceAccount {namespace}/{name} as read has no name or UID"))
 }

@@ -386,6 +386,22 @@ pub fn service_account_owner(
     })
 }
 
+/// The owner reference for the Lease: the ServiceAccount `name` in `namespace`, read
+/// once at start (the chart grants get on it by name).
+pub async fn owner_account(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<OwnerReference> {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), namespace);
+    let account = accounts.get(name).await.with_context(|| {
+        format!("reading ServiceAccount {namespace}/{name}, the leader election Lease's owner (RBAC: get serviceaccounts/{name})")
+    })?;
+    service_account_owner(&account)
+        .with_context(|| format!("ServiceAccount {namespace}/{name} as read has no name or UID"))
+}
+
 /// Completes when `rx` has seen `true`.
 async fn signalled(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|set| *set).await;

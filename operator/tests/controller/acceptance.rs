@@ -45,6 +45,7 @@ async fn run_child(double: &ApiDouble, name: &str, fixture: &str) {
     } = kubelet::fixture("IPerf", &format!("iperf/{fixture}"));
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -96,6 +96,7 @@ fn fixture(file: &str) -> Fixture {
 fn agent_log(outcome: Outcome, raw: &str) -> String {
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,
@@ -792,6 +793,44 @@ async fn someone_elses_service_of_the_same_name_is_a_name_conflict() {
             .get(&Gvr::SERVICES, Some(NS), "ipf-conflict")
             .is_some(),
         "someone else's Service is left alone"
+    );
+}
+
+/// A `networkName` naming no NetworkAttachmentDefinition fails at once, naming it,
+/// before any pod is made (Multus would otherwise hold every pod in ContainerCreating
+/// until the timeout).
+#[tokio::test]
+async fn a_network_that_does_not_exist_fails_at_once_naming_it() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let started = std::time::Instant::now();
+    create_iperf(
+        &double,
+        "ipf-nonet",
+        json!({"networkName": "nowhere", "timeout": "10m"}),
+    )
+    .await;
+    let status = wait_for_phase(&double, "ipf-nonet", "Failed").await;
+    assert_eq!(
+        reason_of(&status, "Failed"),
+        "NetworkUnavailable",
+        "{status}"
+    );
+    let message = condition(&status, "Failed")["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("NetworkAttachmentDefinition default/nowhere does not exist"),
+        "{message}"
+    );
+    assert!(started.elapsed() < WAIT, "at once, not at the timeout");
+    let pods = double.list(&Gvr::PODS, Some(NS));
+    assert!(
+        pods.iter().all(|p| !p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("ipf-nonet")),
+        "no pod was made"
     );
 }
 

@@ -80,6 +80,7 @@ async fn kubelet_finishing(double: std::sync::Arc<ApiDouble>, clients: usize) {
                     finished.insert(name.clone());
                     let report = AgentReport {
                         tool_version: None,
+                        network: None,
                         kind: "IPerf".into(),
                         role: "client".into(),
                         index: 0,

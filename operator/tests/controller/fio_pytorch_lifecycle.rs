@@ -105,6 +105,7 @@ async fn run_to_result(double: &ApiDouble, kind: &Kind, name: &str, pods: usize)
     let (raw, result, summary) = fixture(kind);
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: kind.name.into(),
         role: kind.result_role.into(),
         index: 0,

@@ -58,6 +58,7 @@ fn client_report(fixture: &Value, factor: f64) -> String {
     let now = Timestamp::now().to_string();
     AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -167,6 +167,7 @@ fn agent_log(worker: u32) -> String {
         .expect("a worker's share parses");
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "LLMInference".into(),
         role: "loadgen".into(),
         index: worker,

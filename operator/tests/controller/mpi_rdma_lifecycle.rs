@@ -95,6 +95,7 @@ fn finish(double: &ApiDouble, kind: &Kind, name: &str, outcome: Outcome, raw: Op
     let failed = matches!(outcome, Outcome::Failed { .. });
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: kind.kind.into(),
         role: kind.result_role.into(),
         index: 0,

@@ -276,6 +276,12 @@ fn start_operator(
         },
         ..support::settings("rbac", 0)
     };
+    // The chart's ServiceAccount, which owns the Lease (as `--leader-election-owner`).
+    let _ = double.create(
+        &Gvr::SERVICE_ACCOUNTS,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "perfsweep", "namespace": RELEASE_NAMESPACE}}),
+    );
     let election = LeaderElection {
         lease_duration: Duration::from_secs(1),
         renew_deadline: Duration::from_millis(700),
@@ -283,14 +289,17 @@ fn start_operator(
         retry_interval: Duration::from_millis(100),
         ..LeaderElection::new(LEASE, RELEASE_NAMESPACE, "rbac")
     };
-    let task = tokio::spawn(run_with_leader_election(
-        double.service_account_client(),
-        settings,
-        election,
-        async move {
+    let client = double.service_account_client();
+    let task = tokio::spawn(async move {
+        // As the CLI does: the Lease's owner read first.
+        let owner =
+            perfsweep::controller::leader::owner_account(&client, RELEASE_NAMESPACE, "perfsweep")
+                .await?;
+        run_with_leader_election(client, settings, election.owned_by(owner), async move {
             let _ = stopped.await;
-        },
-    ));
+        })
+        .await
+    });
     (stop, task)
 }
 
@@ -325,6 +334,7 @@ fn agent_log() -> String {
         .expect("the fixture parses");
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,
@@ -616,6 +626,16 @@ async fn faults(
         .expect("creating IPerf taken");
     let status = wait_for_phase(double, "taken", "Failed").await;
     assert!(status.to_string().contains("NameConflict"), "{status}");
+
+    // A Multus network that does not exist: read (get) before anything is created.
+    double
+        .create(&IPERFS, iperf("nonet", json!({"networkName": "nowhere"})))
+        .expect("creating IPerf nonet");
+    let status = wait_for_phase(double, "nonet", "Failed").await;
+    assert!(
+        status.to_string().contains("NetworkUnavailable"),
+        "{status}"
+    );
 
     // The result pod's kubelet is unreachable: the log cannot be read until the deadline.
     // The deadline is moved into the past only once the operator has tried to read the

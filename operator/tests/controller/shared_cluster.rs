@@ -90,6 +90,7 @@ fn report_line() -> String {
     let fixture = kubelet::fixture("IPerf", "iperf/tcp-4streams.json");
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

@@ -132,6 +132,7 @@ async fn a_pvc_location_is_written_by_the_result_pod_into_its_claim() {
         .expect("parses");
     let report = AgentReport {
         tool_version: None,
+        network: None,
         kind: "IPerf".into(),
         role: "client".into(),
         index: 0,

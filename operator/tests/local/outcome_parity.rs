@@ -41,6 +41,7 @@ fn report(index: u32, outcome: Outcome) -> AgentReport {
         raw_output_sha256: Some(sha256_hex(RAW.as_bytes())),
         raw_output: Some(RAW.into()),
         tool_version: None,
+        network: None,
     }
 }
 

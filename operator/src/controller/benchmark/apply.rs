@@ -40,6 +40,14 @@ pub(super) async fn create_missing(
     observation: &Observation,
 ) -> Step<Vec<String>> {
     let ctx = &engine.ctx;
+    // Before the first object: a network that is not there fails at once.
+    if observation.pod_group.is_none()
+        && observation.pods.is_empty()
+        && let Err(failure) =
+            super::network::check_attachment(&ctx.client, &prepared.spec, &target.namespace).await
+    {
+        return Err(failure.into());
+    }
     let mut created = Vec::new();
     let mut group_owner = observation.pod_group.as_ref().and_then(gang_owner);
     if let Some(group) = &prepared.rendered.pod_group

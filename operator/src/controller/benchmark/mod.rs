@@ -21,6 +21,7 @@ mod assess;
 mod decide;
 pub mod export;
 pub mod kind;
+mod network;
 mod observe;
 pub mod outcome;
 mod prepare;

@@ -106,6 +106,7 @@ mod tests {
     fn report(outcome: Outcome) -> AgentReport {
         AgentReport {
             tool_version: None,
+            network: None,
             kind: "IPerf".into(),
             role: "client".into(),
             index: 0,

@@ -2019,6 +2019,254 @@ fn assert_rounds(children: &[DynamicObject], node_count: usize) {
     }
 }
 
+/// The harness's Multus network (`PERFSWEEP_E2E_NETWORK=name,subnet,mtu`): a macvlan
+/// NetworkAttachmentDefinition on a second link joining the nodes.
+struct E2eNetwork {
+    name: String,
+    subnet_prefix: String,
+    mtu: u64,
+}
+
+fn e2e_network() -> E2eNetwork {
+    let value = std::env::var("PERFSWEEP_E2E_NETWORK").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_NETWORK=<NetworkAttachmentDefinition>,<subnet>,<mtu> (tests/e2e/cluster.py does)")
+    });
+    let parts: Vec<&str> = value.split(',').collect();
+    let [name, subnet, mtu] = parts[..] else {
+        panic!("PERFSWEEP_E2E_NETWORK={value}: expected name,subnet,mtu")
+    };
+    // 10.78.0.0/16 → "10.78.": what every address on it starts with.
+    let prefix_length: usize = subnet
+        .rsplit('/')
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let octets = prefix_length / 8;
+    let subnet_prefix = subnet
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .split('.')
+        .take(octets)
+        .map(|o| format!("{o}."))
+        .collect();
+    E2eNetwork {
+        name: name.into(),
+        subnet_prefix,
+        mtu: mtu
+            .parse()
+            .unwrap_or_else(|_| panic!("PERFSWEEP_E2E_NETWORK={value}: mtu")),
+    }
+}
+
+/// Labels (or unlabels) the suite's namespace as the administrator does for benchmarks
+/// that may set the MTU (which adds NET_ADMIN).
+async fn privileged_namespace(client: &Client, on: bool) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let value = if on {
+        json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    namespaces
+        .patch(
+            NAMESPACE,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"perfsweep.io/privileged-benchmarks": value}}}),
+            ),
+        )
+        .await
+        .expect("the namespace labelled");
+}
+
+/// Creates a benchmark and waits for its final phase, leaving it (and its evidence) for
+/// the caller to read and delete.
+async fn run_kept(
+    client: &Client,
+    kind: &str,
+    name: &str,
+    spec: serde_json::Value,
+    within: Duration,
+) -> Outcome {
+    let api = benchmarks(client, kind);
+    delete_and_wait(client, &api, name).await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("benchmark object");
+    let started = Instant::now();
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("{kind} {name} created: {e}"));
+    let status = wait_for_status(&api, name, within, finished).await;
+    let outcome = Outcome {
+        phase: status["phase"].as_str().unwrap_or_default().to_owned(),
+        status,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    report(kind, name, &outcome);
+    outcome
+}
+
+/// What the record says crossed the attachment, checked: the data address on the
+/// network's subnet, carried by an interface other than the pod bridge's `eth0`, at
+/// `mtu`. Returns (interface, address, the interface's use, eth0's use).
+fn assert_on_attachment(
+    what: &str,
+    environment: &serde_json::Value,
+    network: &E2eNetwork,
+    mtu: u64,
+) -> (String, String, serde_json::Value, serde_json::Value) {
+    let used = &environment["networkUse"];
+    let address = used["address"].as_str().unwrap_or_default().to_owned();
+    let interface = used["interface"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        address.starts_with(&network.subnet_prefix),
+        "{what}: the data address {address} is not on {}'s subnet: {used}",
+        network.name
+    );
+    assert!(
+        !interface.is_empty() && interface != "eth0",
+        "{what}: interface {interface:?}: {used}"
+    );
+    let of = |name: &str| {
+        used["interfaces"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{what}: no counters for {name}: {used}"))
+    };
+    let attachment = of(&interface);
+    assert_eq!(attachment["mtu"], mtu, "{what}: the MTU used: {used}");
+    (interface, address, attachment, of("eth0"))
+}
+
+/// IPerf over the harness's Multus network at an MTU the spec asks for (neither the pod
+/// bridge's 1500 nor the attachment's own): the record names the attachment's interface
+/// and address, its MTU is the one asked for, and the client's kernel counted the
+/// measured bytes on it, not on the pod bridge.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn iperf_over_a_multus_attachment_at_the_mtu_asked_for() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let network = e2e_network();
+    let mtu = 3000;
+    assert!(mtu != network.mtu && mtu != 1500, "an MTU of its own");
+    privileged_namespace(&client, true).await;
+    let name = "e2e-macvlan-iperf";
+    let outcome = run_kept(
+        &client,
+        "IPerf",
+        name,
+        json!({"networkName": network.name, "mtu": mtu, "duration": 5, "scheduler": scheduler(), "timeout": "4m"}),
+        Duration::from_mins(5),
+    )
+    .await;
+    privileged_namespace(&client, false).await;
+    assert_succeeded("IPerf", &outcome);
+    let environment = evidence_environment(&client, name).await;
+    let (interface, address, attachment, eth0) =
+        assert_on_attachment("IPerf", &environment, &network, mtu);
+    let sent = outcome.status["result"]["sentBytes"].as_u64().unwrap_or(0);
+    let on_attachment = attachment["txBytes"].as_u64().unwrap_or(0);
+    let on_bridge = eth0["txBytes"].as_u64().unwrap_or(0);
+    assert!(sent > 10_000_000, "{}", outcome.status);
+    // Headers add a little; nothing else may have carried the data.
+    assert!(
+        on_attachment >= sent,
+        "{interface} sent {on_attachment} bytes, less than iperf3's {sent}"
+    );
+    assert!(
+        on_bridge < sent / 100,
+        "eth0 sent {on_bridge} bytes: the data went over the pod bridge"
+    );
+    println!(
+        "E2E IPerf {name} over {}: interface {interface}, address {address}, MTU {mtu} (the attachment's own {}, the bridge's 1500); iperf3 sent {sent} B; the client's {interface} sent {on_attachment} B, eth0 {on_bridge} B; {}",
+        network.name, network.mtu, outcome.status["summary"]
+    );
+    delete_and_wait(&client, &benchmarks(&client, "IPerf"), name).await;
+}
+
+/// MPIPingPong over the harness's Multus network: the record's data address and
+/// interface are the attachment's, at the attachment's own MTU (Open MPI is given that
+/// interface through OMPI_MCA_btl_tcp_if_include).
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn mpi_pingpong_over_a_multus_attachment() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let network = e2e_network();
+    let name = "e2e-macvlan-mpi";
+    let outcome = run_kept(
+        &client,
+        "MPIPingPong",
+        name,
+        json!({"networkName": network.name, "transport": "TCP", "maxlog": 16, "scheduler": scheduler(), "timeout": "5m"}),
+        Duration::from_mins(6),
+    )
+    .await;
+    assert_succeeded("MPIPingPong", &outcome);
+    let environment = evidence_environment(&client, name).await;
+    let (interface, address, _, _) =
+        assert_on_attachment("MPIPingPong", &environment, &network, network.mtu);
+    let command = environment["command"].to_string();
+    assert!(
+        command.contains(&interface),
+        "Open MPI is given {interface}: {command}"
+    );
+    println!(
+        "E2E MPIPingPong {name} over {}: interface {interface}, address {address}; {}",
+        network.name, outcome.status["summary"]
+    );
+    delete_and_wait(&client, &benchmarks(&client, "MPIPingPong"), name).await;
+}
+
+/// A `networkName` with no NetworkAttachmentDefinition fails at once, naming it.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn a_network_that_does_not_exist_fails_at_once_naming_it() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    let name = "e2e-no-network";
+    let outcome = run_kept(
+        &client,
+        "IPerf",
+        name,
+        json!({"networkName": "e2e-no-such-network", "duration": 5, "scheduler": scheduler(), "timeout": "4m"}),
+        Duration::from_mins(5),
+    )
+    .await;
+    assert_eq!(outcome.phase, "Failed", "{}", outcome.status);
+    assert_eq!(
+        failed_reason(&outcome.status),
+        "NetworkUnavailable",
+        "{}",
+        outcome.status
+    );
+    assert!(
+        outcome
+            .status
+            .to_string()
+            .contains("NetworkAttachmentDefinition default/e2e-no-such-network does not exist"),
+        "{}",
+        outcome.status
+    );
+    assert!(
+        outcome.seconds < 20.0,
+        "at once, not after {:.0} s",
+        outcome.seconds
+    );
+    println!(
+        "E2E IPerf {name}: failed NetworkUnavailable after {:.1} s",
+        outcome.seconds
+    );
+    delete_and_wait(&client, &benchmarks(&client, "IPerf"), name).await;
+}
+
 /// `perfsweep run -o DIR` against the cluster, then `perfsweep results report`.
 #[tokio::test]
 #[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]

@@ -137,21 +137,26 @@ pub async fn children_of(client: &Client, kind: &str, set: &str) -> Vec<DynamicO
         .collect()
 }
 
-/// The nodes a finished benchmark's pods ran on, from its evidence ConfigMap (what its
-/// record says), sorted.
-pub async fn evidence_hosts(client: &Client, benchmark: &str) -> Vec<String> {
+/// A finished benchmark's environment as its record has it (`environment.json` of its
+/// evidence ConfigMap).
+pub async fn evidence_environment(client: &Client, benchmark: &str) -> serde_json::Value {
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), NAMESPACE);
     let map = maps
         .get(&format!("{benchmark}-evidence"))
         .await
         .unwrap_or_else(|e| panic!("{benchmark}'s evidence: {e}"));
-    let environment: serde_json::Value = map
-        .data
+    map.data
         .as_ref()
         .and_then(|d| d.get("environment.json"))
         .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no environment.json"));
+        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no environment.json"))
+}
+
+/// The nodes a finished benchmark's pods ran on, from its evidence ConfigMap (what its
+/// record says), sorted.
+pub async fn evidence_hosts(client: &Client, benchmark: &str) -> Vec<String> {
+    let environment = evidence_environment(client, benchmark).await;
     let mut hosts: Vec<String> = environment["hosts"]
         .as_array()
         .into_iter()

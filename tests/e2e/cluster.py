@@ -20,8 +20,10 @@ before `up` touches them, so that `down` can put the machine back as it was.
 Network: one Linux bridge (psw0, 10.77.0.0/16) made here. Node i has the address
 10.77.0.i on it (the kubelet refuses loopback); its pods get 10.77.i.0/24 addresses
 on the same bridge, so pods, nodes, the API server (10.77.0.1:6443) and CoreDNS
-(10.77.0.1:53) reach each other without routes, NAT or iptables. Nothing is sent
-anywhere else: CoreDNS has no upstream.
+(10.77.0.1:53) reach each other directly. ClusterIP Services go through the host,
+where kube-proxy (nftables mode) translates them. Multus is the CNI meta-plugin, and a
+second bridge (psw1) carries a macvlan NetworkAttachmentDefinition. Nothing is sent
+anywhere else: CoreDNS has no upstream. tests/e2e/README.md says more.
 """
 
 import argparse

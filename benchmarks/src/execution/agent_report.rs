@@ -162,6 +162,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// Pure: the interface named `carrier` first, then the others that carried anything,
+/// busiest first, at most `limit` in all.
+pub fn most_used(
+    mut used: Vec<InterfaceUse>,
+    carrier: Option<&str>,
+    limit: usize,
+) -> Vec<InterfaceUse> {
+    used.retain(|i| Some(i.name.as_str()) == carrier || i.tx_bytes + i.rx_bytes > 0);
+    used.sort_by_key(|i| {
+        (
+            Some(i.name.as_str()) != carrier,
+            std::cmp::Reverse(i.tx_bytes + i.rx_bytes),
+        )
+    });
+    used.truncate(limit);
+    used
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +212,29 @@ mod tests {
                 }],
             }),
         }
+    }
+
+    #[test]
+    fn the_carrier_comes_first_then_the_busiest_and_idle_ones_are_left_out() {
+        let used = |name: &str, tx: u64| InterfaceUse {
+            name: name.into(),
+            mtu: 1500,
+            tx_bytes: tx,
+            rx_bytes: 0,
+        };
+        let all = vec![
+            used("a", 5),
+            used("idle", 0),
+            used("b", 50),
+            used("c", 7),
+            used("lo0", 0),
+        ];
+        let names = |kept: Vec<InterfaceUse>| kept.into_iter().map(|i| i.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(most_used(all.clone(), Some("lo0"), 3)),
+            ["lo0", "b", "c"]
+        );
+        assert_eq!(names(most_used(all, None, 8)), ["b", "c", "a"]);
     }
 
     #[test]

@@ -353,18 +353,24 @@ async fn play(
     })
 }
 
+/// A pod has two or three interfaces; a local run shares the host's, which may have
+/// many: the record keeps the data address's and the busiest others.
+const MAX_INTERFACES_RECORDED: usize = 8;
+
 /// What crossed each interface since `before`, and which carried the data address.
 fn network_use(
     own: &address::DataAddress,
     before: &std::collections::BTreeMap<String, Counters>,
 ) -> NetworkUse {
+    let carrier = own
+        .interface
+        .clone()
+        .or_else(|| interface::interface_of(&own.ip));
+    let used = agent_report::interface_use(before, &interface::counters());
     NetworkUse {
         address: own.ip.clone(),
-        interface: own
-            .interface
-            .clone()
-            .or_else(|| interface::interface_of(&own.ip)),
-        interfaces: agent_report::interface_use(before, &interface::counters()),
+        interfaces: agent_report::most_used(used, carrier.as_deref(), MAX_INTERFACES_RECORDED),
+        interface: carrier,
     }
 }
 

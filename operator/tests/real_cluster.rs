@@ -738,13 +738,28 @@ async fn the_charts_metrics_service_serves_prometheus_text() {
         .find(|s| s.name_any().ends_with("-metrics"))
         .expect("the chart's metrics Service");
     let spec = service.spec.expect("a Service spec");
-    let port = spec.ports.as_ref().and_then(|p| p.first()).expect("a port");
-    let selector = spec.selector.expect("a selector");
+    let port = spec
+        .ports
+        .as_ref()
+        .and_then(|p| p.first())
+        .expect("a port")
+        .clone();
+    let selector = spec.selector.clone().expect("a selector");
     let selector = selector
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
+    let leader =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default())
+            .await
+            .expect("Leases listed")
+            .items
+            .into_iter()
+            .find(|l| l.name_any().starts_with("perfsweep-operator"))
+            .and_then(|l| l.spec.and_then(|s| s.holder_identity))
+            .expect("an operator replica holds the Lease");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let selected = pods
         .list(&ListParams::default().labels(&selector))
@@ -804,22 +819,60 @@ async fn the_charts_metrics_service_serves_prometheus_text() {
             );
             bodies.push(response);
         }
-        for metric in [
-            "perfsweep_up",
-            "perfsweep_reconciles",
-            "perfsweep_reconcile_duration_seconds",
-        ] {
+        // Every replica says it is up; the leader (the Lease's holder) also counts the
+        // reconciles only it runs.
+        let leading = name == leader;
+        let wanted_metrics: &[&str] = if leading {
+            &[
+                "perfsweep_up",
+                "perfsweep_reconciles",
+                "perfsweep_reconcile_duration_seconds",
+            ]
+        } else {
+            &["perfsweep_up"]
+        };
+        for metric in wanted_metrics {
             assert!(
                 bodies[0].contains(metric),
-                "{name}: /metrics lacks {metric}: {}",
+                "{name} (leading: {leading}): /metrics lacks {metric}: {}",
                 bodies[0]
             );
         }
         println!(
-            "E2E metrics {name}: {ip}:{target}/metrics serves {} lines of Prometheus text; /healthz 200",
+            "E2E metrics {name} (leading: {leading}): {ip}:{target}/metrics serves {} lines of Prometheus text; /healthz 200",
             bodies[0].lines().count()
         );
     }
+    // And through the Service's virtual IP, as Prometheus scrapes it (kube-proxy).
+    let cluster_ip = spec
+        .cluster_ip
+        .clone()
+        .filter(|ip| ip != "None")
+        .expect("a ClusterIP");
+    let mut stream = tokio::net::TcpStream::connect((
+        cluster_ip.as_str(),
+        u16::try_from(port.port).expect("a port"),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("the metrics Service {cluster_ip}:{}: {e}", port.port));
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {cluster_ip}\r\n\r\n").as_bytes())
+        .await
+        .expect("request sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("response read");
+    assert!(
+        response.lines().next().is_some_and(|l| l.contains(" 200"))
+            && response.contains("perfsweep_up"),
+        "through the Service: {response}"
+    );
+    println!(
+        "E2E metrics Service {cluster_ip}:{}: /metrics 200 through kube-proxy",
+        port.port
+    );
 }
 
 /// A placement naming a node the cluster does not have fails after the placement grace

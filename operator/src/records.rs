@@ -263,6 +263,8 @@ mod tests {
             "startedAt": "2026-11-25T16:00:00Z", "finishedAt": "2026-11-25T16:00:10Z",
             "host": "node-b",
             "toolVersion": {"tool": "iperf3", "version": "iperf 3.12"},
+            "network": {"address": "10.78.0.3", "interface": "net1",
+                        "interfaces": [{"name": "net1", "mtu": 3000, "txBytes": 9, "rxBytes": 1}]},
         }))
         .expect("a valid report");
         let mut observed = Environment {
@@ -273,6 +275,14 @@ mod tests {
         assert_eq!(observed.hosts, ["node-a", "node-b"]);
         assert_eq!(observed.command, report.command);
         assert_eq!(observed.tool_versions["iperf3"], "iperf 3.12");
+        assert_eq!(
+            observed
+                .network_use
+                .as_ref()
+                .and_then(|n| n.interface.as_deref()),
+            Some("net1"),
+            "the record says which network the bytes crossed"
+        );
         let alone = report_environment(Some(&report));
         assert_eq!(alone.hosts, ["node-b"]);
         assert_eq!(alone.perfsweep_version, env!("CARGO_PKG_VERSION"));

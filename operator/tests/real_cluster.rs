@@ -1189,21 +1189,24 @@ async fn llm_inference_reaches_a_server_behind_a_cluster_ip_service() {
     require_in_cluster_operator();
     let target = serve_simulator_behind_a_service(&client).await;
     let dns_url = format!(
-        "http://{}.{NAMESPACE}.svc.cluster.local:{}/v1/completions",
+        "http://{}.{NAMESPACE}.svc.cluster.local:{}",
         target.name, target.port
     );
     for (how, endpoint) in [
         (
             "endpoint.service",
-            json!({"service": {"name": target.name, "port": target.port}}),
+            json!({"service": {"name": target.name, "port": target.port}, "modelName": target.model}),
         ),
-        ("cluster DNS URL", json!({"url": dns_url})),
+        (
+            "cluster DNS URL",
+            json!({"url": dns_url, "modelName": target.model}),
+        ),
     ] {
         let outcome = run_kind(
             &client,
             "LLMInference",
             "e2e-llm-svc",
-            json!({"endpoint": endpoint, "modelName": target.model,
+            json!({"endpoint": endpoint,
                 "trafficScenarios": ["D(32,8)"], "numConcurrency": [1, 4],
                 "maxRequestsPerIteration": 16, "maxTimePerIteration": 20, "timeout": "5m"}),
             Duration::from_mins(6),
@@ -1246,12 +1249,12 @@ async fn the_ome_benchmarkjob_example_exports_to_s3() {
     // a ClusterIP Service stands in for `my-model-service` (same port, same model name),
     // and the harness's S3 server for AWS (the region the URI names stays).
     let target = serve_simulator_behind_a_service(&client).await;
-    let url = spec["endpoint"]["url"]
+    let url = spec["endpoint"]["endpoint"]["url"]
         .as_str()
         .expect("the example's URL")
         .to_owned();
     assert!(url.starts_with("http://my-model-service:8080/"), "{url}");
-    spec["endpoint"]["url"] = json!(url.replace("my-model-service", &target.name));
+    spec["endpoint"]["endpoint"]["url"] = json!(url.replace("my-model-service", &target.name));
     spec["numConcurrency"] = json!([1, 4]);
     spec["maxRequestsPerIteration"] = json!(16);
     spec["maxTimePerIteration"] = json!(1);
@@ -2162,16 +2165,17 @@ async fn run_kept(
     outcome
 }
 
-/// What the record says crossed the attachment, checked: the data address on the
-/// network's subnet, carried by an interface other than the pod bridge's `eth0`, at
-/// `mtu`. Returns (interface, address, the interface's use, eth0's use).
+/// What the result agent's report says crossed the attachment (the record's
+/// `environment.networkUse`), checked: the data address on the network's subnet,
+/// carried by an interface other than the pod bridge's `eth0`, at `mtu`. Returns
+/// (interface, address, the interface's use, eth0's use).
 fn assert_on_attachment(
     what: &str,
-    environment: &serde_json::Value,
+    report: &serde_json::Value,
     network: &E2eNetwork,
     mtu: u64,
 ) -> (String, String, serde_json::Value, serde_json::Value) {
-    let used = &environment["networkUse"];
+    let used = &report["network"];
     let address = used["address"].as_str().unwrap_or_default().to_owned();
     let interface = used["interface"].as_str().unwrap_or_default().to_owned();
     assert!(
@@ -2221,9 +2225,9 @@ async fn iperf_over_a_multus_attachment_at_the_mtu_asked_for() {
     .await;
     privileged_namespace(&client, false).await;
     assert_succeeded("IPerf", &outcome);
-    let environment = evidence_environment(&client, name).await;
+    let report = evidence_report(&client, name).await;
     let (interface, address, attachment, eth0) =
-        assert_on_attachment("IPerf", &environment, &network, mtu);
+        assert_on_attachment("IPerf", &report, &network, mtu);
     let sent = outcome.status["result"]["sentBytes"].as_u64().unwrap_or(0);
     let on_attachment = attachment["txBytes"].as_u64().unwrap_or(0);
     let on_bridge = eth0["txBytes"].as_u64().unwrap_or(0);
@@ -2263,14 +2267,9 @@ async fn mpi_pingpong_over_a_multus_attachment() {
     )
     .await;
     assert_succeeded("MPIPingPong", &outcome);
-    let environment = evidence_environment(&client, name).await;
+    let report = evidence_report(&client, name).await;
     let (interface, address, _, _) =
-        assert_on_attachment("MPIPingPong", &environment, &network, network.mtu);
-    let command = environment["command"].to_string();
-    assert!(
-        command.contains(&interface),
-        "Open MPI is given {interface}: {command}"
-    );
+        assert_on_attachment("MPIPingPong", &report, &network, network.mtu);
     println!(
         "E2E MPIPingPong {name} over {}: interface {interface}, address {address}; {}",
         network.name, outcome.status["summary"]

@@ -137,9 +137,13 @@ pub async fn children_of(client: &Client, kind: &str, set: &str) -> Vec<DynamicO
         .collect()
 }
 
-/// A finished benchmark's environment as its record has it (`environment.json` of its
-/// evidence ConfigMap).
-pub async fn evidence_environment(client: &Client, benchmark: &str) -> serde_json::Value {
+/// A finished benchmark's agent report as its evidence keeps it (`report.json`): what
+/// the record adds to the environment (host, command, tool version, network use).
+pub async fn evidence_report(client: &Client, benchmark: &str) -> serde_json::Value {
+    evidence_file(client, benchmark, "report.json").await
+}
+
+async fn evidence_file(client: &Client, benchmark: &str, file: &str) -> serde_json::Value {
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), NAMESPACE);
     let map = maps
@@ -148,9 +152,15 @@ pub async fn evidence_environment(client: &Client, benchmark: &str) -> serde_jso
         .unwrap_or_else(|e| panic!("{benchmark}'s evidence: {e}"));
     map.data
         .as_ref()
-        .and_then(|d| d.get("environment.json"))
+        .and_then(|d| d.get(file))
         .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no environment.json"))
+        .unwrap_or_else(|| panic!("{benchmark}'s evidence has no {file}"))
+}
+
+/// A finished benchmark's environment as its record has it (`environment.json` of its
+/// evidence ConfigMap).
+pub async fn evidence_environment(client: &Client, benchmark: &str) -> serde_json::Value {
+    evidence_file(client, benchmark, "environment.json").await
 }
 
 /// The nodes a finished benchmark's pods ran on, from its evidence ConfigMap (what its

@@ -92,7 +92,8 @@ pub fn finished(status: &serde_json::Value) -> bool {
     status["phase"] == "Succeeded" || status["phase"] == "Failed" || status["phase"] == "Invalid"
 }
 
-/// Deletes the object and waits until it and every pod of its are gone.
+/// Deletes the object and waits until it and every pod of its (perfsweep's pods named
+/// `<name>-…`) are gone.
 pub async fn delete_and_wait(client: &Client, api: &Api<DynamicObject>, name: &str) {
     let _ = api.delete(name, &DeleteParams::default()).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -100,12 +101,14 @@ pub async fn delete_and_wait(client: &Client, api: &Api<DynamicObject>, name: &s
     loop {
         let object_left = api.get_opt(name).await.expect("readable").is_some();
         let pods_left: Vec<String> = pods
-            .list(&ListParams::default())
+            // perfsweep's pods only: the suite's own (a simulator Deployment) may share
+            // a name's prefix.
+            .list(&ListParams::default().labels("app.kubernetes.io/managed-by=perfsweep"))
             .await
             .expect("pods listed")
             .into_iter()
             .map(|pod| pod.name_any())
-            .filter(|pod| pod.starts_with(name))
+            .filter(|pod| pod.starts_with(&format!("{name}-")))
             .collect();
         if !object_left && pods_left.is_empty() {
             return;

@@ -994,8 +994,8 @@ def upgrade_chart():
     values["crds"] = {"asTemplates": True, "keep": True}
     started = time.time()
     with helm.Chart.load(str(chart_for_this_cluster())) as chart:
-        release = config.upgrade(chart, RELEASE, values, namespace=NAMESPACE, timeout=300, wait="watcher")
-    log(f"chart upgraded to revision {release.version} in {time.time() - started:.0f}s ({len(adopted)} CRDs adopted)")
+        config.upgrade(chart, RELEASE, values, namespace=NAMESPACE, timeout=300, wait="watcher")
+    log(f"chart upgraded in {time.time() - started:.0f}s ({len(adopted)} CRDs adopted)")
 
 
 def uninstall_chart():
@@ -1013,12 +1013,17 @@ def kill_pod_containers(namespace, pod):
     index = next((i for i in range(1, NODES + 1) if node_name(i) == node), None)
     if index is None:
         raise SystemExit(f"pod {namespace}/{pod} is on {node!r}, not a node of this harness")
+    # One filter, its terms joined by commas: ctr ORs separate filters.
     listed = ctr(index, "containers", "list", "-q",
-                 f'labels."io.kubernetes.pod.name"=={pod}',
-                 f'labels."io.kubernetes.pod.namespace"=={namespace}',
+                 f'labels."io.kubernetes.pod.name"=={pod},'
+                 f'labels."io.kubernetes.pod.namespace"=={namespace},'
                  'labels."io.cri-containerd.kind"==container').stdout.split()
+    # Containers of earlier restarts are listed too; only running ones have a task.
+    running = {line.split()[0] for line in ctr(index, "tasks", "list").stdout.splitlines()[1:]
+               if line.split() and line.split()[-1] == "RUNNING"}
+    listed = [container for container in listed if container in running]
     if not listed:
-        raise SystemExit(f"pod {namespace}/{pod} has no container on {node}")
+        raise SystemExit(f"pod {namespace}/{pod} has no running container on {node}")
     for container in listed:
         ctr(index, "tasks", "kill", "-s", "SIGKILL", container)
     log(f"killed {len(listed)} container(s) of {namespace}/{pod} on {node}")
@@ -1393,7 +1398,7 @@ def main():
     fault_parser.add_argument("action", choices=["stop", "start", "slow", "unslow", "kill"])
     fault_parser.add_argument("target", help="a component, kubelet-N, or NAMESPACE/POD for kill")
     chart_parser = sub.add_parser("chart", help="the release's lifecycle, for the lifecycle suite")
-    chart_parser.add_argument("action", choices=["upgrade", "uninstall"])
+    chart_parser.add_argument("action", choices=["install", "upgrade", "uninstall"])
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("the cluster needs root (bridges, mounts, cgroups)")
@@ -1410,7 +1415,7 @@ def main():
     elif args.command == "fault":
         fault(args.action, args.target)
     elif args.command == "chart":
-        upgrade_chart() if args.action == "upgrade" else uninstall_chart()
+        {"install": install_chart, "upgrade": upgrade_chart, "uninstall": uninstall_chart}[args.action]()
     elif args.command == "run":
         code = 1
         # Down always runs, also on Ctrl-C or SIGTERM (CI's timeout).

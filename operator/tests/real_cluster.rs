@@ -750,16 +750,7 @@ async fn the_charts_metrics_service_serves_prometheus_text() {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
-    let leader =
-        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &namespace)
-            .list(&ListParams::default())
-            .await
-            .expect("Leases listed")
-            .items
-            .into_iter()
-            .find(|l| l.name_any().starts_with("perfsweep-operator"))
-            .and_then(|l| l.spec.and_then(|s| s.holder_identity))
-            .expect("an operator replica holds the Lease");
+    let leader = operator_leader(&client, &namespace).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let selected = pods
         .list(&ListParams::default().labels(&selector))
@@ -1897,17 +1888,8 @@ async fn run_set_kept(
     spec: serde_json::Value,
     within: Duration,
 ) -> Outcome {
+    let started = create_set(client, name, spec).await;
     let api = sets(client);
-    delete_and_wait(client, &api, name).await;
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet", "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .expect("set object");
-    let started = Instant::now();
-    api.create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|e| panic!("set {name} created: {e}"));
     let status = wait_for_status(&api, name, within, finished).await;
     let outcome = Outcome {
         phase: status["phase"].as_str().unwrap_or_default().to_owned(),
@@ -2292,20 +2274,10 @@ async fn a_network_that_does_not_exist_fails_at_once_naming_it() {
         Duration::from_mins(5),
     )
     .await;
-    assert_eq!(outcome.phase, "Failed", "{}", outcome.status);
-    assert_eq!(
-        failed_reason(&outcome.status),
+    assert_failed_naming(
+        &outcome.status,
         "NetworkUnavailable",
-        "{}",
-        outcome.status
-    );
-    assert!(
-        outcome
-            .status
-            .to_string()
-            .contains("NetworkAttachmentDefinition default/e2e-no-such-network does not exist"),
-        "{}",
-        outcome.status
+        "NetworkAttachmentDefinition default/e2e-no-such-network does not exist",
     );
     assert!(
         outcome.seconds < 20.0,

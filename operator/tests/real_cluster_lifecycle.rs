@@ -102,17 +102,8 @@ fn holder(lease: &Lease) -> String {
 
 /// Creates the set and returns when one of its children has started.
 async fn start_set(client: &Client, name: &str, spec: serde_json::Value) -> Instant {
+    let started = create_set(client, name, spec).await;
     let api = sets(client);
-    delete_and_wait(client, &api, name).await;
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet", "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .expect("set");
-    let started = Instant::now();
-    api.create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|e| panic!("set {name} created: {e}"));
     wait_for_status(&api, name, Duration::from_mins(2), |s| {
         s["running"].as_u64().unwrap_or(0) + s["succeeded"].as_u64().unwrap_or(0) > 0
     })

@@ -39,7 +39,8 @@ use serde_json::{Value, json};
 
 mod real_cluster_support;
 use real_cluster_support::{
-    NAMESPACE, cluster, e2e_image, finished, require_in_cluster_operator, wait_for_status,
+    NAMESPACE, cluster, e2e_image, finished, operator_leader, require_in_cluster_operator,
+    wait_for_status,
 };
 
 fn benchmarks(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
@@ -395,17 +396,7 @@ async fn probe_from_the_operators_node(
     image: &str,
     address: &std::net::SocketAddr,
 ) -> bool {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), namespace);
-    let leader = leases
-        .list(&kube::api::ListParams::default())
-        .await
-        .expect("Leases listed")
-        .items
-        .into_iter()
-        .find(|l| l.name_any().starts_with("perfsweep-operator"))
-        .and_then(|l| l.spec.and_then(|s| s.holder_identity))
-        .expect("an operator replica holds the Lease");
+    let leader = operator_leader(client, namespace).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let node = pods
         .get(&leader)

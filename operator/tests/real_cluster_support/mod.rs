@@ -212,3 +212,54 @@ pub fn e2e_nodes() -> Vec<String> {
 pub fn scheduler() -> String {
     std::env::var("PERFSWEEP_E2E_SCHEDULER").unwrap_or_else(|_| "volcano".into())
 }
+
+/// The operator replica holding the chart's leader election Lease in `namespace`.
+pub async fn operator_leader(client: &Client, namespace: &str) -> String {
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .expect("Leases listed")
+        .items
+        .into_iter()
+        .find(|l| l.name_any().starts_with("perfsweep-operator"))
+        .and_then(|l| l.spec.and_then(|s| s.holder_identity))
+        .expect("an operator replica holds the Lease")
+}
+
+/// Creates a BenchmarkSet `name` from `spec` (deleting an earlier one and its pods
+/// first); returns when it was created.
+pub async fn create_set(client: &Client, name: &str, spec: serde_json::Value) -> Instant {
+    let api = sets(client);
+    delete_and_wait(client, &api, name).await;
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet", "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a set object");
+    let started = Instant::now();
+    api.create(&kube::api::PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("set {name} created: {e}"));
+    started
+}
+
+/// A failed benchmark's status, checked: phase Failed, the `Failed` condition's reason,
+/// and its message naming `named`.
+pub fn assert_failed_naming(status: &serde_json::Value, reason: &str, named: &str) {
+    assert_eq!(status["phase"], "Failed", "{status}");
+    let failed = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Failed")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(failed["reason"], reason, "{status}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(named),
+        "the failure names {named}: {status}"
+    );
+}

@@ -43,7 +43,7 @@ pub struct AgentReport {
 
 /// The evidence that a benchmark used the network it asked for: the interface that
 /// carried the agent's data address, and what the kernel counted on each interface
-/// (loopback aside) while the measured command ran.
+/// while the measured command ran.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkUse {

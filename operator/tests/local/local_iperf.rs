@@ -79,6 +79,26 @@ fn a_local_iperf_sweep_reports_what_iperf3_measured() {
             "{tool_version:?} names iperf3 {number}"
         );
         assert!(measured > 0.0);
+        // The record says which interface carried the bytes (here the loopback the
+        // local stand-in nodes share), and the kernel counted at least what iperf3 sent.
+        let network = &record["environment"]["networkUse"];
+        let carrier = network["interface"]
+            .as_str()
+            .expect("the data address's interface");
+        let sent_on_carrier = network["interfaces"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["name"] == carrier)
+            .and_then(|i| i["txBytes"].as_u64())
+            .unwrap_or_else(|| panic!("no counters for {carrier}: {network}"));
+        let sent = record["outcome"]["result"]["sentBytes"]
+            .as_u64()
+            .expect("sent bytes");
+        assert!(
+            sent_on_carrier >= sent,
+            "{carrier} sent {sent_on_carrier} B, less than iperf3's {sent}: {network}"
+        );
         let iperf_streams = iperf
             .pointer("/start/test_start/num_streams")
             .and_then(Value::as_u64);

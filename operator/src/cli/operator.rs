@@ -117,8 +117,14 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| client.default_namespace().to_owned());
         let mut election = LeaderElection::new(&args.leader_election_lease, &namespace, &identity);
         if let Some(account) = &args.leader_election_owner {
-            election =
-                election.owned_by(leader::owner_account(&client, &namespace, account).await?);
+            // Only what uninstalling leaves depends on it: never a reason not to run.
+            match leader::owner_account(&client, &namespace, account).await {
+                Ok(owner) => election = election.owned_by(owner),
+                Err(error) => tracing::warn!(
+                    error = %format!("{error:#}"),
+                    "the leader election Lease gets no owner, so uninstalling will leave it"
+                ),
+            }
         }
         tracing::info!(lease = %format!("{namespace}/{}", args.leader_election_lease), %identity, "leader election on");
         leader::run_with_leader_election(client, settings, election, shutdown_signal()).await?;

@@ -517,6 +517,17 @@ impl Launch<'_> {
         if std::env::var_os(OPEN_MPI_OOB_INTERFACES).is_none() {
             command.env(OPEN_MPI_OOB_INTERFACES, "lo");
         }
+        // Each pod has a /tmp of its own; processes of a local run share the host's, and
+        // two Open MPI daemons of one job on one host name share a session directory
+        // (/tmp/ompi.HOST.UID/jf.N): seen in CI, one of them then never reported to
+        // mpirun and the run waited out its timeout. A temporary directory per process,
+        // as in pods.
+        let tmp = self
+            .scratch
+            .join(format!("{}.tmp", process_name(&role.name, index)));
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| local_setup_failed(&format!("creating {}", tmp.display()), e))?;
+        command.env("TMPDIR", &tmp);
         command
             .envs(
                 self.secrets

@@ -12,6 +12,8 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::api::validation::FieldError;
+
 /// The spec field.
 pub const FIELD: &str = "outputLocation";
 
@@ -180,6 +182,15 @@ pub fn move_inline_credentials(document: &mut Value) -> Result<MovedCredentials,
 #[x_kube(validation = Rule::new("!self.storageUri.startsWith('file://')").message("the operator's own filesystem is not kept: export to a claim with pvc://claim/path, or to object storage").field_path(".storageUri"))]
 #[x_kube(validation = Rule::new("!has(self.parameters) || self.parameters.all(k, k in ['endpoint', 'region', 'account', 'secretName'])").message("unknown parameter: the parameters are endpoint, region, account and secretName (OME's credential parameters belong in a Secret: perfsweep render moves them there)").field_path(".parameters"))]
 #[x_kube(validation = Rule::new("!has(self.secretName) || !has(self.parameters) || !('secretName' in self.parameters)").message("name the credentials' Secret once: secretName or parameters.secretName").field_path(".secretName"))]
+// The parts that become a host name the operator sends credentials to (issue 34): each
+// rule is `host_part_errors` in CEL, so admission, `perfsweep validate` and the operator
+// refuse the same values.
+#[x_kube(validation = Rule::new("!has(self.parameters) || !('account' in self.parameters) || self.parameters['account'].matches('^[a-z0-9]{3,24}$')").message("account: an Azure storage account name is 3 to 24 lowercase letters and digits (it becomes the host ACCOUNT.blob.core.windows.net)").field_path(".parameters"))]
+#[x_kube(validation = Rule::new("!has(self.parameters) || !('region' in self.parameters) || self.parameters['region'].matches('^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$')").message("region: a region is lowercase letters, digits and hyphens, like us-east-1 (it becomes part of the host)").field_path(".parameters"))]
+#[x_kube(validation = Rule::new("!self.storageUri.startsWith('s3://') || self.storageUri.matches('^s3://[A-Za-z0-9._-]+(@[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)?(/.*)?$')").message("expected s3://BUCKET[@REGION]/prefix, the bucket letters, digits, dots, hyphens and underscores, the region lowercase letters, digits and hyphens").field_path(".storageUri"))]
+#[x_kube(validation = Rule::new("!self.storageUri.startsWith('gs://') || self.storageUri.matches('^gs://[A-Za-z0-9._-]+(/.*)?$')").message("expected gs://BUCKET/prefix, the bucket letters, digits, dots, hyphens and underscores").field_path(".storageUri"))]
+#[x_kube(validation = Rule::new("!self.storageUri.startsWith('az://') || (has(self.parameters) && 'account' in self.parameters ? self.storageUri.matches('^az://[a-z0-9-]+(/.*)?$') : self.storageUri.matches('^az://[a-z0-9]{3,24}([.]blob[.]core[.]windows[.]net)?/[a-z0-9-]+(/.*)?$'))").message("expected az://ACCOUNT/CONTAINER/prefix (az://CONTAINER/prefix with parameters.account), the account 3 to 24 lowercase letters and digits, the container lowercase letters, digits and hyphens").field_path(".storageUri"))]
+#[x_kube(validation = Rule::new("!self.storageUri.startsWith('oci://') || self.storageUri.matches('^oci://n/[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?/b/[A-Za-z0-9._-]+(/o(/.*)?)?$')").message("expected oci://n/NAMESPACE/b/BUCKET/o/prefix, the namespace lowercase letters, digits and hyphens (it becomes part of the host)").field_path(".storageUri"))]
 pub struct OutputLocation {
     /// OME's formats: `s3://bucket[@region]/prefix`, `gs://bucket/prefix`,
     /// `az://account/container/prefix` (`az://container/prefix` with the parameter
@@ -187,13 +198,14 @@ pub struct OutputLocation {
     /// S3-compatible API), `github://owner/repo[@tag]` (release assets) and
     /// `pvc://[namespace:]claim/path` (written by the benchmark's own pod into the
     /// claim); `file:///dir` for the command line only.
-    #[schemars(regex(pattern = r"^(s3|gs|az|oci|github|file|pvc)://.+$"))]
+    #[schemars(regex(pattern = r"^(s3|gs|az|oci|github|file|pvc)://.+$"), length(max = 2048))]
     pub storage_uri: String,
 
     /// Sink settings: `endpoint` (an S3-compatible server or an emulator,
     /// `http(s)://host[:port]`), `region` (S3), `account` (the Azure storage account),
     /// and OME's `secretName` (the same as the field secretName).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "parameters_schema")]
     pub parameters: BTreeMap<String, String>,
 
     /// The Secret in the benchmark's namespace holding the credentials, under the keys
@@ -205,6 +217,16 @@ pub struct OutputLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: Option<String>,
+}
+
+/// Bounded, so that the CEL rules on the values stay within the API server's cost
+/// budget.
+fn parameters_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 8,
+        "additionalProperties": {"type": "string", "maxLength": 2048}
+    })
 }
 
 impl OutputLocation {
@@ -223,6 +245,118 @@ impl OutputLocation {
         }
         parameters
     }
+}
+
+/// What is wrong with the parts of an output location that become a host name (an
+/// Azure account, a region, an OCI namespace) or sit beside it (a bucket): a value such
+/// as `evil.example?` or `x@10.0.0.1:80/` would send the credentials to a host of the
+/// author's choosing. Paths are relative to `outputLocation`. The CEL rules on
+/// [`OutputLocation`] say the same, for admission.
+pub fn host_part_errors(storage_uri: &str, parameters: &BTreeMap<String, String>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(account) = parameters.get("account")
+        && !is_azure_account(account)
+    {
+        errors.push(FieldError::new(
+            "parameters.account",
+            format!(
+                "{account:?} is not an Azure storage account name (3 to 24 lowercase letters \
+                 and digits; it becomes the host ACCOUNT.blob.core.windows.net)"
+            ),
+        ));
+    }
+    if let Some(region) = parameters.get("region")
+        && !is_dns_label(region)
+    {
+        errors.push(FieldError::new(
+            "parameters.region",
+            format!(
+                "{region:?} is not a region (lowercase letters, digits and hyphens, like \
+                 us-east-1; it becomes part of the host)"
+            ),
+        ));
+    }
+    let Some((scheme, rest)) = storage_uri.split_once("://") else {
+        return errors;
+    };
+    let (first, after) = rest.split_once('/').unwrap_or((rest, ""));
+    let refused = match scheme {
+        "s3" => {
+            let (bucket, region) = first.split_once('@').unwrap_or((first, "us-east-1"));
+            (!is_bucket(bucket) || !is_dns_label(region)).then(|| {
+                "expected s3://BUCKET[@REGION]/prefix, the bucket letters, digits, dots, \
+                 hyphens and underscores, the region lowercase letters, digits and hyphens"
+            })
+        }
+        "gs" => (!is_bucket(first)).then_some(
+            "expected gs://BUCKET/prefix, the bucket letters, digits, dots, hyphens and \
+             underscores",
+        ),
+        "az" => {
+            let container = if parameters.contains_key("account") {
+                first
+            } else {
+                let account = first.strip_suffix(".blob.core.windows.net").unwrap_or(first);
+                let container = after.split('/').next().unwrap_or_default();
+                if is_azure_account(account) { container } else { "" }
+            };
+            (!is_container(container)).then_some(
+                "expected az://ACCOUNT/CONTAINER/prefix (az://CONTAINER/prefix with \
+                 parameters.account), the account 3 to 24 lowercase letters and digits, the \
+                 container lowercase letters, digits and hyphens",
+            )
+        }
+        "oci" => {
+            let parts: Vec<&str> = rest.splitn(5, '/').collect();
+            let fits = matches!(parts.as_slice(),
+                ["n", namespace, "b", bucket, ..] if is_dns_label(namespace) && is_bucket(bucket));
+            (!fits).then_some(
+                "expected oci://n/NAMESPACE/b/BUCKET/o/prefix, the namespace lowercase letters, \
+                 digits and hyphens (it becomes part of the host)",
+            )
+        }
+        _ => None,
+    };
+    if let Some(message) = refused {
+        errors.push(FieldError::new(
+            "storageUri",
+            format!("{storage_uri:?}: {message}"),
+        ));
+    }
+    errors
+}
+
+/// A DNS label: what may stand between two dots of a host name.
+fn is_dns_label(text: &str) -> bool {
+    (1..=63).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-')
+}
+
+fn is_azure_account(text: &str) -> bool {
+    (3..=24).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+fn is_container(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// A bucket name of any of the services: nothing that could end a host or start a path,
+/// a query, a port or credentials.
+fn is_bucket(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
 /// The plan volume a `pvc://` output location's claim is mounted as.
@@ -298,6 +432,95 @@ pub fn inherit(child: &mut serde_json::Map<String, Value>, location: Option<&Out
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn parameters(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// Issue 34, finding 1: an Azure account or a region is part of the host; one that
+    /// could carry another host (`evil.example?`, `x@10.0.0.1:80/`) is refused, naming
+    /// the parameter.
+    #[test]
+    fn a_host_part_that_could_name_another_host_is_refused_naming_it() {
+        for (uri, pairs, field) in [
+            ("az://c/p", vec![("account", "evil.example?")], "parameters.account"),
+            ("az://c/p", vec![("account", "10.77.0.1:9000/x")], "parameters.account"),
+            ("s3://b/p", vec![("region", "x@10.77.0.1:9000/")], "parameters.region"),
+            ("s3://b/p", vec![("region", "evil.example")], "parameters.region"),
+            ("oci://n/ns/b/b/o/p", vec![("region", "a/b")], "parameters.region"),
+            ("az://evil.example?/c/p", vec![], "storageUri"),
+            ("az://10.77.0.1:9000/c/p", vec![], "storageUri"),
+            ("s3://b@x.evil.example/p", vec![], "storageUri"),
+            ("s3://b@10.0.0.1:80/p", vec![], "storageUri"),
+            ("s3://b:80@x/p", vec![], "storageUri"),
+            ("gs://evil.example:80@b/p", vec![], "storageUri"),
+            ("oci://n/evil.example?/b/b/o/p", vec![("region", "eu-1")], "storageUri"),
+        ] {
+            let errors = host_part_errors(uri, &parameters(&pairs));
+            assert!(
+                errors.iter().any(|e| e.path == field),
+                "{uri} {pairs:?}: {errors:?}"
+            );
+        }
+    }
+
+    /// The CRD's CEL rules (which admission runs) refuse what [`host_part_errors`]
+    /// refuses, and admit what it admits.
+    #[test]
+    fn admission_judges_host_parts_as_the_operator_does() {
+        let kind = crate::kinds::registry::lookup("IPerf").expect("IPerf");
+        let cases = [
+            ("az://c/p", vec![("account", "evil.example?")], false),
+            ("s3://b/p", vec![("region", "x@10.77.0.1:9000/")], false),
+            ("az://evil.example?/c/p", vec![], false),
+            ("s3://b@10.0.0.1:80/p", vec![], false),
+            ("gs://evil.example:80@b/p", vec![], false),
+            ("oci://n/evil.example?/b/b/o/p", vec![("region", "eu-1")], false),
+            ("az://myaccount/container/p", vec![], true),
+            ("az://myaccount.blob.core.windows.net/container/p", vec![], true),
+            ("az://container/p", vec![("account", "myaccount")], true),
+            ("s3://bucket@eu-west-3/p/q", vec![("endpoint", "https://s3.example")], true),
+            ("oci://n/axaxnpcrorw5/b/bucket/o/p", vec![("region", "us-phoenix-1")], true),
+        ];
+        for (uri, pairs, fine) in cases {
+            let object = json!({
+                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                "metadata": {"name": "x"},
+                "spec": {"outputLocation": {"storageUri": uri, "parameters": parameters(&pairs)}},
+            });
+            let errors: Vec<_> = kind
+                .validate(&object)
+                .into_iter()
+                .filter(|e| e.path.starts_with("spec.outputLocation"))
+                .collect();
+            assert_eq!(errors.is_empty(), fine, "{uri} {pairs:?}: {errors:?}");
+            assert_eq!(
+                host_part_errors(uri, &parameters(&pairs)).is_empty(),
+                fine,
+                "{uri} {pairs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn real_host_parts_pass() {
+        for (uri, pairs) in [
+            ("az://myaccount/container/p", vec![]),
+            ("az://myaccount.blob.core.windows.net/container/p", vec![]),
+            ("az://container/p", vec![("account", "myaccount")]),
+            ("s3://my.bucket_1/p", vec![("region", "us-east-1")]),
+            ("s3://bucket@eu-west-3/p/q", vec![]),
+            ("gs://bucket/p", vec![]),
+            ("oci://n/axaxnpcrorw5/b/bucket/o/p", vec![("region", "us-phoenix-1")]),
+            ("github://o/r@v1", vec![]),
+            ("pvc://claim/p", vec![]),
+        ] {
+            assert_eq!(host_part_errors(uri, &parameters(&pairs)), vec![], "{uri}");
+        }
+    }
 
     #[test]
     fn the_secret_may_be_named_either_way_and_is_not_part_of_the_workload() {

@@ -64,6 +64,98 @@ impl AllowedDestinations {
     }
 }
 
+/// The hosts a bucket's client may send a request to, judged on each request's URL as
+/// the client built it (not on the parts it was built from): the location's endpoint
+/// (which [`AllowedDestinations::check`] judged), else the service's own hosts over
+/// https. A region, account or bucket that slipped past validation and bent the URL
+/// elsewhere is refused here, before the request (and its credentials) leave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origins {
+    /// `(scheme, host, port)` allowed exactly.
+    exact: Vec<(String, String, u16)>,
+    /// Hosts `LABEL.suffix` (one DNS label) allowed over https on 443.
+    one_label_under: Vec<String>,
+}
+
+impl Origins {
+    pub fn of(bucket: &BucketLocation) -> Self {
+        let https = |host: String| ("https".to_owned(), host, 443);
+        if let Some(endpoint) = &bucket.endpoint {
+            return Self {
+                exact: origin(endpoint).into_iter().collect(),
+                one_label_under: Vec::new(),
+            };
+        }
+        match bucket.service {
+            super::Service::S3 => {
+                let region = bucket.region.as_deref().unwrap_or("us-east-1");
+                Self {
+                    exact: vec![https(format!("s3.{region}.amazonaws.com"))],
+                    one_label_under: vec![format!("s3.{region}.amazonaws.com")],
+                }
+            }
+            super::Service::Gcs => Self {
+                exact: ["storage.googleapis.com", "oauth2.googleapis.com"]
+                    .map(|host| https(host.to_owned()))
+                    .to_vec(),
+                one_label_under: Vec::new(),
+            },
+            super::Service::Azure => Self {
+                exact: Vec::new(),
+                one_label_under: vec!["blob.core.windows.net".to_owned()],
+            },
+        }
+    }
+
+    /// Whether a request to `uri` may be sent; the error names the host refused.
+    pub fn permit(&self, uri: &::http::Uri) -> Result<(), String> {
+        let scheme = uri.scheme_str().unwrap_or_default();
+        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "http" { 80 } else { 443 });
+        let exact = self
+            .exact
+            .iter()
+            .any(|(s, h, p)| s == scheme && *h == host && *p == port);
+        let under = scheme == "https"
+            && port == 443
+            && uri.authority().is_some_and(|a| !a.as_str().contains('@'))
+            && self.one_label_under.iter().any(|suffix| {
+                host.strip_suffix(suffix.as_str())
+                    .and_then(|label| label.strip_suffix('.'))
+                    .is_some_and(is_dns_label)
+            });
+        if exact || under {
+            Ok(())
+        } else {
+            Err(format!(
+                "a request to {scheme}://{host}:{port} was refused: not the export's endpoint \
+                 or its service's own host"
+            ))
+        }
+    }
+}
+
+/// `(scheme, host, port)` of an endpoint URL.
+fn origin(endpoint: &str) -> Option<(String, String, u16)> {
+    let uri: ::http::Uri = endpoint.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_owned();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "http" { 80 } else { 443 });
+    Some((scheme, uri.host()?.to_ascii_lowercase(), port))
+}
+
+fn is_dns_label(label: &str) -> bool {
+    (1..=63).contains(&label.len())
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+}
+
 /// OCI's S3-compatible endpoint, derived from the region by the parser: the service's
 /// own.
 fn oci_own(bucket: &BucketLocation, endpoint: &str) -> bool {
@@ -123,6 +215,61 @@ mod tests {
         };
         assert_eq!(both.check(&plain), Ok(()));
         assert!(both.check(&attacker).is_err());
+    }
+
+    fn bucket(uri: &str, parameters: &[(&str, &str)]) -> BucketLocation {
+        match destination(uri, parameters) {
+            Destination::Bucket(bucket) => bucket,
+            other => panic!("not a bucket: {other:?}"),
+        }
+    }
+
+    /// Issue 34, finding 1: judged on the URL the client builds, a request to any host
+    /// but the endpoint or the service's own is refused.
+    #[test]
+    fn a_request_goes_only_to_the_endpoint_or_the_services_own_host() {
+        let uri = |text: &str| text.parse::<::http::Uri>().expect("a URI");
+        let azure = Origins::of(&bucket("az://acct/c/p", &[]));
+        assert_eq!(azure.permit(&uri("https://acct.blob.core.windows.net/c/p")), Ok(()));
+        for refused in [
+            "https://evil.example/c/p",
+            "https://evil.example?.blob.core.windows.net/c",
+            "https://a.b.blob.core.windows.net/c",
+            "http://acct.blob.core.windows.net/c",
+            "https://acct.blob.core.windows.net:8443/c",
+            "https://10.77.0.1/c",
+        ] {
+            let error = azure.permit(&uri(refused)).expect_err(refused);
+            assert!(error.contains("was refused"), "{error}");
+        }
+        let s3 = Origins::of(&bucket("s3://b/p", &[("region", "eu-west-3")]));
+        assert_eq!(s3.permit(&uri("https://s3.eu-west-3.amazonaws.com/b/p")), Ok(()));
+        assert_eq!(s3.permit(&uri("https://b.s3.eu-west-3.amazonaws.com/p")), Ok(()));
+        assert!(s3.permit(&uri("https://s3.evil.example/b/p")).is_err());
+        assert!(s3.permit(&uri("https://x.s3.us-east-1.amazonaws.com/p")).is_err());
+        let minio = Origins::of(&bucket("s3://b/p", &[("endpoint", "http://10.77.0.1:9000")]));
+        assert_eq!(minio.permit(&uri("http://10.77.0.1:9000/b/p")), Ok(()));
+        assert!(minio.permit(&uri("http://10.77.0.1:9001/b/p")).is_err());
+        assert!(minio.permit(&uri("https://10.77.0.1:9000/b/p")).is_err());
+        let gcs = Origins::of(&bucket("gs://b/p", &[]));
+        assert_eq!(gcs.permit(&uri("https://storage.googleapis.com/b")), Ok(()));
+        assert!(gcs.permit(&uri("https://evil.googleapis.com.evil/b")).is_err());
+    }
+
+    /// Issue 34, finding 8: the chart's own example, a GitHub Enterprise API under a
+    /// path, was refused as malformed.
+    #[test]
+    fn a_github_enterprise_endpoint_with_its_api_path_is_usable_when_allowed() {
+        let ghe = destination("github://o/r@t", &[("endpoint", "https://ghe.example/api/v3")]);
+        let allowed = AllowedDestinations {
+            endpoints: vec!["https://ghe.example/api/v3".into()],
+            plain_http: false,
+        };
+        assert_eq!(allowed.check(&ghe), Ok(()));
+        assert!(AllowedDestinations::default().check(&ghe).is_err());
+        let parameters = [("endpoint".to_owned(), "https://m:9000/p".to_owned())].into();
+        let error = super::super::parse("s3://b/p", &parameters).expect_err("a bucket's endpoint has no path");
+        assert!(error.to_string().contains("must not have a path"), "{error}");
     }
 
     #[test]

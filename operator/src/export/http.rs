@@ -46,6 +46,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_mins(2);
 #[derive(Debug, Clone)]
 pub struct HyperConnectorFactory {
     pub failures: Arc<Failures>,
+    /// Where requests may go: checked on every request's URL before it is sent.
+    pub origins: super::allowed::Origins,
 }
 
 /// Failed HTTP exchanges (server errors, throttling, transport failures), as
@@ -83,6 +85,7 @@ impl HttpConnector for HyperConnectorFactory {
         Ok(HttpClient::new(HyperService {
             client,
             failures: self.failures.clone(),
+            origins: self.origins.clone(),
         }))
     }
 }
@@ -92,12 +95,17 @@ impl HttpConnector for HyperConnectorFactory {
 struct HyperService {
     client: Client<Https, HttpRequestBody>,
     failures: Arc<Failures>,
+    origins: super::allowed::Origins,
 }
 
 #[async_trait]
 impl HttpService for HyperService {
     async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
         let what = format!("{} {}", request.method(), request.uri().path());
+        if let Err(refused) = self.origins.permit(request.uri()) {
+            self.failures.note(format!("{what}: {refused}"));
+            return Err(HttpError::new(HttpErrorKind::Unknown, Refused(refused)));
+        }
         let response = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(request))
             .await
             .map_err(|elapsed| HttpError::new(HttpErrorKind::Timeout, elapsed))
@@ -127,6 +135,18 @@ impl HttpService for HyperService {
         Ok(HttpResponse::from_parts(parts, HttpResponseBody::new(body)))
     }
 }
+
+/// A request to a host the export may not reach.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// hyper's own message is only "client error (Connect)": keep the causes (connection
 /// refused, DNS, TLS) in the message people read.

@@ -164,7 +164,7 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
             only(parameters, &["endpoint", "secretName"], uri)?;
             let endpoint = parameters.get("endpoint").cloned();
             if let Some(endpoint) = &endpoint {
-                check_endpoint(endpoint)?;
+                check_endpoint(endpoint, EndpointPath::Allowed)?;
             }
             return github::Release::parse(rest, endpoint, parameters.get("secretName").cloned())
                 .map(Destination::GitHub)
@@ -188,9 +188,10 @@ pub fn parse(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result
         Service::Gcs => only(parameters, &["endpoint", "secretName"], uri)?,
         Service::Azure => only(parameters, &["endpoint", "account", "secretName"], uri)?,
     }
+    refuse_foreign_hosts(uri, parameters)?;
     let endpoint = parameters.get("endpoint").cloned();
     if let Some(endpoint) = &endpoint {
-        check_endpoint(endpoint)?;
+        check_endpoint(endpoint, EndpointPath::Refused)?;
     }
     let mut location = BucketLocation {
         service,
@@ -249,6 +250,7 @@ fn oci(
     parameters: &BTreeMap<String, String>,
 ) -> anyhow::Result<BucketLocation> {
     only(parameters, &["endpoint", "region", "secretName"], uri)?;
+    refuse_foreign_hosts(uri, parameters)?;
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     let (namespace, bucket, prefix) = match parts.as_slice() {
         ["n", namespace, "b", bucket, "o", prefix] => (*namespace, *bucket, *prefix),
@@ -271,7 +273,7 @@ fn oci(
              (e.g. us-phoenix-1)"
         ),
     };
-    check_endpoint(&endpoint)?;
+    check_endpoint(&endpoint, EndpointPath::Refused)?;
     Ok(BucketLocation {
         service: Service::S3,
         bucket: bucket.into(),
@@ -283,8 +285,28 @@ fn oci(
     })
 }
 
+/// Before anything is built from them: an account, region, namespace or bucket that
+/// could name another host than the service's (issue 34).
+fn refuse_foreign_hosts(uri: &str, parameters: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    match perfsweep_benchmarks::execution::output::host_part_errors(uri, parameters)
+        .into_iter()
+        .next()
+    {
+        Some(error) => anyhow::bail!("{error}"),
+        None => Ok(()),
+    }
+}
+
+/// Whether an endpoint may have a path: a bucket's is in the URI, but a GitHub
+/// Enterprise server's API is under one (`https://ghe.example/api/v3`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EndpointPath {
+    Allowed,
+    Refused,
+}
+
 /// An endpoint is printed in messages and status: it must not carry credentials.
-fn check_endpoint(endpoint: &str) -> anyhow::Result<()> {
+fn check_endpoint(endpoint: &str, path: EndpointPath) -> anyhow::Result<()> {
     let uri: ::http::Uri = endpoint
         .parse()
         .with_context(|| format!("export endpoint {endpoint:?} is not a URL"))?;
@@ -300,7 +322,10 @@ fn check_endpoint(endpoint: &str) -> anyhow::Result<()> {
              the credentials (environment or Secret) instead"
         );
     }
-    if !matches!(uri.path(), "" | "/") {
+    if uri.query().is_some() {
+        anyhow::bail!("export endpoint {endpoint:?} must not have a query");
+    }
+    if path == EndpointPath::Refused && !matches!(uri.path(), "" | "/") {
         anyhow::bail!(
             "export endpoint {endpoint:?} must not have a path (the bucket is in the URI)"
         );

@@ -86,6 +86,7 @@ impl Store {
         let failures = Arc::new(Failures::default());
         let connector = HyperConnectorFactory {
             failures: failures.clone(),
+            origins: super::allowed::Origins::of(location),
         };
         let attempts = retry.attempts.max(1);
         let retry = retry_config(retry);
@@ -351,7 +352,7 @@ mod tests {
         .expect_err("no account");
         assert!(no_account.to_string().contains("no storage account"));
         let wrong = Store::bucket(
-            &location("az://results", &[("account", "a")]),
+            &location("az://results", &[("account", "acct")]),
             &Credentials::Gcs {
                 service_account_key: "{}".into(),
             },

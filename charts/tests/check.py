@@ -288,11 +288,18 @@ def check_admission_policy(objects: list[dict[str, Any]], label: str) -> None:
         "spec.priorityClassName",
         "spec.image",
         "spec.podOverride.tolerations",
+        "spec.podOverride.image",
+        "spec.resources",
+        "spec.networkName",
+        "spec.scheduler",
         "spec.permutations",
     ]:
         check(field + ":" in messages, f"{what}: a message names {field}")
     privileged = next(v for v in policy["spec"]["variables"] if v["name"] == "privileged")
     check(label in privileged["expression"], f"{what}: the namespace label {label}")
+    schedulers = next(v for v in policy["spec"]["variables"] if v["name"] == "schedulers")
+    check(json.loads(schedulers["expression"]) == ["volcano"],
+          f"{what}: by default only the scheduler benchmarks get anyway: {schedulers}")
 
 
 def scenario_namespaced(objects: list[dict[str, Any]], cluster_wide: list[dict[str, Any]]) -> None:

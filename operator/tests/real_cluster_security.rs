@@ -39,8 +39,8 @@ use serde_json::{Value, json};
 
 mod real_cluster_support;
 use real_cluster_support::{
-    NAMESPACE, cluster, e2e_image, finished, operator_leader, require_in_cluster_operator,
-    wait_for_status,
+    NAMESPACE, cluster, create_set, e2e_image, finished, operator_leader,
+    require_in_cluster_operator, sets, wait_for_status,
 };
 
 fn benchmarks(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
@@ -314,26 +314,9 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
     let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
         panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
     });
-    let listener = std::net::TcpListener::bind((host.as_str(), 0)).expect("a port");
-    let address = listener.local_addr().expect("an address");
+    let (address, connections) =
+        attackers_listener(&client, &operator_namespace, &image, &host).await;
     let endpoint = format!("http://{address}");
-    let connections = Arc::new(AtomicUsize::new(0));
-    let seen = connections.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            seen.fetch_add(1, Ordering::SeqCst);
-            drop(stream);
-        }
-    });
-    // The control: a pod on the acting operator's node, in its namespace and network,
-    // reaches the endpoint. Without it, "0 connections" could mean "unreachable".
-    let reached =
-        probe_from_the_operators_node(&client, &operator_namespace, &image, &address).await;
-    assert!(
-        reached && connections.load(Ordering::SeqCst) >= 1,
-        "the control pod could not reach {endpoint}: the test would prove nothing"
-    );
-    connections.store(0, Ordering::SeqCst);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -385,6 +368,337 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
         connections.load(Ordering::SeqCst),
         0,
         "the foreign endpoint was contacted"
+    );
+}
+
+/// A TCP listener on `host` (an address of this machine that pods reach, not the
+/// operator's loopback) counting connections, and the control: a pod on the acting
+/// operator's node, in its namespace and network, reaches it. Without the control, "0
+/// connections" could mean "unreachable". The count is reset after the control.
+async fn attackers_listener(
+    client: &Client,
+    operator_namespace: &str,
+    image: &str,
+    host: &str,
+) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind((host, 0)).expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let reached = probe_from_the_operators_node(client, operator_namespace, image, &address).await;
+    assert!(
+        reached && connections.load(Ordering::SeqCst) >= 1,
+        "the control pod could not reach {address}: the test would prove nothing"
+    );
+    connections.store(0, Ordering::SeqCst);
+    (address, connections)
+}
+
+/// Issue 34, finding 1: an Azure `account` or an S3 `region` (in the parameters or the
+/// URI) was put into the host the credentials went to. Each attempt at the attacker's
+/// listener is refused at admission naming the part, a BenchmarkSet whose permutations
+/// carry one (values no set-level rule judges) fails naming it, and the listener is
+/// never contacted.
+#[tokio::test]
+#[ignore = "needs a disposable cluster and an iperf image: PERFSWEEP_E2E=1 PERFSWEEP_E2E_IMAGE=... KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn an_export_host_built_from_account_or_region_never_reaches_the_attacker() {
+    let client = cluster().await;
+    let image = e2e_image();
+    let operator_namespace = require_in_cluster_operator();
+    let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
+    });
+    let (address, connections) =
+        attackers_listener(&client, &operator_namespace, &image, &host).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let secret_name = "e2e-inject-creds";
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": secret_name, "labels": {"perfsweep.io/export-credentials": "true"}},
+        "stringData": {"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key",
+                       "AZURE_STORAGE_SAS_TOKEN": "sv=2024&sig=e2e-sas"},
+    }))
+    .expect("a Secret");
+    let _ = secrets.delete(secret_name, &DeleteParams::default()).await;
+    wait_gone(&secrets, secret_name).await;
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the Secret");
+    let attempts = [
+        (
+            json!({"storageUri": format!("az://{address}?/c/p")}),
+            "storageUri",
+        ),
+        (
+            json!({"storageUri": "az://c/p", "parameters": {"account": format!("{address}?")}}),
+            "account",
+        ),
+        (
+            json!({"storageUri": "s3://results/p", "parameters": {"region": format!("x@{address}/")}}),
+            "region",
+        ),
+        (
+            json!({"storageUri": format!("s3://results@{address}/p")}),
+            "storageUri",
+        ),
+    ];
+    let api = benchmarks(&client, "IPerf", NAMESPACE);
+    for (mut location, named) in attempts {
+        location["secretName"] = json!(secret_name);
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+            "metadata": {"name": "e2e-inject"},
+            "spec": {"image": image, "duration": 3, "outputLocation": location},
+        }))
+        .expect("an IPerf");
+        match api.create(&PostParams::default(), &object).await {
+            Err(kube::Error::Api(status)) => {
+                println!(
+                    "E2E security injection {location}: refused: {}",
+                    status.message
+                );
+                assert!(
+                    status.message.contains(named) && status.message.contains("outputLocation"),
+                    "the refusal names {named}: {status:?}"
+                );
+            }
+            Ok(_) => {
+                let _ = api.delete("e2e-inject", &DeleteParams::default()).await;
+                panic!("admitted: {location}");
+            }
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+    let set_name = "e2e-inject-set";
+    create_set(
+        &client,
+        set_name,
+        json!({
+            "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                         "spec": {"image": image, "duration": 3, "scheduler": "default"}},
+            "permutations": {"product": {"outputLocation": [{
+                "storageUri": "s3://results/p",
+                "parameters": {"region": format!("x@{address}/")},
+                "secretName": secret_name,
+            }]}},
+        }),
+    )
+    .await;
+    let status = wait_for_status(&sets(&client), set_name, Duration::from_mins(2), finished).await;
+    // Long enough for anything the operator might still send.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let _ = sets(&client)
+        .delete(set_name, &DeleteParams::default())
+        .await;
+    let _ = secrets.delete(secret_name, &DeleteParams::default()).await;
+    println!(
+        "E2E security injection through a set's permutations: phase {}, {}",
+        status["phase"], status["conditions"]
+    );
+    assert!(
+        status["phase"] == "Invalid" || status["phase"] == "Failed",
+        "{status}"
+    );
+    assert!(
+        status["conditions"].to_string().contains("region"),
+        "the set's status names the region: {status}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the attacker's listener was contacted"
+    );
+}
+
+/// Issue 34, finding 2: the chart's policy judged `spec.image` only. On a copy of the
+/// chart's own policy with an administrator's lists (one registry, Volcano only, no
+/// devices, no foreign networks), bound to one namespace: `podOverride.image` from
+/// elsewhere, an extended resource, another namespace's network attachment,
+/// `scheduler: default` and a set varying the scheduler are refused naming the field;
+/// what the lists allow is admitted.
+#[tokio::test]
+#[ignore = "needs a disposable cluster with the chart installed: PERFSWEEP_E2E=1 KUBECONFIG=... cargo test -p perfsweep --test real_cluster_security -- --ignored"]
+async fn the_admission_policy_guards_override_images_devices_networks_and_schedulers() {
+    let client = cluster().await;
+    let policy = std::env::var("PERFSWEEP_E2E_POLICY")
+        .unwrap_or_else(|_| "perfsweep-privileged-fields".into());
+    let resource = |kind: &str, plural: &str| kube::api::ApiResource {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let policies: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    let chart = policies.get(&policy).await.unwrap_or_else(|e| {
+        panic!("ValidatingAdmissionPolicy {policy} is not installed ({e}): helm install the chart")
+    });
+    let strict_name = "e2e-strict-fields";
+    let mut spec = chart.data["spec"].clone();
+    for variable in spec["variables"].as_array_mut().expect("variables") {
+        let expression = match variable["name"].as_str() {
+            Some("imagePrefixes") => r#"["e2e.example/"]"#,
+            Some("schedulers") => r#"["volcano"]"#,
+            Some("extendedResources" | "networks") => "[]",
+            _ => continue,
+        };
+        variable["expression"] = json!(expression);
+    }
+    let strict: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": strict_name}, "spec": spec,
+    }))
+    .expect("the copy");
+    let binding: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": strict_name},
+        "spec": {"policyName": strict_name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"perfsweep.io/e2e-strict-policy": "true"}}}},
+    }))
+    .expect("the binding");
+    let apply = PatchParams::apply("perfsweep-e2e").force();
+    policies
+        .patch(strict_name, &apply, &Patch::Apply(&strict))
+        .await
+        .expect("the copy of the policy applied");
+    bindings
+        .patch(strict_name, &apply, &Patch::Apply(&binding))
+        .await
+        .expect("its binding applied");
+    let namespace = "perfsweep-e2e-strict";
+    ensure_namespace(
+        &client,
+        namespace,
+        json!({"perfsweep.io/e2e-strict-policy": "true"}),
+    )
+    .await;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let object = |kind: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "perfsweep.io/v1alpha1", "kind": kind, "metadata": {"name": "strict"},
+            "spec": spec,
+        }))
+        .expect("an object")
+    };
+    let llm = |override_: Value| {
+        json!({"endpoint": {"simulator": {"ttftMillis": 5}}, "trafficScenarios": ["D(16,16)"],
+               "numConcurrency": [1], "podOverride": override_})
+    };
+    let refused = [
+        (
+            "LLMInference",
+            llm(json!({"image": "docker.io/evil/llm:1"})),
+            "spec.podOverride.image",
+        ),
+        (
+            "LLMInference",
+            llm(json!({"resources": {"limits": {"nvidia.com/gpu": "1"}}})),
+            "spec.resources",
+        ),
+        (
+            "IPerf",
+            json!({"resources": {"requests": {"intel.com/sriov_netdevice": "1"}}}),
+            "spec.resources",
+        ),
+        (
+            "IPerf",
+            json!({"networkName": "kube-system/host-net"}),
+            "spec.networkName",
+        ),
+        ("IPerf", json!({"scheduler": "default"}), "spec.scheduler"),
+    ];
+    let admitted = [
+        ("LLMInference", llm(json!({"image": "e2e.example/llm:1"}))),
+        (
+            "IPerf",
+            json!({"networkName": format!("{namespace}/own-net"), "scheduler": "volcano",
+                         "resources": {"limits": {"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "64Mi"}}}),
+        ),
+    ];
+    let mut outcome = Vec::new();
+    for (index, (kind, spec, field)) in refused.iter().enumerate() {
+        // A new binding takes a moment to be enforced: the first case waits for it.
+        let tries = if index == 0 { 60 } else { 1 };
+        let mut result = None;
+        for _ in 0..tries {
+            match benchmarks(&client, kind, namespace)
+                .create(&dry_run, &object(kind, spec.clone()))
+                .await
+            {
+                Err(kube::Error::Api(status)) => {
+                    result = Some(status.message);
+                    break;
+                }
+                Err(other) => panic!("unexpected error: {other}"),
+                Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        outcome.push((*field, result));
+    }
+    let sets_api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::erase::<perfsweep_benchmarks::set::BenchmarkSet>(&()),
+    );
+    let set: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet", "metadata": {"name": "strict"},
+        "spec": {
+            "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "spec": {"duration": 5}},
+            "permutations": {"product": {"scheduler": ["volcano", "default"]}},
+        },
+    }))
+    .expect("a set");
+    let set_refusal = match sets_api.create(&dry_run, &set).await {
+        Err(kube::Error::Api(status)) => Some(status.message),
+        _ => None,
+    };
+    let mut admitted_errors = Vec::new();
+    for (kind, spec) in admitted {
+        if let Err(error) = benchmarks(&client, kind, namespace)
+            .create(&dry_run, &object(kind, spec.clone()))
+            .await
+        {
+            admitted_errors.push(format!("{kind} {spec}: {error}"));
+        }
+    }
+    let _ = bindings.delete(strict_name, &DeleteParams::default()).await;
+    let _ = policies.delete(strict_name, &DeleteParams::default()).await;
+    for (field, refusal) in &outcome {
+        println!("E2E security strict policy, {field}: {refusal:?}");
+        let message = refusal
+            .as_deref()
+            .unwrap_or_else(|| panic!("{field} was admitted"));
+        assert!(
+            message.contains(&format!("{field}:")),
+            "names {field}: {message}"
+        );
+    }
+    let set_refusal = set_refusal.expect("a set varying the scheduler was admitted");
+    assert!(set_refusal.contains("spec.permutations"), "{set_refusal}");
+    assert_eq!(
+        admitted_errors,
+        Vec::<String>::new(),
+        "what the lists allow is admitted"
     );
 }
 

@@ -198,7 +198,10 @@ pub struct OutputLocation {
     /// S3-compatible API), `github://owner/repo[@tag]` (release assets) and
     /// `pvc://[namespace:]claim/path` (written by the benchmark's own pod into the
     /// claim); `file:///dir` for the command line only.
-    #[schemars(regex(pattern = r"^(s3|gs|az|oci|github|file|pvc)://.+$"), length(max = 2048))]
+    #[schemars(
+        regex(pattern = r"^(s3|gs|az|oci|github|file|pvc)://.+$"),
+        length(max = 2048)
+    )]
     pub storage_uri: String,
 
     /// Sink settings: `endpoint` (an S3-compatible server or an emulator,
@@ -252,7 +255,10 @@ impl OutputLocation {
 /// as `evil.example?` or `x@10.0.0.1:80/` would send the credentials to a host of the
 /// author's choosing. Paths are relative to `outputLocation`. The CEL rules on
 /// [`OutputLocation`] say the same, for admission.
-pub fn host_part_errors(storage_uri: &str, parameters: &BTreeMap<String, String>) -> Vec<FieldError> {
+pub fn host_part_errors(
+    storage_uri: &str,
+    parameters: &BTreeMap<String, String>,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(account) = parameters.get("account")
         && !is_azure_account(account)
@@ -296,9 +302,15 @@ pub fn host_part_errors(storage_uri: &str, parameters: &BTreeMap<String, String>
             let container = if parameters.contains_key("account") {
                 first
             } else {
-                let account = first.strip_suffix(".blob.core.windows.net").unwrap_or(first);
+                let account = first
+                    .strip_suffix(".blob.core.windows.net")
+                    .unwrap_or(first);
                 let container = after.split('/').next().unwrap_or_default();
-                if is_azure_account(account) { container } else { "" }
+                if is_azure_account(account) {
+                    container
+                } else {
+                    ""
+                }
             };
             (!is_container(container)).then_some(
                 "expected az://ACCOUNT/CONTAINER/prefix (az://CONTAINER/prefix with \
@@ -446,18 +458,42 @@ mod tests {
     #[test]
     fn a_host_part_that_could_name_another_host_is_refused_naming_it() {
         for (uri, pairs, field) in [
-            ("az://c/p", vec![("account", "evil.example?")], "parameters.account"),
-            ("az://c/p", vec![("account", "10.77.0.1:9000/x")], "parameters.account"),
-            ("s3://b/p", vec![("region", "x@10.77.0.1:9000/")], "parameters.region"),
-            ("s3://b/p", vec![("region", "evil.example")], "parameters.region"),
-            ("oci://n/ns/b/b/o/p", vec![("region", "a/b")], "parameters.region"),
+            (
+                "az://c/p",
+                vec![("account", "evil.example?")],
+                "parameters.account",
+            ),
+            (
+                "az://c/p",
+                vec![("account", "10.77.0.1:9000/x")],
+                "parameters.account",
+            ),
+            (
+                "s3://b/p",
+                vec![("region", "x@10.77.0.1:9000/")],
+                "parameters.region",
+            ),
+            (
+                "s3://b/p",
+                vec![("region", "evil.example")],
+                "parameters.region",
+            ),
+            (
+                "oci://n/ns/b/b/o/p",
+                vec![("region", "a/b")],
+                "parameters.region",
+            ),
             ("az://evil.example?/c/p", vec![], "storageUri"),
             ("az://10.77.0.1:9000/c/p", vec![], "storageUri"),
             ("s3://b@x.evil.example/p", vec![], "storageUri"),
             ("s3://b@10.0.0.1:80/p", vec![], "storageUri"),
             ("s3://b:80@x/p", vec![], "storageUri"),
             ("gs://evil.example:80@b/p", vec![], "storageUri"),
-            ("oci://n/evil.example?/b/b/o/p", vec![("region", "eu-1")], "storageUri"),
+            (
+                "oci://n/evil.example?/b/b/o/p",
+                vec![("region", "eu-1")],
+                "storageUri",
+            ),
         ] {
             let errors = host_part_errors(uri, &parameters(&pairs));
             assert!(
@@ -478,12 +514,28 @@ mod tests {
             ("az://evil.example?/c/p", vec![], false),
             ("s3://b@10.0.0.1:80/p", vec![], false),
             ("gs://evil.example:80@b/p", vec![], false),
-            ("oci://n/evil.example?/b/b/o/p", vec![("region", "eu-1")], false),
+            (
+                "oci://n/evil.example?/b/b/o/p",
+                vec![("region", "eu-1")],
+                false,
+            ),
             ("az://myaccount/container/p", vec![], true),
-            ("az://myaccount.blob.core.windows.net/container/p", vec![], true),
+            (
+                "az://myaccount.blob.core.windows.net/container/p",
+                vec![],
+                true,
+            ),
             ("az://container/p", vec![("account", "myaccount")], true),
-            ("s3://bucket@eu-west-3/p/q", vec![("endpoint", "https://s3.example")], true),
-            ("oci://n/axaxnpcrorw5/b/bucket/o/p", vec![("region", "us-phoenix-1")], true),
+            (
+                "s3://bucket@eu-west-3/p/q",
+                vec![("endpoint", "https://s3.example")],
+                true,
+            ),
+            (
+                "oci://n/axaxnpcrorw5/b/bucket/o/p",
+                vec![("region", "us-phoenix-1")],
+                true,
+            ),
         ];
         for (uri, pairs, fine) in cases {
             let object = json!({
@@ -514,7 +566,10 @@ mod tests {
             ("s3://my.bucket_1/p", vec![("region", "us-east-1")]),
             ("s3://bucket@eu-west-3/p/q", vec![]),
             ("gs://bucket/p", vec![]),
-            ("oci://n/axaxnpcrorw5/b/bucket/o/p", vec![("region", "us-phoenix-1")]),
+            (
+                "oci://n/axaxnpcrorw5/b/bucket/o/p",
+                vec![("region", "us-phoenix-1")],
+            ),
             ("github://o/r@v1", vec![]),
             ("pvc://claim/p", vec![]),
         ] {

@@ -230,7 +230,10 @@ mod tests {
     fn a_request_goes_only_to_the_endpoint_or_the_services_own_host() {
         let uri = |text: &str| text.parse::<::http::Uri>().expect("a URI");
         let azure = Origins::of(&bucket("az://acct/c/p", &[]));
-        assert_eq!(azure.permit(&uri("https://acct.blob.core.windows.net/c/p")), Ok(()));
+        assert_eq!(
+            azure.permit(&uri("https://acct.blob.core.windows.net/c/p")),
+            Ok(())
+        );
         for refused in [
             "https://evil.example/c/p",
             "https://evil.example?.blob.core.windows.net/c",
@@ -243,24 +246,42 @@ mod tests {
             assert!(error.contains("was refused"), "{error}");
         }
         let s3 = Origins::of(&bucket("s3://b/p", &[("region", "eu-west-3")]));
-        assert_eq!(s3.permit(&uri("https://s3.eu-west-3.amazonaws.com/b/p")), Ok(()));
-        assert_eq!(s3.permit(&uri("https://b.s3.eu-west-3.amazonaws.com/p")), Ok(()));
+        assert_eq!(
+            s3.permit(&uri("https://s3.eu-west-3.amazonaws.com/b/p")),
+            Ok(())
+        );
+        assert_eq!(
+            s3.permit(&uri("https://b.s3.eu-west-3.amazonaws.com/p")),
+            Ok(())
+        );
         assert!(s3.permit(&uri("https://s3.evil.example/b/p")).is_err());
-        assert!(s3.permit(&uri("https://x.s3.us-east-1.amazonaws.com/p")).is_err());
-        let minio = Origins::of(&bucket("s3://b/p", &[("endpoint", "http://10.77.0.1:9000")]));
+        assert!(
+            s3.permit(&uri("https://x.s3.us-east-1.amazonaws.com/p"))
+                .is_err()
+        );
+        let minio = Origins::of(&bucket(
+            "s3://b/p",
+            &[("endpoint", "http://10.77.0.1:9000")],
+        ));
         assert_eq!(minio.permit(&uri("http://10.77.0.1:9000/b/p")), Ok(()));
         assert!(minio.permit(&uri("http://10.77.0.1:9001/b/p")).is_err());
         assert!(minio.permit(&uri("https://10.77.0.1:9000/b/p")).is_err());
         let gcs = Origins::of(&bucket("gs://b/p", &[]));
         assert_eq!(gcs.permit(&uri("https://storage.googleapis.com/b")), Ok(()));
-        assert!(gcs.permit(&uri("https://evil.googleapis.com.evil/b")).is_err());
+        assert!(
+            gcs.permit(&uri("https://evil.googleapis.com.evil/b"))
+                .is_err()
+        );
     }
 
     /// Issue 34, finding 8: the chart's own example, a GitHub Enterprise API under a
     /// path, was refused as malformed.
     #[test]
     fn a_github_enterprise_endpoint_with_its_api_path_is_usable_when_allowed() {
-        let ghe = destination("github://o/r@t", &[("endpoint", "https://ghe.example/api/v3")]);
+        let ghe = destination(
+            "github://o/r@t",
+            &[("endpoint", "https://ghe.example/api/v3")],
+        );
         let allowed = AllowedDestinations {
             endpoints: vec!["https://ghe.example/api/v3".into()],
             plain_http: false,
@@ -268,8 +289,12 @@ mod tests {
         assert_eq!(allowed.check(&ghe), Ok(()));
         assert!(AllowedDestinations::default().check(&ghe).is_err());
         let parameters = [("endpoint".to_owned(), "https://m:9000/p".to_owned())].into();
-        let error = super::super::parse("s3://b/p", &parameters).expect_err("a bucket's endpoint has no path");
-        assert!(error.to_string().contains("must not have a path"), "{error}");
+        let error = super::super::parse("s3://b/p", &parameters)
+            .expect_err("a bucket's endpoint has no path");
+        assert!(
+            error.to_string().contains("must not have a path"),
+            "{error}"
+        );
     }
 
     #[test]

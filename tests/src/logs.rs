@@ -22,6 +22,16 @@ pub(crate) struct PodLogs {
 enum Log {
     Text(String),
     Padded { filler_lines: u64, tail: String },
+    LongLine(LongLine),
+}
+
+/// A log whose one line is huge: `head`, then `filler_bytes` of `x` (no newline), then
+/// `tail` — a report line carrying a huge raw output, which `tailLines` cannot shorten.
+#[derive(Debug, Clone)]
+pub(crate) struct LongLine {
+    head: String,
+    filler_bytes: u64,
+    tail: String,
 }
 
 /// One line of a padded log's filler (100 bytes with its newline).
@@ -32,6 +42,10 @@ pub const FILLER_LINE: &str = "filler filler filler filler filler filler filler 
 #[derive(Debug)]
 pub(crate) enum Selected {
     Text(String),
+    LongLine {
+        line: LongLine,
+        limit: Option<u64>,
+    },
     Padded {
         filler_lines: u64,
         tail: String,
@@ -45,7 +59,9 @@ impl Selected {
     fn into_text(self) -> String {
         match self {
             Self::Text(text) => text,
-            Self::Padded { .. } => unreachable!("a padded log is never read whole in tests"),
+            Self::Padded { .. } | Self::LongLine { .. } => {
+                unreachable!("a padded log is never read whole in tests")
+            }
         }
     }
 
@@ -53,6 +69,28 @@ impl Selected {
     pub fn into_chunks(self) -> Box<dyn Iterator<Item = bytes::Bytes> + Send> {
         match self {
             Self::Text(text) => Box::new(std::iter::once(bytes::Bytes::from(text))),
+            Self::LongLine { line, limit } => {
+                const CHUNK: u64 = 64 * 1024;
+                let chunk = bytes::Bytes::from(vec![b'x'; CHUNK as usize]);
+                let full = line.filler_bytes / CHUNK;
+                let rest = usize::try_from(line.filler_bytes % CHUNK).unwrap_or(0);
+                let pieces = std::iter::once(bytes::Bytes::from(line.head))
+                    .chain((0..full).map(move |_| chunk.clone()))
+                    .chain(std::iter::once(bytes::Bytes::from(vec![b'x'; rest])))
+                    .chain(std::iter::once(bytes::Bytes::from(line.tail)));
+                let mut left = limit.unwrap_or(u64::MAX);
+                Box::new(pieces.map_while(move |mut piece| {
+                    if left == 0 {
+                        return None;
+                    }
+                    let len = piece.len() as u64;
+                    if len > left {
+                        piece.truncate(usize::try_from(left).unwrap_or(0));
+                    }
+                    left = left.saturating_sub(len);
+                    Some(piece)
+                }))
+            }
             Self::Padded {
                 filler_lines,
                 tail,
@@ -165,6 +203,28 @@ impl PodLogs {
         );
     }
 
+    /// A log of `head`, `filler_bytes` of `x` on the same line, then `tail`; never held
+    /// in memory. `head` holds no newline after its last line's start that matters:
+    /// `tailLines` counts the long line as one.
+    pub fn set_long_line(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        head: &str,
+        filler_bytes: u64,
+        tail: &str,
+    ) {
+        self.lock().insert(
+            (ns.to_owned(), pod.to_owned(), container.to_owned()),
+            Log::LongLine(LongLine {
+                head: head.to_owned(),
+                filler_bytes,
+                tail: tail.to_owned(),
+            }),
+        );
+    }
+
     /// Makes every read of `pod`'s log fail this way (`None`: readable again).
     pub fn set_failure(&self, ns: &str, pod: &str, failure: Option<LogFailure>) {
         let mut failures = self
@@ -215,6 +275,7 @@ impl PodLogs {
         Ok(match log {
             Log::Text(text) => Selected::Text(select(&text, query)),
             Log::Padded { filler_lines, tail } => select_padded(filler_lines, &tail, query),
+            Log::LongLine(line) => select_long_line(line, query),
         })
     }
 
@@ -257,6 +318,41 @@ fn select(text: &str, query: &LogQuery) -> String {
     text.to_owned()
 }
 
+/// [`select`] for a log with one long line, without making its filler: the lines of
+/// `head` before the long line's start, the long line, the lines of `tail` after it.
+fn select_long_line(line: LongLine, query: &LogQuery) -> Selected {
+    let limit = query.limit_bytes.map(|n| n as u64);
+    let Some(wanted) = query.tail_lines else {
+        return Selected::LongLine { line, limit };
+    };
+    let (long_end, after) = match line.tail.find('\n') {
+        Some(newline) => line.tail.split_at(newline + 1),
+        None => (line.tail.as_str(), ""),
+    };
+    let after_lines = after.split_inclusive('\n').count();
+    if wanted <= after_lines {
+        return Selected::Text(select(after, query));
+    }
+    let head_start = line.head.rfind('\n').map_or(0, |i| i + 1);
+    let (before, long_start) = line.head.split_at(head_start);
+    let before = select(
+        before,
+        &LogQuery {
+            tail_lines: Some(wanted - after_lines - 1),
+            limit_bytes: None,
+            container: None,
+        },
+    );
+    Selected::LongLine {
+        line: LongLine {
+            head: before + long_start,
+            filler_bytes: line.filler_bytes,
+            tail: format!("{long_end}{after}"),
+        },
+        limit,
+    }
+}
+
 /// [`select`] for a padded log, without making its filler.
 fn select_padded(filler_lines: u64, tail: &str, query: &LogQuery) -> Selected {
     let tail_line_count = tail.split_inclusive('\n').count() as u64;
@@ -291,6 +387,48 @@ mod tests {
             tail_lines,
             limit_bytes,
         }
+    }
+
+    fn served(selected: Selected) -> String {
+        selected
+            .into_chunks()
+            .map(|chunk| String::from_utf8(chunk.to_vec()).expect("ASCII"))
+            .collect()
+    }
+
+    /// A long line is one line to `tailLines`, however long, and `limitBytes` cuts it.
+    #[test]
+    fn a_long_line_counts_as_one_line() {
+        let line = LongLine {
+            head: "one\ntwo\n{\"raw\":\"".into(),
+            filler_bytes: 5,
+            tail: "\"}\nafter\n".into(),
+        };
+        let whole = "one\ntwo\n{\"raw\":\"xxxxx\"}\nafter\n";
+        assert_eq!(
+            served(select_long_line(line.clone(), &query(None, None))),
+            whole
+        );
+        assert_eq!(
+            served(select_long_line(line.clone(), &query(Some(9), None))),
+            whole
+        );
+        assert_eq!(
+            served(select_long_line(line.clone(), &query(Some(3), None))),
+            "two\n{\"raw\":\"xxxxx\"}\nafter\n"
+        );
+        assert_eq!(
+            served(select_long_line(line.clone(), &query(Some(2), None))),
+            "{\"raw\":\"xxxxx\"}\nafter\n"
+        );
+        assert_eq!(
+            served(select_long_line(line.clone(), &query(Some(1), None))),
+            "after\n"
+        );
+        assert_eq!(
+            served(select_long_line(line, &query(Some(2), Some(10)))),
+            "{\"raw\":\"xx"
+        );
     }
 
     #[test]

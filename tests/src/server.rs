@@ -213,6 +213,23 @@ preferences: {{}}
             .set_padded(ns, pod, container, filler_bytes, tail);
     }
 
+    /// Sets a log whose one line is huge (`head`, `filler_bytes` of `x`, `tail`), made as
+    /// a client reads it: a report carrying a huge raw output, which `tailLines` does not
+    /// shorten.
+    pub fn set_long_line_pod_log(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        head: &str,
+        filler_bytes: u64,
+        tail: &str,
+    ) {
+        self.shared
+            .pod_logs
+            .set_long_line(ns, pod, container, head, filler_bytes, tail);
+    }
+
     /// Every request answered so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.log.snapshot()

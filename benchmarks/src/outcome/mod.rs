@@ -74,8 +74,6 @@ impl Evaluation {
 /// The outcome of a benchmark whose result processes printed `outputs` (replica 0
 /// first).
 pub fn evaluate(expected: &Expected<'_>, outputs: &[ProcessOutput<'_>]) -> Evaluation {
-    let unparseable =
-        |name: &str, why: String| Failure::new(Reason::ResultUnparseable, format!("{name}: {why}"));
     if outputs.is_empty() {
         return Evaluation::failed(
             Failure::new(Reason::ResultUnparseable, "no process reported a result"),
@@ -90,7 +88,26 @@ pub fn evaluate(expected: &Expected<'_>, outputs: &[ProcessOutput<'_>]) -> Evalu
         }
     }
     let names: Vec<&str> = outputs.iter().map(|o| o.name).collect();
-    let (report, parts) = match combine(expected.kind, &names, reports) {
+    evaluate_reports(expected, &names, reports)
+}
+
+/// The outcome from the replicas' reports, each already found in its output by
+/// [`replica_report`] (replica 0 first, `names` where each ran): so that a caller may
+/// read one output at a time and keep only its report.
+pub fn evaluate_reports(
+    expected: &Expected<'_>,
+    names: &[&str],
+    reports: Vec<AgentReport>,
+) -> Evaluation {
+    let unparseable =
+        |name: &str, why: String| Failure::new(Reason::ResultUnparseable, format!("{name}: {why}"));
+    if reports.is_empty() || names.len() != reports.len() {
+        return Evaluation::failed(
+            Failure::new(Reason::ResultUnparseable, "no process reported a result"),
+            None,
+        );
+    }
+    let (report, parts) = match combine(expected.kind, names, reports) {
         Ok(combined) => combined,
         Err((failure, report)) => return Evaluation::failed(failure, Some(*report)),
     };

@@ -356,3 +356,151 @@ async fn three_workers_are_one_gang_and_their_results_merge_exactly() {
     // 2 errors of the whole, under the 5% limit although worker 1 alone is at ~2.5%.
     assert!(result["errorRatePercent"].as_f64().is_some_and(|r| r < 5.0));
 }
+
+/// This process's resident memory now, in bytes (Linux).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Issue 34, finding 3: every result replica's log was read into memory at once, so
+/// `workers: 256` with large reports could ask for gigabytes against the chart's 256
+/// MiB limit. 48 load generators each reporting 12 MiB of raw output (576 MiB in all):
+/// the benchmark fails naming the operator's budget, and this process (operator and
+/// double; the double never holds the logs) grows by far less than the logs' size.
+#[tokio::test]
+async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory() {
+    const FLOOD: &str = "flood";
+    const FLOOD_WORKERS: u32 = 48;
+    const RAW_BYTES: u64 = 12 * 1024 * 1024;
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let object: LLMInference = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
+        "metadata": {"name": FLOOD, "namespace": NS},
+        "spec": {
+            "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
+            "trafficScenarios": ["D(100,16)"],
+            "numConcurrency": [FLOOD_WORKERS],
+            "workers": FLOOD_WORKERS,
+        },
+    }))
+    .expect("a valid LLMInference");
+    Api::<LLMInference>::namespaced(double.client(), NS)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("created");
+    let flood_pod = |index: u32| format!("{FLOOD}-loadgen-{index}");
+    wait_until(
+        WAIT,
+        format_args!("the {FLOOD_WORKERS} loadgen pods"),
+        || {
+            let made = (0..FLOOD_WORKERS)
+                .filter(|i| double.get(&Gvr::PODS, Some(NS), &flood_pod(*i)).is_some())
+                .count();
+            if made == FLOOD_WORKERS as usize {
+                Ok(())
+            } else {
+                Err(format!("{made} pods"))
+            }
+        },
+    )
+    .await;
+    let raw_sha = sha256_hex(&vec![b'x'; usize::try_from(RAW_BYTES).expect("fits")]);
+    let parsed = registry::lookup("LLMInference")
+        .expect("registered")
+        .parse(&worker_output(0))
+        .expect("a worker's share parses");
+    for index in 0..FLOOD_WORKERS {
+        let report = AgentReport {
+            tool_version: None,
+            network: None,
+            kind: "LLMInference".into(),
+            role: "loadgen".into(),
+            index,
+            outcome: Outcome::Succeeded {
+                result: Some(parsed.result.clone()),
+                summary: Some(parsed.summary.clone()),
+            },
+            command: vec!["perfsweep".into(), "loadgen".into()],
+            started_at: "2026-11-22T10:00:00Z".into(),
+            finished_at: "2026-11-22T10:00:10Z".into(),
+            host: Some(format!("node-{index}")),
+            raw_output_sha256: Some(raw_sha.clone()),
+            raw_output: Some("RAW-OUTPUT-HERE".into()),
+        };
+        let line = report.to_line();
+        let (head, tail) = line
+            .split_once("RAW-OUTPUT-HERE")
+            .expect("the placeholder in the report line");
+        double.set_long_line_pod_log(
+            NS,
+            &flood_pod(index),
+            AGENT,
+            &format!("perfsweep agent: running perfsweep loadgen\n{head}"),
+            RAW_BYTES,
+            &format!("{tail}\n"),
+        );
+    }
+    let baseline = resident_bytes();
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(baseline));
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(resident_bytes(), std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        })
+    };
+    for index in 0..FLOOD_WORKERS {
+        let done = json!({"terminated": {
+            "exitCode": 0, "reason": "Completed", "message": "done",
+            "startedAt": now(), "finishedAt": now(),
+        }});
+        let mut status = pod_status("Succeeded", done);
+        status["containerStatuses"][0]["ready"] = false.into();
+        patch_pod_status(&double, &flood_pod(index), status);
+    }
+    let status = wait_for_object_status(&double, &LLMS, FLOOD, "phase Failed", |s| {
+        s["phase"] == "Failed"
+    })
+    .await;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().expect("the sampler");
+    let grown = peak
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(baseline);
+    let logs = u64::from(FLOOD_WORKERS) * RAW_BYTES;
+    println!(
+        "{FLOOD_WORKERS} result logs of {} MiB ({} MiB in all): resident memory grew by {} MiB while the operator read them",
+        RAW_BYTES >> 20,
+        logs >> 20,
+        grown >> 20
+    );
+    let failed = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(failed["reason"], "ResultUnreadable", "{status}");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("48 pods logged more than the 32 MiB"),
+        "the failure names the budget: {message}"
+    );
+    assert!(
+        grown < logs / 4,
+        "grew by {} MiB reading {} MiB of logs",
+        grown >> 20,
+        logs >> 20
+    );
+}

@@ -162,6 +162,9 @@ pub struct Engine {
     owned: Owned,
     /// What reconciles created and deleted that the caches may not show yet.
     recent: Arc<caches::Recent>,
+    /// Turns at reading results, shared by every kind's controller (see
+    /// [`observe::RESULT_READS_AT_ONCE`]).
+    result_reads: tokio::sync::Semaphore,
 }
 
 /// Runs the controller of every benchmark kind until the futures `shutdown` makes
@@ -210,6 +213,7 @@ where
         export: settings.export.clone(),
         owned,
         recent,
+        result_reads: tokio::sync::Semaphore::new(observe::RESULT_READS_AT_ONCE),
     });
     let controllers = registrations
         .into_iter()
@@ -245,6 +249,9 @@ async fn pod_groups_served(client: &Client) -> bool {
     }
 }
 
+/// Reconciles of one kind that run at once.
+const RECONCILES_AT_ONCE: u16 = 16;
+
 /// Kind `K`'s controller, started once the API server serves the kind: a controller
 /// of a kind whose CRD is missing would only fail its watch, over and over.
 fn start<K: Benchmark>(
@@ -253,7 +260,11 @@ fn start<K: Benchmark>(
     triggers: futures::channel::mpsc::UnboundedReceiver<Trigger>,
     shutdown: Shutdown,
 ) -> BoxFuture<'static, ()> {
-    let config = controller::Config::default().debounce(settings.debounce);
+    // Bounded, so that a burst of finishing benchmarks cannot hold an unbounded number
+    // of reconciles (and what they read) at once.
+    let config = controller::Config::default()
+        .debounce(settings.debounce)
+        .concurrency(RECONCILES_AT_ONCE);
     async move {
         let kind = K::kind(&()).into_owned();
         let served = engine.ctx.served.clone();

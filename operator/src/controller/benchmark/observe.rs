@@ -79,21 +79,73 @@ fn pods_of(owned: &caches::Owned, target: &Target, pod_group: Option<&PodGroup>)
 
 /// Reads the result pod's log and what the agent reported in it; with several replicas
 /// of the result role, every replica's report, merged by the kind.
+///
+/// One log at a time, kept only as long as it takes to find its report, and at most
+/// [`RESULT_BUDGET_BYTES`] for all of a benchmark's logs together; at most
+/// [`RESULT_READS_AT_ONCE`] benchmarks read at a time (issue 34: 256 load generators
+/// with large logs read at once took the operator past its memory limit).
 pub(super) async fn read_result<R: DeserializeOwned>(
     engine: &Engine,
     target: &Target,
     prepared: &Prepared,
 ) -> Step<Success<R>> {
-    let mut logs = Vec::with_capacity(prepared.result_siblings.len() + 1);
-    for pod in std::iter::once(&prepared.result_pod).chain(&prepared.result_siblings) {
-        logs.push((pod.clone(), read_log(engine, target, pod).await?));
+    let _turn = engine.result_reads.acquire().await.ok();
+    let expected = perfsweep_benchmarks::outcome::Expected {
+        kind: target.info,
+        role: &prepared.result_role,
+        spec: &prepared.spec,
+    };
+    let pods: Vec<&String> = std::iter::once(&prepared.result_pod)
+        .chain(&prepared.result_siblings)
+        .collect();
+    let mut names = Vec::with_capacity(pods.len());
+    let mut reports = Vec::with_capacity(pods.len());
+    let mut read = 0usize;
+    for (index, pod) in (0u32..).zip(&pods) {
+        let left = RESULT_BUDGET_BYTES.saturating_sub(read);
+        let log = read_log_within(engine, target, pod, left.min(REPORT_LIMIT_BYTES)).await;
+        let log = match log {
+            Err(Halt::Fails(failure)) if left < REPORT_LIMIT_BYTES => {
+                return Err(Halt::Fails(over_budget(&pods, index, read, &failure)));
+            }
+            other => other?,
+        };
+        read += log.len();
+        let name = format!("pod {pod}");
+        let output = perfsweep_benchmarks::outcome::ProcessOutput {
+            name: &name,
+            output: &log,
+            note: None,
+        };
+        reports.push(perfsweep_benchmarks::outcome::replica_report(
+            &expected, &output, index,
+        )?);
+        names.push(name);
     }
-    Ok(outcome::evaluate_logs(
+    Ok(outcome::evaluate_reports(
         target.info,
         &prepared.result_role,
         &prepared.spec,
-        &logs,
-    )?)
+        &names,
+        reports,
+    )
+    .0?)
+}
+
+/// The failure of a result whose replicas' logs together outgrew the budget.
+fn over_budget(pods: &[&String], index: u32, read: usize, cause: &Failure) -> Failure {
+    Failure::new(
+        Reason::ResultUnreadable,
+        format!(
+            "the result role's {} pods logged more than the {} MiB the operator reads for one \
+             benchmark: {} MiB read before pod {} ({})",
+            pods.len(),
+            RESULT_BUDGET_BYTES / (1024 * 1024),
+            read / (1024 * 1024),
+            pods.get(index as usize).map_or("?", |p| p.as_str()),
+            cause.message
+        ),
+    )
 }
 
 /// The latest progress line in the tail of the result pod's log; best effort (a log
@@ -139,7 +191,13 @@ pub(super) const REPORT_TAIL_LINES: i64 = 100;
 /// Most bytes read of a result pod's log: a report (with the raw output it carries as
 /// evidence) is far smaller, and a pod that logs gigabytes must not take the operator's
 /// memory with it.
-pub(super) const REPORT_LIMIT_BYTES: i64 = 32 * 1024 * 1024;
+pub(super) const REPORT_LIMIT_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes read of all the result pods' logs of one benchmark together.
+pub(super) const RESULT_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+/// How many benchmarks read their results at once (each within its budget): with the
+/// chart's 256 MiB memory limit, what the operator holds besides its caches stays
+/// under about 2 × 32 MiB of logs and their reports.
+pub const RESULT_READS_AT_ONCE: usize = 2;
 
 /// The end of the agent container's log, where its report is (at most
 /// [`REPORT_TAIL_LINES`] lines and [`REPORT_LIMIT_BYTES`] bytes, however much the pod
@@ -147,22 +205,32 @@ pub(super) const REPORT_LIMIT_BYTES: i64 = 32 * 1024 * 1024;
 /// failure, other errors (the kubelet unreachable, the API server unavailable) are
 /// retried until the benchmark's deadline (`on_stuck`).
 pub(super) async fn read_log(engine: &Engine, target: &Target, pod: &str) -> Step<String> {
+    read_log_within(engine, target, pod, REPORT_LIMIT_BYTES).await
+}
+
+/// [`read_log`] reading at most `limit` bytes.
+async fn read_log_within(
+    engine: &Engine,
+    target: &Target,
+    pod: &str,
+    limit: usize,
+) -> Step<String> {
     let params = LogParams {
         container: Some(AGENT_CONTAINER.to_owned()),
         tail_lines: Some(REPORT_TAIL_LINES),
-        limit_bytes: Some(REPORT_LIMIT_BYTES),
+        limit_bytes: Some(i64::try_from(limit.max(1)).unwrap_or(i64::MAX)),
         ..LogParams::default()
     };
     match target.api::<Pod>(&engine.ctx).logs(pod, &params).await {
         Ok(log)
-            if log.len() as u64 >= REPORT_LIMIT_BYTES.unsigned_abs()
+            if log.len() >= limit
                 && perfsweep_benchmarks::execution::agent_report::find(&log).is_err() =>
         {
             Err(Halt::Fails(Failure::new(
                 Reason::ResultUnreadable,
                 format!(
-                    "pod {pod}: no complete report in the last {REPORT_TAIL_LINES} lines of its log within {} MiB (the most the operator reads)",
-                    REPORT_LIMIT_BYTES / (1024 * 1024)
+                    "pod {pod}: no complete report in the last {REPORT_TAIL_LINES} lines of its log within {:.1} MiB (the most the operator reads)",
+                    limit as f64 / (1024.0 * 1024.0)
                 ),
             )))
         }

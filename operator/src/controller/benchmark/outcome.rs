@@ -57,7 +57,40 @@ pub fn evaluate_logs_with_report<R: DeserializeOwned>(
         })
         .collect();
     let expected = Expected { kind, role, spec };
-    let evaluation = outcome::evaluate(&expected, &outputs);
+    typed(kind, &names[0], outcome::evaluate(&expected, &outputs))
+}
+
+/// The outcome from reports already taken out of the result pods' logs one by one
+/// (`names` as `pod NAME`, replica 0 first), and the combined report.
+pub fn evaluate_reports<R: DeserializeOwned>(
+    kind: &KindInfo,
+    role: &str,
+    spec: &Value,
+    names: &[String],
+    reports: Vec<agent_report::AgentReport>,
+) -> (
+    Result<Success<R>, Failure>,
+    Option<agent_report::AgentReport>,
+) {
+    let expected = Expected { kind, role, spec };
+    let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
+    let first = names.first().map_or("", String::as_str);
+    typed(
+        kind,
+        first,
+        outcome::evaluate_reports(&expected, &borrowed, reports),
+    )
+}
+
+/// The evaluation's result read as the kind's own type, for the status.
+fn typed<R: DeserializeOwned>(
+    kind: &KindInfo,
+    first: &str,
+    evaluation: outcome::Evaluation,
+) -> (
+    Result<Success<R>, Failure>,
+    Option<agent_report::AgentReport>,
+) {
     let typed = evaluation.outcome.and_then(|success| {
         // The shared logic checked the result's shape against the kind's; this is the
         // same type, read for the status.
@@ -65,8 +98,8 @@ pub fn evaluate_logs_with_report<R: DeserializeOwned>(
             Failure::new(
                 Reason::ResultUnparseable,
                 format!(
-                    "{}: the reported result is not a valid {} result: {e}",
-                    names[0], kind.kind
+                    "{first}: the reported result is not a valid {} result: {e}",
+                    kind.kind
                 ),
             )
         })?;

@@ -53,6 +53,39 @@ pub struct Rendered {
     pub pods: Vec<Pod>,
 }
 
+impl Rendered {
+    /// Every object, as JSON, in the order the operator creates them: what `perfsweep
+    /// render --objects` shows. Destructured whole, so that an object added to
+    /// [`Rendered`] (and created by the operator) cannot be left out of what a reviewer
+    /// sees offline.
+    pub fn objects(&self) -> Result<Vec<serde_json::Value>, serde_json::Error> {
+        let Self {
+            pod_group,
+            service,
+            network_policy,
+            secrets,
+            claims,
+            pods,
+        } = self;
+        let mut out = Vec::with_capacity(3 + secrets.len() + claims.len() + pods.len());
+        if let Some(group) = pod_group {
+            out.push(serde_json::to_value(group)?);
+        }
+        out.push(serde_json::to_value(service)?);
+        out.push(serde_json::to_value(network_policy)?);
+        for secret in secrets {
+            out.push(serde_json::to_value(secret)?);
+        }
+        for claim in claims {
+            out.push(serde_json::to_value(claim)?);
+        }
+        for pod in pods {
+            out.push(serde_json::to_value(pod)?);
+        }
+        Ok(out)
+    }
+}
+
 /// Renders the objects of a benchmark of kind `benchmark.kind` with `spec` (its full
 /// spec JSON, already validated) and `plan`.
 pub fn render(

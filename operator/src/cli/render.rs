@@ -123,20 +123,5 @@ fn kubernetes_objects(
         uid: OFFLINE_UID.to_owned(),
     };
     let rendered = render::render(&reference, &spec, &plan).map_err(|e| e.to_string())?;
-    let to_json = |value: Result<Value, serde_json::Error>| value.map_err(|e| e.to_string());
-    let mut out = Vec::new();
-    if let Some(group) = &rendered.pod_group {
-        out.push(to_json(serde_json::to_value(group))?);
-    }
-    out.push(to_json(serde_json::to_value(&rendered.service))?);
-    for secret in &rendered.secrets {
-        out.push(to_json(serde_json::to_value(secret))?);
-    }
-    for claim in &rendered.claims {
-        out.push(to_json(serde_json::to_value(claim))?);
-    }
-    for pod in &rendered.pods {
-        out.push(to_json(serde_json::to_value(pod))?);
-    }
-    Ok(out)
+    rendered.objects().map_err(|e| e.to_string())
 }

@@ -191,14 +191,18 @@ fn render_objects_gives_valid_podgroups_for_every_child() {
     );
     let objects = yaml::documents(&String::from_utf8_lossy(&output.stdout)).expect("YAML");
     let count = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).count();
+    // Issue 34, finding 7: the NetworkPolicy guarding each benchmark's control port is
+    // shown too, as the operator creates it.
     assert_eq!(
         (
             count("IPerf"),
             count("PodGroup"),
             count("Service"),
+            count("NetworkPolicy"),
+            count("Secret"),
             count("Pod")
         ),
-        (20, 20, 20, 40)
+        (20, 20, 20, 20, 20, 40)
     );
     let crd = std::fs::read_to_string(
         repo().join("benchmarks/testdata/third-party/volcano/scheduling.volcano.sh_podgroups.yaml"),

@@ -68,6 +68,9 @@ reasons! {
     LocalSetupFailed => "LocalSetupFailed",
     /// A local run lacks the environment variable standing in for a Secret key.
     SecretMissing => "SecretMissing",
+    /// A Secret the benchmark's pods would mount is missing, or its owner has not
+    /// labelled it `perfsweep.io/consumable: "true"`.
+    SecretNotConsumable => "SecretNotConsumable",
     // Reported by the agent.
     ToolFailed => "ToolFailed",
     ToolMissing => "ToolMissing",

@@ -5,6 +5,7 @@
 //! kind shares ([`CommonSpec`]). Each pod runs `perfsweep agent`, configured through the
 //! environment described in [`crate::execution::agent_env`].
 
+pub mod consumed_secrets;
 pub mod launch;
 pub mod network;
 pub mod network_policy;

@@ -193,3 +193,72 @@ async fn a_set_of_a_million_children_is_refused_by_the_operators_ceiling() {
     );
     assert!(grown < OPERATOR_LIMIT, "grew by {} MiB", grown >> 20);
 }
+
+/// Issue 34, finding 4: a benchmark's pods could mount any Secret of the namespace (the
+/// warehouse's credentials, a Helm release) through `podOverride.env`, an LLM's
+/// `apiKeySecretRef` or `requestHeaderSecrets`. One its owner did not label
+/// `perfsweep.io/consumable: "true"` fails the benchmark before any pod exists, naming
+/// it; once labelled, the same spec runs.
+#[tokio::test]
+async fn a_secret_its_owner_did_not_mark_for_benchmarks_is_never_mounted() {
+    let double = double_with_crds().await;
+    double
+        .create(
+            &Gvr::SECRETS,
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "warehouse-s3", "namespace": NS},
+                "stringData": {"AWS_SECRET_ACCESS_KEY": "admins-only"},
+            }),
+        )
+        .expect("the administrator's Secret");
+    let _operator = Operator::start(&double, "test");
+    let spec = json!({
+        "endpoint": {"url": "http://vllm:8000", "modelName": "m"},
+        "trafficScenarios": ["D(10,10)"], "numConcurrency": [1],
+        "podOverride": {"env": [{"name": "STOLEN",
+            "valueFrom": {"secretKeyRef": {"name": "warehouse-s3", "key": "AWS_SECRET_ACCESS_KEY"}}}]},
+    });
+    create(
+        &double,
+        &support::LLMS,
+        "LLMInference",
+        "thief",
+        spec.clone(),
+    );
+    let status =
+        support::wait_for_object_status(&double, &support::LLMS, "thief", "phase Failed", |s| {
+            s["phase"] == "Failed"
+        })
+        .await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "SecretNotConsumable", "{status}");
+    assert!(
+        failed["message"].as_str().is_some_and(
+            |m| m.contains("Secret warehouse-s3 is not labelled perfsweep.io/consumable=true")
+        ),
+        "{status}"
+    );
+    assert!(
+        double
+            .get(&Gvr::PODS, Some(NS), "thief-loadgen-0")
+            .is_none(),
+        "no pod was made"
+    );
+
+    double
+        .patch(
+            &Gvr::SECRETS,
+            Some(NS),
+            "warehouse-s3",
+            json!({"metadata": {"labels": {"perfsweep.io/consumable": "true"}}}),
+        )
+        .expect("labelled by its owner");
+    create(&double, &support::LLMS, "LLMInference", "allowed", spec);
+    wait_until(WAIT, format_args!("the allowed benchmark's pod"), || {
+        double
+            .get(&Gvr::PODS, Some(NS), "allowed-loadgen-0")
+            .ok_or_else(|| "no pod yet".to_owned())
+    })
+    .await;
+}

@@ -48,6 +48,9 @@ pub(super) async fn create_missing(
     {
         return Err(failure.into());
     }
+    if observation.pod_group.is_none() && observation.pods.is_empty() {
+        super::secrets::check_consumable(&ctx.client, target, prepared).await?;
+    }
     let mut created = Vec::new();
     let mut group_owner = observation.pod_group.as_ref().and_then(gang_owner);
     if let Some(group) = &prepared.rendered.pod_group

@@ -25,6 +25,7 @@ mod network;
 mod observe;
 pub mod outcome;
 mod prepare;
+mod secrets;
 mod status;
 mod step;
 mod target;

@@ -47,6 +47,8 @@ pub struct Control {
     exec: Arc<Mutex<Option<super::exec::ExecConfig>>>,
     /// Set when this agent holds its role's barriers.
     barriers: Arc<Mutex<Option<Barriers>>>,
+    /// Connections that have not proved the token yet, capped.
+    unauthenticated: Arc<auth::Unauthenticated>,
 }
 
 /// The barriers an agent holds: the control endpoints of its role's replicas (the
@@ -146,6 +148,7 @@ impl Control {
             stop: Arc::default(),
             exec: Arc::default(),
             barriers: Arc::default(),
+            unauthenticated: Arc::default(),
         }
     }
 
@@ -326,18 +329,23 @@ impl Control {
     /// Serves the control endpoint on `listener` until the task is dropped.
     pub async fn serve(self, listener: TcpListener) {
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
+            let Ok((stream, peer)) = listener.accept().await else {
+                continue;
+            };
+            let Some(pending) = self.unauthenticated.admit(peer.ip()) else {
+                tracing::debug!(%peer, "closed a control connection: too many unauthenticated ones");
+                drop(stream);
                 continue;
             };
             let control = self.clone();
             tokio::spawn(async move {
-                let _ = control.answer(stream).await;
+                let _ = control.answer(stream, pending).await;
             });
         }
     }
 
     /// One request: its command line, the challenge-response, then the command.
-    async fn answer(&self, stream: TcpStream) -> std::io::Result<()> {
+    async fn answer(&self, stream: TcpStream, pending: auth::Pending) -> std::io::Result<()> {
         let (read, mut write) = stream.into_split();
         let mut read = BufReader::new(read);
         let line = auth::read_line(&mut read, MAX_COMMAND_LINE, self.read_timeout).await?;
@@ -351,7 +359,7 @@ impl Control {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone();
-            return super::exec::serve(config, &self.token, read, write).await;
+            return super::exec::serve(config, &self.token, read, write, pending).await;
         }
         let nonce = auth::random_token().map_err(std::io::Error::other)?;
         let challenge = serde_json::to_string(&Challenge {
@@ -360,10 +368,15 @@ impl Control {
         .map_err(std::io::Error::other)?;
         write.write_all(format!("{challenge}\n").as_bytes()).await?;
         let proof = auth::read_line(&mut read, MAX_LINE, self.read_timeout).await?;
-        let Some(proof) = serde_json::from_str::<Proof>(&proof)
-            .ok()
-            .filter(|proof| auth::verify(&self.token, &nonce, &words(&line), &proof.mac))
-        else {
+        let Some(proof) = serde_json::from_str::<Proof>(&proof).ok().filter(|proof| {
+            auth::verify(
+                &self.token,
+                auth::Context::Request,
+                &nonce,
+                &words(&line),
+                &proof.mac,
+            )
+        }) else {
             tracing::warn!(request = %line, "refused a control request without the benchmark's token");
             return reply(
                 &mut write,
@@ -371,6 +384,8 @@ impl Control {
             )
             .await;
         };
+        // Proved: a barrier's waiter may stay as long as the barrier, outside the cap.
+        drop(pending);
         let answer = match request {
             Request::Barrier { name, index } => self.barrier(&name, index).await,
             Request::Status => {
@@ -385,7 +400,7 @@ impl Control {
             Request::Exec => unreachable!("answered above"),
         };
         let signed = Signed {
-            mac: auth::sign(&self.token, &proof.nonce, &[&answer]),
+            mac: auth::sign(&self.token, auth::Context::Reply, &proof.nonce, &[&answer]),
             reply: answer,
         };
         reply(
@@ -505,7 +520,12 @@ async fn request(endpoint: &str, token: &[u8], command: &str) -> std::io::Result
     })?;
     let nonce = auth::random_token().map_err(std::io::Error::other)?;
     let proof = serde_json::to_string(&Proof {
-        mac: auth::sign(token, &challenge.nonce, &words(command)),
+        mac: auth::sign(
+            token,
+            auth::Context::Request,
+            &challenge.nonce,
+            &words(command),
+        ),
         nonce: nonce.clone(),
     })
     .map_err(std::io::Error::other)?;
@@ -518,7 +538,13 @@ async fn request(endpoint: &str, token: &[u8], command: &str) -> std::io::Result
             "the agent at {endpoint} refused {command:?}: {line}"
         )));
     };
-    if !auth::verify(token, &nonce, &[&signed.reply], &signed.mac) {
+    if !auth::verify(
+        token,
+        auth::Context::Reply,
+        &nonce,
+        &[&signed.reply],
+        &signed.mac,
+    ) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(

@@ -17,10 +17,14 @@
 //! token never crosses the network and a recorded request cannot be replayed. The agent
 //! then runs the argument
 //! vector (never through a shell) in its working directory with its role's environment
-//! and streams frames back: `[kind: u8][length: u32 BE][payload]` with kind 1 stdout,
-//! 2 stderr, 3 exit (payload: i32 BE exit code, 128 + signal for a signal), 4 refusal
-//! (payload: the reason). Only agents of plans that launch remotely accept `EXEC`, and
-//! only once their own setup is done.
+//! and streams frames back: `[kind: u8][length: u32 BE][payload][mac: 32 bytes]` with
+//! kind 1 stdout, 2 stderr, 3 exit (payload: i32 BE exit code, 128 + signal for a
+//! signal), 4 refusal (payload: the reason). Once the request is proved, every frame's
+//! MAC is `HMAC-SHA256(token, context ‖ client nonce ‖ sequence ‖ kind ‖ payload)` for
+//! the nonce the client sent with its request, so output and exit status are believed
+//! only from an agent that holds the token, in order and whole; refusals before that
+//! carry a zero MAC and only ever fail the command. Only agents of plans that launch
+//! remotely accept `EXEC`, and only once their own setup is done.
 //!
 //! Open MPI writes the daemon's command for a remote shell (`orted -mca ess "env" …`);
 //! the client splits it with POSIX shell quoting rules into an argument vector (no shell
@@ -68,21 +72,60 @@ struct Challenge {
 struct Request {
     argv: Vec<String>,
     mac: String,
+    /// The client's nonce, for the agent to sign its frames with.
+    nonce: String,
 }
 
+/// Length of a frame's MAC (HMAC-SHA256).
+const MAC_LEN: usize = 32;
+
+/// Signs the frames of one command's output, in order.
+struct FrameSigner<'a> {
+    token: &'a [u8],
+    nonce: String,
+    sequence: u64,
+}
+
+impl FrameSigner<'_> {
+    fn tag(&mut self, kind: u8, payload: &[u8]) -> Vec<u8> {
+        let tag = frame_tag(self.token, &self.nonce, self.sequence, kind, payload);
+        self.sequence += 1;
+        tag
+    }
+}
+
+fn frame_tag(token: &[u8], nonce: &str, sequence: u64, kind: u8, payload: &[u8]) -> Vec<u8> {
+    let sequence = sequence.to_string();
+    auth::sign_raw(
+        token,
+        auth::Context::ExecFrame,
+        nonce,
+        &[sequence.as_bytes(), &[kind], payload],
+    )
+}
+
+/// A frame; `signer` is `None` only for refusals before the request was proved.
 async fn frame<W: AsyncWrite + Unpin>(
     write: &mut W,
     kind: u8,
     payload: &[u8],
+    signer: Option<&mut FrameSigner<'_>>,
 ) -> std::io::Result<()> {
     let length = u32::try_from(payload.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame too large"))?;
     let mut header = [0u8; 5];
     header[0] = kind;
     header[1..].copy_from_slice(&length.to_be_bytes());
+    let tag = signer.map_or_else(|| vec![0u8; MAC_LEN], |s| s.tag(kind, payload));
     write.write_all(&header).await?;
     write.write_all(payload).await?;
+    write.write_all(&tag).await?;
     write.flush().await
+}
+
+/// An unsigned refusal (the request not proved yet).
+async fn refuse<W: AsyncWrite + Unpin>(write: &mut W, reason: &[u8]) -> std::io::Result<()> {
+    frame(write, REFUSED, reason, None).await
 }
 
 /// The agent's side of `EXEC`, after the `EXEC` line: challenge, verify with the
@@ -92,15 +135,15 @@ pub async fn serve<R, W>(
     token: &[u8],
     mut read: R,
     mut write: W,
+    pending: auth::Pending,
 ) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let Some(config) = config else {
-        return frame(
+        return refuse(
             &mut write,
-            REFUSED,
             b"this agent does not run commands for a launcher (not an MPI worker, or its setup is not done)",
         )
         .await;
@@ -115,25 +158,28 @@ where
     let request: Request = match serde_json::from_str(&line) {
         Ok(request) => request,
         Err(error) => {
-            return frame(
-                &mut write,
-                REFUSED,
-                format!("malformed request: {error}").as_bytes(),
-            )
-            .await;
+            return refuse(&mut write, format!("malformed request: {error}").as_bytes()).await;
         }
     };
-    if !verify(token, &nonce, &request.argv, &request.mac) {
+    if !verify(
+        token,
+        auth::Context::Exec,
+        &nonce,
+        &request.argv,
+        &request.mac,
+    ) {
         tracing::warn!("refused a remote command with a wrong launch token");
-        return frame(
-            &mut write,
-            REFUSED,
-            b"authentication failed: wrong launch token",
-        )
-        .await;
+        return refuse(&mut write, b"authentication failed: wrong launch token").await;
     }
+    // Proved: the command may run as long as it takes, outside the cap.
+    drop(pending);
+    let mut signer = FrameSigner {
+        token,
+        nonce: request.nonce.clone(),
+        sequence: 0,
+    };
     let Some((program, args)) = request.argv.split_first() else {
-        return frame(&mut write, REFUSED, b"empty command").await;
+        return frame(&mut write, REFUSED, b"empty command", Some(&mut signer)).await;
     };
     tracing::info!(command = %request.argv.join(" "), "running a command for the launcher");
     let mut command = tokio::process::Command::new(program);
@@ -154,6 +200,7 @@ where
                 &mut write,
                 REFUSED,
                 format!("cannot start {program}: {error}").as_bytes(),
+                Some(&mut signer),
             )
             .await;
         }
@@ -173,14 +220,14 @@ where
     let pumps: Vec<_> = pumps.into_iter().flatten().map(tokio::spawn).collect();
     while let Some((kind, data)) = rx.recv().await {
         // A launcher that went away takes the command with it (kill on drop).
-        frame(&mut write, kind, &data).await?;
+        frame(&mut write, kind, &data, Some(&mut signer)).await?;
     }
     for pump in pumps {
         let _ = pump.await;
     }
     let status = child.wait().await?;
     let code = exit_code(status);
-    frame(&mut write, EXIT, &code.to_be_bytes()).await?;
+    frame(&mut write, EXIT, &code.to_be_bytes(), Some(&mut signer)).await?;
     write.shutdown().await
 }
 
@@ -289,15 +336,18 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
             .read_to_end(&mut rest)
             .await?;
         let reason = rest
-            .get(5..)
+            .get(5..rest.len().saturating_sub(MAC_LEN))
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
         anyhow::bail!("the agent at {endpoint} refused: {reason}");
     };
+    let nonce = random_token()?;
     let request = Request {
-        mac: sign(token, &challenge.nonce, argv),
+        mac: sign(token, auth::Context::Exec, &challenge.nonce, argv),
         argv: argv.to_vec(),
+        nonce: nonce.clone(),
     };
+    let mut sequence = 0u64;
     let mut body = serde_json::to_string(&request)?;
     body.push('\n');
     write.write_all(body.as_bytes()).await?;
@@ -316,6 +366,23 @@ pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow
         }
         let mut payload = vec![0u8; length];
         read.read_exact(&mut payload).await?;
+        let mut tag = [0u8; MAC_LEN];
+        read.read_exact(&mut tag).await?;
+        let signed = auth::verify_raw(
+            token,
+            auth::Context::ExecFrame,
+            &nonce,
+            &[sequence.to_string().as_bytes(), &[header[0]], &payload],
+            &tag,
+        );
+        sequence += 1;
+        if !signed && header[0] != REFUSED {
+            // Output or an exit status is believed only from the benchmark's agent, in
+            // order: a refusal only fails the command, which anyone on the path could.
+            anyhow::bail!(
+                "a frame from {endpoint} is not signed with the benchmark's token (or out of order): it is not this benchmark's agent"
+            );
+        }
         match header[0] {
             STDOUT => {
                 stdout.write_all(&payload).await?;
@@ -399,6 +466,56 @@ pub fn command_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TOKEN: &[u8] = b"the benchmark's token";
+
+    /// A real agent runs a command for the launcher: its output and exit status arrive,
+    /// every frame signed.
+    #[tokio::test]
+    async fn a_command_runs_on_the_agent_and_its_signed_output_is_relayed() {
+        let control = super::super::control::Control::new(TOKEN.to_vec());
+        control.enable_exec(ExecConfig {
+            workdir: std::env::temp_dir(),
+            env: BTreeMap::new(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = listener.local_addr().unwrap().to_string();
+        tokio::spawn(control.serve(listener));
+        let argv = ["sh", "-c", "exit 7"].map(str::to_owned);
+        assert_eq!(run_remote(&endpoint, TOKEN, &argv).await.unwrap(), 7);
+        let error = run_remote(&endpoint, b"another token", &argv)
+            .await
+            .expect_err("a wrong token is refused");
+        assert!(error.to_string().contains("wrong launch token"), "{error}");
+    }
+
+    /// Issue 34, finding 5: EXEC's output frames were not signed, so an impostor at a
+    /// worker's address could feed the launcher output and an exit status. Frames
+    /// without the token's MAC end the command with an error.
+    #[tokio::test]
+    async fn output_from_an_impostor_without_the_token_is_not_believed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (read, mut write) = stream.into_split();
+            let mut read = BufReader::new(read);
+            let _exec = auth::read_line(&mut read, MAX_LINE, READ_TIMEOUT).await;
+            write.write_all(b"{\"nonce\":\"chosen\"}\n").await.unwrap();
+            let _request = auth::read_line(&mut read, MAX_LINE, READ_TIMEOUT).await;
+            frame(&mut write, STDOUT, b"forged output", None)
+                .await
+                .unwrap();
+            frame(&mut write, EXIT, &0i32.to_be_bytes(), None)
+                .await
+                .unwrap();
+        });
+        let argv = ["orted".to_owned()];
+        let error = run_remote(&endpoint, TOKEN, &argv)
+            .await
+            .expect_err("an impostor's frames are refused");
+        assert!(error.to_string().contains("not signed"), "{error}");
+    }
 
     #[test]
     fn open_mpi_quoting_becomes_an_argument_vector() {

@@ -289,10 +289,10 @@ pub fn host_part_errors(
     let refused = match scheme {
         "s3" => {
             let (bucket, region) = first.split_once('@').unwrap_or((first, "us-east-1"));
-            (!is_bucket(bucket) || !is_dns_label(region)).then(|| {
+            (!is_bucket(bucket) || !is_dns_label(region)).then_some(
                 "expected s3://BUCKET[@REGION]/prefix, the bucket letters, digits, dots, \
-                 hyphens and underscores, the region lowercase letters, digits and hyphens"
-            })
+                 hyphens and underscores, the region lowercase letters, digits and hyphens",
+            )
         }
         "gs" => (!is_bucket(first)).then_some(
             "expected gs://BUCKET/prefix, the bucket letters, digits, dots, hyphens and \

@@ -65,13 +65,15 @@ enum Running {
     Operator {
         _operator: Operator,
     },
-    Task(tokio::task::JoinHandle<()>),
+    Tasks(Vec<tokio::task::JoinHandle<()>>),
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Self::Task(task) = self {
-            task.abort();
+        if let Self::Tasks(tasks) = self {
+            for task in tasks {
+                task.abort();
+            }
         }
     }
 }
@@ -94,6 +96,15 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                 crd_recheck: perfsweep::controller::served::DEFAULT_RECHECK,
             };
             let ctx = Arc::new(Context::new(client.clone(), settings.instance.clone()));
+            // The set controller creates children only of kinds the API server serves,
+            // which discovery tells (the whole operator runs it too): without it the set
+            // waited at "every child created" for ever.
+            let discovery = tokio::spawn(perfsweep::controller::served::follow(
+                client.clone(),
+                ctx.served.clone(),
+                settings.crd_recheck,
+                std::future::pending(),
+            ));
             let controller = benchmarkset::controller(&ctx, &settings)
                 .with_config(controller::Config::default().debounce(settings.debounce))
                 .run(
@@ -102,7 +113,7 @@ fn start(double: &ApiDouble, mode: Mode) -> Running {
                     ctx,
                 )
                 .for_each(|_| async {});
-            Running::Task(tokio::spawn(controller))
+            Running::Tasks(vec![tokio::spawn(controller), discovery])
         }
     }
 }

@@ -223,14 +223,46 @@ impl Default for Metrics {
         );
         let collectors = Arc::new(Mutex::new(Vec::new()));
         registry.register_collector(Box::new(CacheGauges(collectors.clone())));
-        Self {
+        let metrics = Self {
             registry,
             reconciles,
             reconcile_errors,
             watch_errors,
             reconcile_duration,
             collectors,
-        }
+        };
+        metrics.register(Box::new(process_memory));
+        metrics
+    }
+}
+
+/// The operator's own memory, against the limit its chart sets: resident now, and the
+/// most it has held (Linux's VmRSS and VmHWM; absent elsewhere).
+fn process_memory(f: &mut Families) {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return;
+    };
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+    };
+    if let Some(now) = kib("VmRSS:") {
+        f.gauge(
+            "perfsweep_process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            Vec::new(),
+            now * 1024.0,
+        );
+    }
+    if let Some(peak) = kib("VmHWM:") {
+        f.gauge(
+            "perfsweep_process_peak_resident_memory_bytes",
+            "The most resident memory this process has held, in bytes (VmHWM).",
+            Vec::new(),
+            peak * 1024.0,
+        );
     }
 }
 

@@ -246,7 +246,13 @@ fn process_memory(f: &mut Families) {
         status
             .lines()
             .find_map(|line| line.strip_prefix(field))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
     };
     if let Some(now) = kib("VmRSS:") {
         f.gauge(

@@ -702,6 +702,128 @@ async fn the_admission_policy_guards_override_images_devices_networks_and_schedu
     );
 }
 
+/// The operator pods' names, IPs and restart counts.
+async fn operator_pods(client: &Client, namespace: &str) -> Vec<(String, String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=perfsweep"))
+        .await
+        .expect("the operator's pods");
+    list.items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .map(|pod| {
+            let status = pod.status.unwrap_or_default();
+            let restarts = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            (
+                pod.metadata.name.unwrap_or_default(),
+                status.pod_ip.unwrap_or_default(),
+                restarts,
+            )
+        })
+        .collect()
+}
+
+/// A gauge from the operator's `/metrics` at `ip`:8080.
+async fn operator_gauge(ip: &str, name: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect((ip, 8080)).await.ok()?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {ip}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response.lines().find_map(|line| {
+        line.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|value| value.trim().parse().ok())
+    })
+}
+
+/// Issue 34, finding 3: every result replica's log was read into memory at once. A
+/// tenant's LLMInference with `podOverride.image` in the agent's place, whose load
+/// generators each print one huge line (the harness's flood image): the benchmark fails
+/// naming the operator's budget, no operator replica restarts, and the leader's peak
+/// resident memory stays under the chart's 256 MiB limit.
+#[tokio::test]
+#[ignore = "needs the e2e harness's cluster (its flood image): tests/e2e/cluster.py run"]
+async fn many_large_result_logs_leave_the_operator_running_within_its_memory() {
+    let client = cluster().await;
+    let operator_namespace = require_in_cluster_operator();
+    let flood = std::env::var("PERFSWEEP_E2E_FLOOD").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_FLOOD=IMAGE,MIB (tests/e2e/cluster.py does)")
+    });
+    let (image, mib) = flood.split_once(',').expect("IMAGE,MIB");
+    let mib: u64 = mib.parse().expect("MiB");
+    const WORKERS: u64 = 8;
+    let before = operator_pods(&client, &operator_namespace).await;
+    let api = benchmarks(&client, "LLMInference", NAMESPACE);
+    let name = "e2e-flood";
+    create_benchmark(
+        &api,
+        "LLMInference",
+        name,
+        json!({
+            "endpoint": {"url": "http://e2e-nowhere:8000", "modelName": "m"},
+            "trafficScenarios": ["D(16,16)"], "numConcurrency": [WORKERS],
+            "workers": WORKERS, "timeout": "5m",
+            "podOverride": {"image": image},
+        }),
+    )
+    .await;
+    let status = wait_for_status(&api, name, Duration::from_mins(5), finished).await;
+    let after = operator_pods(&client, &operator_namespace).await;
+    let mut peaks = Vec::new();
+    for (pod, ip, _) in &after {
+        let peak = operator_gauge(ip, "perfsweep_process_peak_resident_memory_bytes").await;
+        peaks.push((pod.clone(), peak));
+    }
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    println!(
+        "E2E security flood: {WORKERS} load generators of {mib} MiB each ({} MiB in all): phase {}, {}",
+        WORKERS * mib,
+        status["phase"],
+        condition(&status, "Failed")
+    );
+    println!(
+        "E2E security flood: operator replicas before {before:?}, after {after:?}; peak resident memory {:?}",
+        peaks
+            .iter()
+            .map(|(pod, peak)| format!("{pod}: {:.1} MiB", peak.unwrap_or(f64::NAN) / 1048576.0))
+            .collect::<Vec<_>>()
+    );
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "ResultUnreadable", "{status}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("logged more than the 32 MiB")),
+        "{status}"
+    );
+    for (pod, _, restarts) in &before {
+        let now = after.iter().find(|(p, _, _)| p == pod);
+        assert_eq!(
+            now.map(|(_, _, r)| *r),
+            Some(*restarts),
+            "operator pod {pod} restarted or went away: {after:?}"
+        );
+    }
+    for (pod, peak) in peaks {
+        let peak = peak.unwrap_or_else(|| panic!("{pod}: no peak memory on /metrics"));
+        assert!(
+            peak < 256.0 * 1024.0 * 1024.0,
+            "{pod}: peak {:.1} MiB, at the chart's limit",
+            peak / 1048576.0
+        );
+    }
+}
+
 /// Runs a pod on the node of the operator replica holding the Lease, in the operator's
 /// namespace, that opens a TCP connection to `address`; `true` when it connected.
 async fn probe_from_the_operators_node(

@@ -64,6 +64,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 # Images images/build makes (tagged as the kinds name them) and the sandbox image.
 IMAGES = ["operator", "iperf", "fio", "mpi-benchmarks", "openfoam", "pytorch", "perfsweep"]
 PAUSE_IMAGE = "localhost/perfsweep-e2e/pause:1"
+# A tenant's image in the agent's place (real_cluster_security.rs): prints one huge line,
+# as a report carrying a huge raw output would be, and exits 0.
+FLOOD_IMAGE = "localhost/perfsweep-e2e/flood:1"
+FLOOD_MIB = 24
 REQUIRED_BINARIES = [
     "kube-apiserver",
     "kube-controller-manager",
@@ -831,10 +835,33 @@ def build_pause_image():
     run(["podman", "build", "--quiet", "-t", PAUSE_IMAGE, str(context)])
 
 
+def build_flood_image():
+    """On top of the perfsweep image (so it has what the LLM load generator's pod needs),
+    a `perfsweep` earlier on PATH that prints, as the agent would, a report of its role
+    and index whose raw output is FLOOD_MIB MiB on one line, and exits 0: what a tenant's
+    podOverride.image could make the operator read from every load generator."""
+    context = STATE / "flood-image"
+    context.mkdir(exist_ok=True)
+    script = context / "perfsweep"
+    script.write_text(f"""#!/bin/bash
+bytes=$(({FLOOD_MIB} * 1024 * 1024))
+sha=$(head -c "$bytes" /dev/zero | tr '\\0' x | sha256sum | cut -d' ' -f1)
+echo "flood: a tenant image in the agent's place"
+printf 'PERFSWEEP-REPORT {{"kind":"LLMInference","role":"%s","index":%s,"outcome":{{"status":"succeeded","result":{{}},"summary":"flood"}},"command":["flood"],"startedAt":"2026-01-01T00:00:00Z","finishedAt":"2026-01-01T00:00:01Z","rawOutputSha256":"%s","rawOutput":"' "$PERFSWEEP_ROLE" "$PERFSWEEP_INDEX" "$sha"
+head -c "$bytes" /dev/zero | tr '\\0' x
+printf '"}}\\n'
+""")
+    (context / "Containerfile").write_text(
+        f"FROM ghcr.io/perfsweep/perfsweep:{VERSION}\n"
+        "COPY --chmod=755 perfsweep /usr/local/sbin/perfsweep\n"
+    )
+    run(["podman", "build", "--quiet", "-t", FLOOD_IMAGE, str(context)])
+
+
 def load_images(names):
     archives = STATE / "images"
     archives.mkdir(exist_ok=True)
-    refs = [PAUSE_IMAGE] + [f"ghcr.io/perfsweep/{name}:{VERSION}" for name in names]
+    refs = [PAUSE_IMAGE, FLOOD_IMAGE] + [f"ghcr.io/perfsweep/{name}:{VERSION}" for name in names]
     for ref in refs:
         if run(["podman", "image", "exists", ref], check=False, quiet=True).returncode != 0:
             raise SystemExit(f"image {ref} is not in podman's store: run images/build first")
@@ -1087,6 +1114,7 @@ def up(images):
     start_kube_proxy()
     apply_multus()
     build_pause_image()
+    build_flood_image()
     for index in range(1, NODES + 1):
         make_cgroups(index)
         start_containerd(index)
@@ -1238,7 +1266,7 @@ def down():
     for path in FIXED_PATHS:
         if path not in preexisting and os.path.lexists(path):
             shutil.rmtree(path, ignore_errors=True)
-    run(["podman", "rmi", "--force", PAUSE_IMAGE], check=False, quiet=True)
+    run(["podman", "rmi", "--force", PAUSE_IMAGE, FLOOD_IMAGE], check=False, quiet=True)
     problems = leftovers(ledger)
     if STATE.exists():
         shutil.rmtree(STATE, ignore_errors=True)
@@ -1307,6 +1335,7 @@ def suite_env():
         "PERFSWEEP_E2E_NETWORK": f"{MACVLAN_NAD},{MACVLAN_SUBNET},{MACVLAN_MTU}",
         "PERFSWEEP_E2E_RELEASE": f"{NAMESPACE}/{RELEASE}",
         "PERFSWEEP_E2E_STORAGE_CLASS": LOCAL_STORAGE_CLASS,
+        "PERFSWEEP_E2E_FLOOD": f"{FLOOD_IMAGE},{FLOOD_MIB}",
     }
 
 

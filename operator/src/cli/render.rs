@@ -22,7 +22,11 @@ pub fn run(
     with_objects: bool,
     nodes: Option<&perfsweep_benchmarks::set::NodeLabels>,
 ) -> anyhow::Result<ExitCode> {
-    let mut objects: Vec<Value> = Vec::new();
+    // Each document is written as it is made, to a scratch file that reaches standard
+    // output only when every input rendered: memory stays flat in the number of
+    // children (a 100,000-child set with --objects is about a GB of YAML), and a failed
+    // render prints nothing a pipe to `kubectl apply` could half apply.
+    let mut out = Spool::new()?;
     let mut failed = false;
     for (count, inputs) in files::read_all(paths)? {
         for input in inputs {
@@ -41,40 +45,17 @@ pub fn run(
             };
             files::tell_conversions(&location, &checked);
             // The Secret inline credentials moved into goes first: the benchmark needs it.
-            objects.extend(checked.secrets.iter().cloned());
-            let benchmarks: Vec<(&'static KindInfo, Value)> = match checked.checked {
-                Checked::Set {
-                    name,
-                    namespace: own_namespace,
-                    expansion,
-                    ..
-                } => {
-                    let owner = SetRef {
-                        name,
-                        namespace: namespace.map(str::to_owned).or(own_namespace),
-                        uid: None,
-                    };
-                    expansion
-                        .children
-                        .iter()
-                        .map(|child| (expansion.kind, child.to_object(expansion.kind, &owner)))
-                        .collect()
-                }
-                Checked::Benchmark {
-                    mut object, kind, ..
-                } => {
-                    if let Some(ns) = namespace {
-                        object["metadata"]["namespace"] = Value::String(ns.to_owned());
-                    }
-                    vec![(kind, object)]
-                }
-            };
-            for (kind, object) in benchmarks {
+            for secret in &checked.secrets {
+                out.write(secret)?;
+            }
+            let mut render_one = |kind: &'static KindInfo, object: Value| -> anyhow::Result<()> {
                 if with_objects {
                     match kubernetes_objects(kind, &object, namespace) {
                         Ok(rendered) => {
-                            objects.push(object);
-                            objects.extend(rendered);
+                            out.write(&object)?;
+                            for rendered in &rendered {
+                                out.write(rendered)?;
+                            }
                         }
                         Err(message) => {
                             failed = true;
@@ -86,7 +67,33 @@ pub fn run(
                         }
                     }
                 } else {
-                    objects.push(object);
+                    out.write(&object)?;
+                }
+                Ok(())
+            };
+            match checked.checked {
+                Checked::Set {
+                    name,
+                    namespace: own_namespace,
+                    expansion,
+                    ..
+                } => {
+                    let owner = SetRef {
+                        name,
+                        namespace: namespace.map(str::to_owned).or(own_namespace),
+                        uid: None,
+                    };
+                    for child in &expansion.children {
+                        render_one(expansion.kind, child.to_object(expansion.kind, &owner))?;
+                    }
+                }
+                Checked::Benchmark {
+                    mut object, kind, ..
+                } => {
+                    if let Some(ns) = namespace {
+                        object["metadata"]["namespace"] = Value::String(ns.to_owned());
+                    }
+                    render_one(kind, object)?;
                 }
             }
         }
@@ -94,11 +101,65 @@ pub fn run(
     if failed {
         return Ok(ExitCode::FAILURE);
     }
-    print!(
-        "{}",
-        perfsweep_benchmarks::formats::yaml::to_multi_document(&objects)?
-    );
+    out.copy_to_stdout()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// YAML documents written to a scratch file as they come, then to standard output at
+/// once; the file is removed on every way out.
+struct Spool {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Spool {
+    fn new() -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let path = std::env::temp_dir().join(format!(
+            "perfsweep-render-{}-{}.yaml",
+            std::process::id(),
+            crate::token::random().map_err(|e| anyhow::anyhow!("{e}"))?
+        ));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating the scratch file {}", path.display()))?;
+        Ok(Self {
+            path,
+            file: std::io::BufWriter::new(file),
+        })
+    }
+
+    fn write(&mut self, value: &Value) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let text = perfsweep_benchmarks::formats::yaml::to_string(value)?;
+        self.file.write_all(b"---\n")?;
+        self.file.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') {
+            self.file.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    fn copy_to_stdout(mut self) -> anyhow::Result<()> {
+        use std::io::{Seek as _, Write as _};
+        self.file.flush()?;
+        let file = self.file.get_mut();
+        file.seek(std::io::SeekFrom::Start(0))?;
+        let stdout = std::io::stdout();
+        let mut stdout = stdout.lock();
+        std::io::copy(file, &mut stdout)?;
+        stdout.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn name_of(object: &Value) -> &str {

@@ -32,7 +32,14 @@ const SWEEP_TIMEOUT: Duration = Duration::from_mins(30);
 fn main() {
     // `-- whole-operator`: only the sweep with the benchmark controllers running.
     let whole_only = std::env::args().any(|arg| arg == "whole-operator");
-    if !whole_only {
+    // `-- short`: every case at a tenth of its size or less, so that CI runs them all
+    // (a bench that can no longer finish is seen the day it breaks).
+    let short = std::env::args().any(|arg| arg == "short");
+    let size = if short { 100 } else { 1000 };
+    if !whole_only && short {
+        println!("== expand + validate (parse_object + set::expand), {RUNS} runs each ==");
+        expansion_case("10 streams × 100 durations × 1 repetition", 10, 100, 1);
+    } else if !whole_only {
         println!("== expand + validate (parse_object + set::expand), {RUNS} runs each ==");
         expansion_case("100 streams × 100 durations × 1 repetition", 100, 100, 1);
         expansion_case("50 streams × 50 durations × 4 repetitions", 50, 50, 4);
@@ -45,9 +52,9 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     if !whole_only {
-        runtime.block_on(operator_sweep(1000, Mode::SetControllerAlone));
+        runtime.block_on(operator_sweep(size, Mode::SetControllerAlone));
     }
-    runtime.block_on(operator_sweep(1000, Mode::WholeOperator));
+    runtime.block_on(operator_sweep(size, Mode::WholeOperator));
 }
 
 #[derive(Clone, Copy, Debug)]

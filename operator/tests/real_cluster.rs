@@ -2795,3 +2795,162 @@ async fn rack_acceptance_names_the_slowed_node_and_only_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One bare iperf3 server/client pod pair of the e2e image, pinned to `nodes`, as a user
+/// could run it without perfsweep: create the server, wait for its address, create the
+/// client, wait for it to complete, delete both and wait until they are gone. Returns
+/// the wall time.
+async fn bare_pod_pair(
+    client: &Client,
+    image: &str,
+    nodes: &[String],
+    seconds: u32,
+    n: usize,
+) -> Duration {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let (server, client_name) = (
+        format!("e2e-bare-server-{n}"),
+        format!("e2e-bare-client-{n}"),
+    );
+    let security = json!({"allowPrivilegeEscalation": false, "runAsNonRoot": true,
+                          "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+    let pod = |name: &str, node: &str, command: Vec<String>| -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "nodeName": node, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "iperf", "image": image, "command": command,
+                                     "securityContext": security}]},
+        }))
+        .expect("a pod")
+    };
+    let started = Instant::now();
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            &server,
+            &nodes[0],
+            vec!["iperf3".into(), "-s".into(), "-1".into()],
+        ),
+    )
+    .await
+    .expect("the bare server");
+    let ip = loop {
+        let current = pods.get(&server).await.expect("the bare server");
+        let status = current.status.unwrap_or_default();
+        let running = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+        if running && let Some(ip) = status.pod_ip {
+            break ip;
+        }
+        assert!(
+            started.elapsed() < Duration::from_mins(2),
+            "the bare server never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let command = [
+        "iperf3",
+        "-c",
+        &ip,
+        "-t",
+        &seconds.to_string(),
+        "--connect-timeout",
+        "5000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    pods.create(
+        &PostParams::default(),
+        &pod(&client_name, &nodes[1], command),
+    )
+    .await
+    .expect("the bare client");
+    loop {
+        let phase = pods
+            .get(&client_name)
+            .await
+            .expect("the bare client")
+            .status
+            .and_then(|s| s.phase)
+            .unwrap_or_default();
+        if phase == "Succeeded" {
+            break;
+        }
+        assert!(phase != "Failed", "the bare client failed");
+        assert!(
+            started.elapsed() < Duration::from_mins(3),
+            "the bare client never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in [&server, &client_name] {
+        let _ = pods.delete(name, &DeleteParams::default()).await;
+    }
+    for name in [&server, &client_name] {
+        while pods.get_opt(name).await.expect("readable").is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    started.elapsed()
+}
+
+/// Issue 35: what a perfsweep child costs beyond its tool's run, against its floor: the
+/// same image run as a bare server/client pod pair by hand. Five IPerf children of 5 s
+/// one after another (a set with maxParallel 1) against five bare pairs on the same two
+/// nodes, in the same run; prints both overheads and their ratio (figures, not limits).
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn overhead_per_child_against_bare_pods() {
+    const CHILDREN: usize = 5;
+    const SECONDS: u32 = 5;
+    let client = cluster().await;
+    let image = e2e_image();
+    let nodes = e2e_nodes();
+    let pair = [nodes[0].clone(), nodes[1].clone()];
+    let mut bare = Vec::new();
+    for n in 0..CHILDREN {
+        bare.push(bare_pod_pair(&client, &image, &pair, SECONDS, n).await);
+    }
+    let name = "e2e-overhead";
+    let started = create_set(
+        &client,
+        name,
+        json!({
+            "template": {"apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                         "spec": {"image": image, "duration": SECONDS, "timeout": "3m",
+                                  "scheduler": scheduler(),
+                                  "placement": {"server": {"nodes": [pair[0]]}, "client": {"nodes": [pair[1]]}}}},
+            "repetitions": CHILDREN,
+            "maxParallel": 1,
+        }),
+    )
+    .await;
+    let status = wait_for_status(&sets(&client), name, Duration::from_mins(10), |s| {
+        s["phase"] == "Succeeded" || s["phase"] == "Failed"
+    })
+    .await;
+    let perfsweep = started.elapsed();
+    delete_and_wait(&client, &sets(&client), name).await;
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let tool = Duration::from_secs(SECONDS.into());
+    let bare_mean = bare.iter().sum::<Duration>() / CHILDREN as u32;
+    let child_mean = perfsweep / CHILDREN as u32;
+    let (bare_over, child_over) = (
+        bare_mean.saturating_sub(tool),
+        child_mean.saturating_sub(tool),
+    );
+    println!(
+        "E2E overhead: {CHILDREN} IPerf children of {SECONDS} s one after another: {:.1} s per child ({:.1} s beyond iperf3); bare server/client pod pairs: {:.1} s per pair ({:.1} s beyond), each {:?}; overhead ratio {:.2}x",
+        child_mean.as_secs_f64(),
+        child_over.as_secs_f64(),
+        bare_mean.as_secs_f64(),
+        bare_over.as_secs_f64(),
+        bare.iter()
+            .map(|d| format!("{:.1}", d.as_secs_f64()))
+            .collect::<Vec<_>>(),
+        child_over.as_secs_f64() / bare_over.as_secs_f64().max(0.001),
+    );
+}

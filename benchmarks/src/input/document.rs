@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::api::compat;
 use crate::api::validation::FieldError;
 use crate::kinds::registry::{self, KindInfo};
-use crate::set::{self, Expansion, SetError};
+use crate::set::{self, Cases, SetError};
 
 /// A document that passed every check.
 #[derive(Debug)]
@@ -16,7 +16,8 @@ pub enum Checked {
         name: String,
         namespace: Option<String>,
         set: Box<set::BenchmarkSet>,
-        expansion: Expansion,
+        /// Checked, each child made when asked for (see [`Cases`]).
+        cases: Cases,
     },
     Benchmark {
         name: String,
@@ -167,12 +168,12 @@ pub fn check_on_nodes(
         .map(str::to_owned);
     let checked = if kind == "BenchmarkSet" {
         let set = set::parse_object(&document).map_err(DocumentError::Invalid)?;
-        let expansion = set::expand_on(&name, &set.spec, nodes)?;
+        let cases = set::expand::plan_on(&name, &set.spec, nodes)?;
         Checked::Set {
             name,
             namespace,
             set: Box::new(set),
-            expansion,
+            cases,
         }
     } else {
         let info = registry::lookup(&kind).ok_or_else(|| {

@@ -183,7 +183,7 @@ fn describe_child_errors(errors: &[ChildError]) -> String {
 }
 
 /// Where a permutation's values came from, to point errors at the right place.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 enum Source {
     /// Product keys with the index of the chosen value.
     Product(Vec<(String, usize)>),
@@ -243,6 +243,39 @@ pub fn expand_on(
     spec: &BenchmarkSetSpec,
     nodes: Option<&NodeLabels>,
 ) -> Result<Expansion, SetError> {
+    plan_on(set_name, spec, nodes).map(Cases::into_expansion)
+}
+
+/// A set's cases, checked, with what it takes to make each child again: what
+/// [`expand_on`] collects, and what `perfsweep validate` and `render` walk one child at a
+/// time, so that their memory stays flat in the number of children (a child's spec is
+/// made when it is needed, not kept).
+#[derive(Debug)]
+pub struct Cases {
+    set_name: String,
+    spec: BenchmarkSetSpec,
+    pub kind: &'static KindInfo,
+    /// The template's apiVersion when it was kube-perftest's and has been converted.
+    pub converted_from: Option<String>,
+    pub permutation_count: usize,
+    /// Each permutation of `product` and `explicit` in a few words, in order.
+    pub workloads: Vec<String>,
+    sources: Vec<Source>,
+    assignments: Vec<Assignment>,
+    rounds_per_sweep: u32,
+    /// Per case: its source (an index into `sources`) and assignment (into
+    /// `assignments`).
+    cases: Vec<(usize, Option<usize>)>,
+    digests: Vec<String>,
+    case_ids: Vec<String>,
+}
+
+/// Checks every case of the set (pass one), keeping only its digest: see [`Cases`].
+pub fn plan_on(
+    set_name: &str,
+    spec: &BenchmarkSetSpec,
+    nodes: Option<&NodeLabels>,
+) -> Result<Cases, SetError> {
     let converted_from = compat::template_api_version(&spec.template.api_version)
         .map_err(SetError::UnknownApiVersion)?;
     let kind = registry::lookup(&spec.template.kind).ok_or_else(|| SetError::UnknownKind {
@@ -269,74 +302,36 @@ pub fn expand_on(
         .map(|plan| (plan.assignments(), plan.round_count(), plan.field()))
         .unwrap_or_default();
     // Pinned nodes are the innermost product dimension: each permutation of `product`
-    // and `explicit` on every pair (or node), in round order. A permutation's
-    // assignments take rounds of their own: `(source index, its round, assignment)` per
-    // case.
+    // and `explicit` on every pair (or node), in round order.
     let sources = permutation_sources(spec);
-    let source_count = sources.len();
     let workloads: Vec<String> = sources
         .iter()
         .map(|source| describe(&permutation_values(spec, source), source))
         .collect();
-    let mut case_rounds: Vec<Option<(usize, &Assignment)>> = Vec::new();
-    let cases: Vec<(Source, Option<&Assignment>)> = sources
-        .into_iter()
-        .enumerate()
-        .flat_map(|(source_index, source)| {
-            let assigned: Vec<Option<&Assignment>> = if assignments.is_empty() {
+    let cases: Vec<(usize, Option<usize>)> = (0..sources.len())
+        .flat_map(|source_index| {
+            let assigned: Vec<Option<usize>> = if assignments.is_empty() {
                 vec![None]
             } else {
-                assignments.iter().map(Some).collect()
+                (0..assignments.len()).map(Some).collect()
             };
             assigned
                 .into_iter()
-                .map(move |assignment| (source_index, source.clone(), assignment))
-        })
-        .map(|(source_index, source, assignment)| {
-            case_rounds.push(assignment.map(|a| (source_index, a)));
-            (source, assignment)
+                .map(move |assignment| (source_index, assignment))
         })
         .collect();
-    let mut permutations = Vec::with_capacity(cases.len());
+    let mut digests = Vec::with_capacity(cases.len());
     let mut errors = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for (index, (source, assignment)) in cases.into_iter().enumerate() {
-        let mut permutation = permutation_values(spec, &source);
-        let base_description = describe(&permutation, &source);
-        let mut merged = spec.template.spec.clone();
-        merge(
-            &mut merged,
-            &to_patch(&permutation, &source),
-            spec.list_merge,
-        );
-        if let Some(assignment) = assignment {
-            // Set after the merge, whatever `listMerge` says: the assigned nodes replace
-            // any the template or a permutation gave these roles.
-            for (key, nodes) in assignment.placements() {
-                let value = json!(nodes);
-                set_path(&mut merged, &split_path(&key), value.clone());
-                permutation.insert(key, value);
-            }
-        }
-        // Acceptance criteria are not the workload: they leave the case id alone.
-        let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
-        add_set_acceptance(&mut merged, spec);
-        crate::execution::output::inherit(&mut merged, spec.output_location.as_ref());
-        let description = match (assignment, &source) {
+    for (index, &(source_index, assignment)) in cases.iter().enumerate() {
+        let source = &sources[source_index];
+        let assignment = assignment.map(|a| &assignments[a]);
+        let (_, merged, digest) = case_spec(spec, kind, source, assignment);
+        let base_description = &workloads[source_index];
+        let description = match (assignment, source) {
             (Some(assignment), Source::Template) => assignment.to_string(),
             (Some(assignment), _) => format!("{base_description}, {assignment}"),
-            (None, _) => base_description,
+            (None, _) => base_description.clone(),
         };
-        if let Some(first) = seen.insert(digest.clone(), index) {
-            errors.push(ChildError {
-                permutation_index: index,
-                permutation: description.clone(),
-                error: FieldError::new(
-                    source_path(&source),
-                    format!("gives the same benchmark as permutation {first}"),
-                ),
-            });
-        }
         let object = json!({
             "apiVersion": crate::API_VERSION,
             "kind": kind.kind,
@@ -351,52 +346,166 @@ pub fn expand_on(
                     Some(assignment) if assignment.owns(&error.path) => {
                         FieldError::new(node_field, error.message)
                     }
-                    _ => locate(error, &source, spec),
+                    _ => locate(error, source, spec),
                 },
             });
         }
-        permutations.push((digest, Arc::new(permutation), Arc::new(merged)));
+        digests.push(digest);
     }
-    if !errors.is_empty() {
-        return Err(SetError::InvalidChildren(dedupe(errors)));
-    }
-
-    let case_ids = case_ids(permutations.iter().map(|(digest, _, _)| digest.as_str()));
-    let mut children = Vec::with_capacity(permutations.len() * spec.repetitions as usize);
-    for repetition in 0..spec.repetitions {
-        for (index, ((digest, permutation, merged), case_id)) in
-            permutations.iter().zip(&case_ids).enumerate()
-        {
-            let assigned = case_rounds[index];
-            let round = assigned.map(|(source_index, assignment)| {
-                let sweep = repetition as usize * source_count + source_index;
-                // Bounded by the child count, itself bounded by maxChildren (a u32).
-                (sweep * rounds_per_sweep as usize + assignment.round as usize) as u32
-            });
-            children.push(Child {
-                name: child_name(set_name, case_id, repetition),
-                case_id: case_id.clone(),
-                spec_digest: digest.clone(),
+    // Two cases of one workload: borrowed digests, so the check costs no copies.
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(digests.len());
+    for (index, digest) in digests.iter().enumerate() {
+        if let Some(first) = seen.insert(digest.as_str(), index) {
+            let (source_index, assignment) = cases[index];
+            let source = &sources[source_index];
+            let description = match (assignment.map(|a| &assignments[a]), source) {
+                (Some(assignment), Source::Template) => assignment.to_string(),
+                (Some(assignment), _) => format!("{}, {assignment}", workloads[source_index]),
+                (None, _) => workloads[source_index].clone(),
+            };
+            errors.push(ChildError {
                 permutation_index: index,
-                repetition,
-                round,
-                pair: assigned.and_then(|(_, assignment)| assignment.pair()),
-                node: assigned
-                    .and_then(|(source_index, assignment)| assignment.node_child(source_index)),
-                permutation: Arc::clone(permutation),
-                spec: Arc::clone(merged),
+                permutation: description,
+                error: FieldError::new(
+                    source_path(source),
+                    format!("gives the same benchmark as permutation {first}"),
+                ),
             });
         }
     }
-    let rounds = children.last().and_then(|c| c.round).map_or(0, |r| r + 1);
-    Ok(Expansion {
+    drop(seen);
+    if !errors.is_empty() {
+        errors.sort_by_key(|e| e.permutation_index);
+        return Err(SetError::InvalidChildren(dedupe(errors)));
+    }
+    let case_ids = case_ids(digests.iter().map(String::as_str));
+    Ok(Cases {
+        set_name: set_name.to_owned(),
+        spec: spec.clone(),
         kind,
         converted_from,
         permutation_count,
-        children,
-        rounds,
         workloads,
+        sources,
+        assignments,
+        rounds_per_sweep,
+        cases,
+        digests,
+        case_ids,
     })
+}
+
+/// One case's permutation values, its complete spec and its workload digest.
+fn case_spec(
+    spec: &BenchmarkSetSpec,
+    kind: &KindInfo,
+    source: &Source,
+    assignment: Option<&Assignment>,
+) -> (Map<String, Value>, Map<String, Value>, String) {
+    let mut permutation = permutation_values(spec, source);
+    let mut merged = spec.template.spec.clone();
+    merge(
+        &mut merged,
+        &to_patch(&permutation, source),
+        spec.list_merge,
+    );
+    if let Some(assignment) = assignment {
+        // Set after the merge, whatever `listMerge` says: the assigned nodes replace
+        // any the template or a permutation gave these roles.
+        for (key, nodes) in assignment.placements() {
+            let value = json!(nodes);
+            set_path(&mut merged, &split_path(&key), value.clone());
+            permutation.insert(key, value);
+        }
+    }
+    // Acceptance criteria are not the workload: they leave the case id alone.
+    let digest = workload_spec_digest(kind.kind, &Value::Object(merged.clone()));
+    add_set_acceptance(&mut merged, spec);
+    crate::execution::output::inherit(&mut merged, spec.output_location.as_ref());
+    (permutation, merged, digest)
+}
+
+impl Cases {
+    /// How many children the set has.
+    pub fn child_count(&self) -> usize {
+        self.cases.len() * self.spec.repetitions as usize
+    }
+
+    /// Case `index`'s permutation values and complete spec, made again.
+    fn remake(&self, index: usize) -> (Map<String, Value>, Map<String, Value>) {
+        let (source_index, assignment) = self.cases[index];
+        let (permutation, merged, _) = case_spec(
+            &self.spec,
+            self.kind,
+            &self.sources[source_index],
+            assignment.map(|a| &self.assignments[a]),
+        );
+        (permutation, merged)
+    }
+
+    fn child(
+        &self,
+        repetition: u32,
+        index: usize,
+        permutation: &Arc<Map<String, Value>>,
+        merged: &Arc<Map<String, Value>>,
+    ) -> Child {
+        let (source_index, assignment) = self.cases[index];
+        let assignment = assignment.map(|a| &self.assignments[a]);
+        let round = assignment.map(|assignment| {
+            let sweep = repetition as usize * self.sources.len() + source_index;
+            // Bounded by the child count, itself bounded by maxChildren (a u32).
+            (sweep * self.rounds_per_sweep as usize + assignment.round as usize) as u32
+        });
+        let case_id = &self.case_ids[index];
+        Child {
+            name: child_name(&self.set_name, case_id, repetition),
+            case_id: case_id.clone(),
+            spec_digest: self.digests[index].clone(),
+            permutation_index: index,
+            repetition,
+            round,
+            pair: assignment.and_then(Assignment::pair),
+            node: assignment.and_then(|assignment| assignment.node_child(source_index)),
+            permutation: Arc::clone(permutation),
+            spec: Arc::clone(merged),
+        }
+    }
+
+    /// Every child in creation order, each made as it is asked for and not kept.
+    pub fn children(&self) -> impl Iterator<Item = Child> + '_ {
+        (0..self.spec.repetitions).flat_map(move |repetition| {
+            (0..self.cases.len()).map(move |index| {
+                let (permutation, merged) = self.remake(index);
+                self.child(repetition, index, &Arc::new(permutation), &Arc::new(merged))
+            })
+        })
+    }
+
+    /// Every child at once, the repetitions of a case sharing its spec.
+    pub fn into_expansion(self) -> Expansion {
+        let made: Vec<(Arc<Map<String, Value>>, Arc<Map<String, Value>>)> = (0..self.cases.len())
+            .map(|index| {
+                let (permutation, merged) = self.remake(index);
+                (Arc::new(permutation), Arc::new(merged))
+            })
+            .collect();
+        let mut children = Vec::with_capacity(self.child_count());
+        for repetition in 0..self.spec.repetitions {
+            for (index, (permutation, merged)) in made.iter().enumerate() {
+                children.push(self.child(repetition, index, permutation, merged));
+            }
+        }
+        let rounds = children.last().and_then(|c| c.round).map_or(0, |r| r + 1);
+        Expansion {
+            kind: self.kind,
+            converted_from: self.converted_from,
+            permutation_count: self.permutation_count,
+            children,
+            rounds,
+            workloads: self.workloads,
+        }
+    }
 }
 
 /// SHA-256 of the canonical `{apiVersion, kind, spec}` without the spec's output location

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use expand::{
-    Child, Expansion, NodeChild, NodeLabels, SetError, expand, expand_on, expand_with_nodes,
+    Cases, Child, Expansion, NodeChild, NodeLabels, SetError, expand, expand_on, expand_with_nodes,
     expand_within,
 };
 pub use merge::ListMergeMode;

@@ -75,7 +75,7 @@ pub fn run(
                 Checked::Set {
                     name,
                     namespace: own_namespace,
-                    expansion,
+                    cases,
                     ..
                 } => {
                     let owner = SetRef {
@@ -83,8 +83,9 @@ pub fn run(
                         namespace: namespace.map(str::to_owned).or(own_namespace),
                         uid: None,
                     };
-                    for child in &expansion.children {
-                        render_one(expansion.kind, child.to_object(expansion.kind, &owner))?;
+                    // One child at a time, made as it is written.
+                    for child in cases.children() {
+                        render_one(cases.kind, child.to_object(cases.kind, &owner))?;
                     }
                 }
                 Checked::Benchmark {

@@ -267,11 +267,9 @@ fn load_jobs(
             let credentials = super::export::secret_data(&checked.secrets);
             match checked.checked {
                 Checked::Set {
-                    name,
-                    expansion,
-                    set,
-                    ..
+                    name, cases, set, ..
                 } => {
+                    let expansion = cases.into_expansion();
                     let set_index = sets.len();
                     for (index, child) in expansion.children.iter().enumerate() {
                         jobs.push(Job {

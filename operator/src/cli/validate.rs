@@ -98,12 +98,12 @@ pub fn labelled(nodes: Option<&[NodeArg]>) -> Option<NodeLabels> {
 
 fn summary(checked: &Checked) -> String {
     match checked {
-        Checked::Set { set, expansion, .. } => format!(
+        Checked::Set { set, cases, .. } => format!(
             "{} permutations × {} repetitions = {} {} children",
-            expansion.permutation_count,
+            cases.permutation_count,
             set.spec.repetitions,
-            expansion.children.len(),
-            expansion.kind.kind
+            cases.child_count(),
+            cases.kind.kind
         ),
         Checked::Benchmark { kind, .. } => format!("valid {}", kind.kind),
     }

@@ -185,10 +185,7 @@ async fn ensure_namespace(client: &Client, namespace: &str) -> anyhow::Result<bo
 async fn apply(client: &Client, namespace: &str, document: Checked) -> anyhow::Result<Applied> {
     match document {
         Checked::Set {
-            name,
-            set,
-            expansion,
-            ..
+            name, set, cases, ..
         } => {
             let sets: Api<BenchmarkSet> = Api::namespaced(client.clone(), namespace);
             let mut object = *set;
@@ -199,12 +196,12 @@ async fn apply(client: &Client, namespace: &str, document: Checked) -> anyhow::R
                 .with_context(|| format!("creating BenchmarkSet {namespace}/{name}"))?;
             eprintln!(
                 "created BenchmarkSet {name}: {} {} benchmarks",
-                expansion.children.len(),
-                expansion.kind.kind
+                cases.child_count(),
+                cases.kind.kind
             );
             Ok(Applied::Set {
                 name,
-                kind: expansion.kind,
+                kind: cases.kind,
             })
         }
         Checked::Benchmark {

@@ -754,6 +754,7 @@ async fn operator_gauge(ip: &str, name: &str) -> Option<f64> {
 #[tokio::test]
 #[ignore = "needs the e2e harness's cluster (its flood image): tests/e2e/cluster.py run"]
 async fn many_large_result_logs_leave_the_operator_running_within_its_memory() {
+    const WORKERS: u64 = 8;
     let client = cluster().await;
     let operator_namespace = require_in_cluster_operator();
     let flood = std::env::var("PERFSWEEP_E2E_FLOOD").unwrap_or_else(|_| {
@@ -761,7 +762,6 @@ async fn many_large_result_logs_leave_the_operator_running_within_its_memory() {
     });
     let (image, mib) = flood.split_once(',').expect("IMAGE,MIB");
     let mib: u64 = mib.parse().expect("MiB");
-    const WORKERS: u64 = 8;
     let before = operator_pods(&client, &operator_namespace).await;
     let api = benchmarks(&client, "LLMInference", NAMESPACE);
     let name = "e2e-flood";

@@ -17,7 +17,7 @@ pub enum Checked {
         namespace: Option<String>,
         set: Box<set::BenchmarkSet>,
         /// Checked, each child made when asked for (see [`Cases`]).
-        cases: Cases,
+        cases: Box<Cases>,
     },
     Benchmark {
         name: String,
@@ -173,7 +173,7 @@ pub fn check_on_nodes(
             name,
             namespace,
             set: Box::new(set),
-            cases,
+            cases: Box::new(cases),
         }
     } else {
         let info = registry::lookup(&kind).ok_or_else(|| {

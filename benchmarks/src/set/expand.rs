@@ -265,10 +265,13 @@ pub struct Cases {
     rounds_per_sweep: u32,
     /// Per case: its source (an index into `sources`) and assignment (into
     /// `assignments`).
-    cases: Vec<(usize, Option<usize>)>,
+    planned: Vec<(usize, Option<usize>)>,
     digests: Vec<String>,
     case_ids: Vec<String>,
 }
+
+/// A permutation's values or a child's spec, shared by the repetitions of a case.
+type SharedMap = Arc<Map<String, Value>>;
 
 /// Checks every case of the set (pass one), keeping only its digest: see [`Cases`].
 pub fn plan_on(
@@ -389,7 +392,7 @@ pub fn plan_on(
         sources,
         assignments,
         rounds_per_sweep,
-        cases,
+        planned: cases,
         digests,
         case_ids,
     })
@@ -428,12 +431,12 @@ fn case_spec(
 impl Cases {
     /// How many children the set has.
     pub fn child_count(&self) -> usize {
-        self.cases.len() * self.spec.repetitions as usize
+        self.planned.len() * self.spec.repetitions as usize
     }
 
     /// Case `index`'s permutation values and complete spec, made again.
     fn remake(&self, index: usize) -> (Map<String, Value>, Map<String, Value>) {
-        let (source_index, assignment) = self.cases[index];
+        let (source_index, assignment) = self.planned[index];
         let (permutation, merged, _) = case_spec(
             &self.spec,
             self.kind,
@@ -450,7 +453,7 @@ impl Cases {
         permutation: &Arc<Map<String, Value>>,
         merged: &Arc<Map<String, Value>>,
     ) -> Child {
-        let (source_index, assignment) = self.cases[index];
+        let (source_index, assignment) = self.planned[index];
         let assignment = assignment.map(|a| &self.assignments[a]);
         let round = assignment.map(|assignment| {
             let sweep = repetition as usize * self.sources.len() + source_index;
@@ -475,7 +478,7 @@ impl Cases {
     /// Every child in creation order, each made as it is asked for and not kept.
     pub fn children(&self) -> impl Iterator<Item = Child> + '_ {
         (0..self.spec.repetitions).flat_map(move |repetition| {
-            (0..self.cases.len()).map(move |index| {
+            (0..self.planned.len()).map(move |index| {
                 let (permutation, merged) = self.remake(index);
                 self.child(repetition, index, &Arc::new(permutation), &Arc::new(merged))
             })
@@ -484,7 +487,7 @@ impl Cases {
 
     /// Every child at once, the repetitions of a case sharing its spec.
     pub fn into_expansion(self) -> Expansion {
-        let made: Vec<(Arc<Map<String, Value>>, Arc<Map<String, Value>>)> = (0..self.cases.len())
+        let made: Vec<(SharedMap, SharedMap)> = (0..self.planned.len())
             .map(|index| {
                 let (permutation, merged) = self.remake(index);
                 (Arc::new(permutation), Arc::new(merged))

@@ -1341,9 +1341,10 @@ fn kube_perftest_examples_render() {
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable");
         let raw = yaml::documents(&text).expect("YAML").remove(0);
-        let Checked::Set { expansion, .. } = document::check(raw).expect("valid").checked else {
+        let Checked::Set { cases, .. } = document::check(raw).expect("valid").checked else {
             continue;
         };
+        let expansion = cases.into_expansion();
         for child in &expansion.children {
             let spec = Value::Object((*child.spec).clone());
             let plan = match expansion.kind.plan(&spec) {

@@ -67,7 +67,8 @@ fn check_all(convert: bool) {
             .unwrap_or_else(|e| panic!("{} is rejected: {e}", file.display()));
         assert_eq!(checked.converted_group, !convert, "{}", file.display());
         match checked.checked {
-            Checked::Set { expansion, .. } => {
+            Checked::Set { cases, .. } => {
+                let expansion = cases.into_expansion();
                 sets += 1;
                 assert_eq!(expansion.children.len(), expected, "{}", file.display());
                 let mut names: Vec<&str> =
@@ -106,9 +107,10 @@ fn kube_perftest_rw_readwrite_means_rw() {
         .join("testdata/kube-perftest/filesystem/fio-local-path-set.yaml");
     let text = std::fs::read_to_string(path).expect("example is readable");
     let raw = yaml::documents(&text).expect("valid YAML").remove(0);
-    let Checked::Set { expansion, .. } = document::check(raw).expect("valid set").checked else {
+    let Checked::Set { cases, .. } = document::check(raw).expect("valid set").checked else {
         panic!("expected a set");
     };
+    let expansion = cases.into_expansion();
     let quirky = expansion
         .children
         .iter()

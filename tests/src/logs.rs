@@ -78,18 +78,7 @@ impl Selected {
                     .chain((0..full).map(move |_| chunk.clone()))
                     .chain(std::iter::once(bytes::Bytes::from(vec![b'x'; rest])))
                     .chain(std::iter::once(bytes::Bytes::from(line.tail)));
-                let mut left = limit.unwrap_or(u64::MAX);
-                Box::new(pieces.map_while(move |mut piece| {
-                    if left == 0 {
-                        return None;
-                    }
-                    let len = piece.len() as u64;
-                    if len > left {
-                        piece.truncate(usize::try_from(left).unwrap_or(0));
-                    }
-                    left = left.saturating_sub(len);
-                    Some(piece)
-                }))
+                cut_at(pieces, limit)
             }
             Self::Padded {
                 filler_lines,
@@ -106,23 +95,30 @@ impl Selected {
                         FILLER_LINE.repeat(rest),
                     )));
                 let pieces = filler.chain(std::iter::once(bytes::Bytes::from(tail)));
-                let mut left = limit.unwrap_or(u64::MAX);
-                Box::new(pieces.map_while(move |mut piece| {
-                    if left == 0 {
-                        return None;
-                    }
-                    let len = piece.len() as u64;
-                    if len > left {
-                        // Filler is ASCII; a tail cut here may split a character, as a
-                        // kubelet's byte limit may.
-                        piece.truncate(usize::try_from(left).unwrap_or(0));
-                    }
-                    left = left.saturating_sub(len);
-                    Some(piece)
-                }))
+                cut_at(pieces, limit)
             }
         }
     }
+}
+
+/// `pieces` up to `limit` bytes in all (`limitBytes`). Filler is ASCII; a tail cut here
+/// may split a character, as a kubelet's byte limit may.
+fn cut_at(
+    pieces: impl Iterator<Item = bytes::Bytes> + Send + 'static,
+    limit: Option<u64>,
+) -> Box<dyn Iterator<Item = bytes::Bytes> + Send> {
+    let mut left = limit.unwrap_or(u64::MAX);
+    Box::new(pieces.map_while(move |mut piece| {
+        if left == 0 {
+            return None;
+        }
+        let len = piece.len() as u64;
+        if len > left {
+            piece.truncate(usize::try_from(left).unwrap_or(0));
+        }
+        left = left.saturating_sub(len);
+        Some(piece)
+    }))
 }
 
 /// How reading a pod's log fails, as a real apiserver answers when it cannot get the
@@ -296,15 +292,49 @@ fn container_names(pod: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `tailLines` first (the last N lines), then `limitBytes` (the first N bytes of what is
-/// left, cut at a character boundary), as the kubelet applies them.
+/// The longest log entry containerd writes (`max_container_log_line_size`, 16 KiB): a
+/// longer line becomes several entries, and the kubelet's `tailLines` counts entries,
+/// not lines (seen on the real cluster, issue 34: a report line of 24 MiB was cut to its
+/// last 1.6 MiB by `tailLines: 100`).
+pub const CRI_ENTRY: usize = 16 * 1024;
+
+/// How many log entries a line of `content` bytes (without its newline) is.
+fn entries(content: usize) -> usize {
+    content.div_ceil(CRI_ENTRY).max(1)
+}
+
+/// Where the last `wanted` log entries of `text` begin.
+fn tail_start(text: &str, wanted: usize) -> usize {
+    let mut left = wanted;
+    let mut end = text.len();
+    for line in text.split_inclusive('\n').rev() {
+        if left == 0 {
+            return end;
+        }
+        let start = end - line.len();
+        let n = entries(line.strip_suffix('\n').unwrap_or(line).len());
+        if n <= left {
+            left -= n;
+            end = start;
+        } else {
+            // Inside this line: its last `left` entries.
+            let mut offset = start + (n - left) * CRI_ENTRY;
+            while !text.is_char_boundary(offset) {
+                offset += 1;
+            }
+            return offset;
+        }
+    }
+    end
+}
+
+/// `tailLines` first (the last N entries: lines, a long one counting as several), then
+/// `limitBytes` (the first N bytes of what is left, cut at a character boundary), as
+/// the kubelet applies them.
 fn select(text: &str, query: &LogQuery) -> String {
     let mut text = text;
     if let Some(tail) = query.tail_lines {
-        let lines = text.split_inclusive('\n').count();
-        let skip = lines.saturating_sub(tail);
-        let start: usize = text.split_inclusive('\n').take(skip).map(str::len).sum();
-        text = &text[start..];
+        text = &text[tail_start(text, tail)..];
     }
     if let Some(limit) = query.limit_bytes
         && limit < text.len()
@@ -329,25 +359,50 @@ fn select_long_line(line: LongLine, query: &LogQuery) -> Selected {
         Some(newline) => line.tail.split_at(newline + 1),
         None => (line.tail.as_str(), ""),
     };
-    let after_lines = after.split_inclusive('\n').count();
-    if wanted <= after_lines {
+    let after_entries: usize = after
+        .split_inclusive('\n')
+        .map(|l| entries(l.strip_suffix('\n').unwrap_or(l).len()))
+        .sum();
+    if wanted <= after_entries {
         return Selected::Text(select(after, query));
     }
     let head_start = line.head.rfind('\n').map_or(0, |i| i + 1);
     let (before, long_start) = line.head.split_at(head_start);
-    let before = select(
-        before,
-        &LogQuery {
-            tail_lines: Some(wanted - after_lines - 1),
-            limit_bytes: None,
-            container: None,
-        },
-    );
+    let filler = usize::try_from(line.filler_bytes).unwrap_or(usize::MAX);
+    let long_len = long_start.len() + filler + long_end.trim_end_matches('\n').len();
+    let (n, k) = (entries(long_len), wanted - after_entries);
+    if k >= n {
+        let before = select(
+            before,
+            &LogQuery {
+                tail_lines: Some(k - n),
+                limit_bytes: None,
+                container: None,
+            },
+        );
+        return Selected::LongLine {
+            line: LongLine {
+                head: before + long_start,
+                filler_bytes: line.filler_bytes,
+                tail: format!("{long_end}{after}"),
+            },
+            limit,
+        };
+    }
+    // The long line's last `k` entries: it is cut `offset` bytes from its start.
+    let offset = (n - k) * CRI_ENTRY;
+    let (head, filler_bytes, end) = if offset < long_start.len() {
+        (&long_start[offset..], filler, long_end)
+    } else if offset < long_start.len() + filler {
+        ("", filler - (offset - long_start.len()), long_end)
+    } else {
+        ("", 0, &long_end[offset - long_start.len() - filler..])
+    };
     Selected::LongLine {
         line: LongLine {
-            head: before + long_start,
-            filler_bytes: line.filler_bytes,
-            tail: format!("{long_end}{after}"),
+            head: head.to_owned(),
+            filler_bytes: filler_bytes as u64,
+            tail: format!("{end}{after}"),
         },
         limit,
     }
@@ -394,6 +449,32 @@ mod tests {
             .into_chunks()
             .map(|chunk| String::from_utf8(chunk.to_vec()).expect("ASCII"))
             .collect()
+    }
+
+    /// As containerd writes it and the kubelet tails it: a line of 40 KiB is three
+    /// entries, and `tailLines: 2` gives its last two (from 16 KiB on), not the line.
+    #[test]
+    fn a_line_longer_than_an_entry_is_tailed_by_entries() {
+        let line = LongLine {
+            head: "before\nREPORT ".into(),
+            filler_bytes: 40 * 1024 - 7 - 1,
+            tail: "!\nafter\n".into(),
+        };
+        let two = served(select_long_line(line.clone(), &query(Some(3), None)));
+        assert!(!two.contains("REPORT"), "the start of the line is cut");
+        assert_eq!(two.len(), 40 * 1024 - CRI_ENTRY + 1 + "after\n".len());
+        let all = served(select_long_line(line.clone(), &query(Some(4), None)));
+        assert!(
+            all.starts_with("REPORT ") && all.ends_with("!\nafter\n"),
+            "{}",
+            &all[..20]
+        );
+        let text = format!("a\n{}\nb\n", "y".repeat(CRI_ENTRY + 10));
+        assert_eq!(
+            select(&text, &query(Some(2), None)),
+            format!("{}\nb\n", "y".repeat(10))
+        );
+        assert_eq!(select(&text, &query(Some(3), None)), text[2..]);
     }
 
     /// A long line is one line to `tailLines`, however long, and `limitBytes` cuts it.

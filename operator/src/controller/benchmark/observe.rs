@@ -185,9 +185,13 @@ pub(super) async fn reported_failure(
     outcome::reported_failure(target.info, &prepared.result_role, pod, &log)
 }
 
-/// Lines read from the end of a result pod's log: the agent's report is its last line
-/// of output, followed by at most a few lines of the agent's own logging.
-pub(super) const REPORT_TAIL_LINES: i64 = 100;
+/// Log entries read from the end of a result pod's log: the agent's report is its last
+/// line of output, followed by at most a few lines of the agent's own logging. The
+/// kubelet counts entries, and containerd writes a line longer than 16 KiB as several,
+/// so a report (one line carrying the tool's raw output) of up to [`REPORT_LIMIT_BYTES`]
+/// takes that many more (seen on the real cluster, issue 34: with 100, a report of more
+/// than about 1.6 MiB was cut to its end and never found).
+pub(super) const REPORT_TAIL_LINES: i64 = 100 + (REPORT_LIMIT_BYTES / (16 * 1024)) as i64;
 /// Most bytes read of a result pod's log: a report (with the raw output it carries as
 /// evidence) is far smaller, and a pod that logs gigabytes must not take the operator's
 /// memory with it.

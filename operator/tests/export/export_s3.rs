@@ -238,7 +238,7 @@ fn export_destinations_are_checked_before_anything_runs() {
         assert!(!output.status.success());
         String::from_utf8_lossy(&output.stderr).into_owned()
     };
-    assert!(run(&["--export", "az://c/p"], false).contains("AZURE_STORAGE_ACCOUNT_KEY"));
+    assert!(run(&["--export", "az://acct/c/p"], false).contains("AZURE_STORAGE_ACCOUNT_KEY"));
     assert!(run(&["--export", "pvc://claim/p"], false).contains("in-cluster"));
     assert!(run(&["--export", "s3://b/p"], false).contains("AWS_ACCESS_KEY_ID"));
     let stderr = run(

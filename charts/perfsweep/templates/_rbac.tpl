@@ -63,7 +63,9 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
   resources: ["network-attachment-definitions"]
   verbs: ["get"]
 # The Secret an outputLocation names (secretName): the object storage credentials,
-# read by name when a finished benchmark is exported. get only: no list or watch, so the
+# read by name when a finished benchmark is exported. And, before a benchmark's first
+# object, the labels (metadata only) of each Secret its pods would mount, which must be
+# marked perfsweep.io/consumable=true by their owner. get only: no list or watch, so the
 # operator reads no Secret nobody pointed it at.
 - apiGroups: [""]
   resources: ["secrets"]

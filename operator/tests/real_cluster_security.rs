@@ -311,27 +311,14 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
     let client = cluster().await;
     let image = e2e_image();
     let operator_namespace = require_in_cluster_operator();
-    let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
-    });
-    let (address, connections) =
-        attackers_listener(&client, &operator_namespace, &image, &host).await;
+    let (address, connections) = attackers_listener(&client, &operator_namespace, &image).await;
     let endpoint = format!("http://{address}");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "e2e-export-creds", "labels": {"perfsweep.io/export-credentials": "true"}},
-        "stringData": {"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key"},
-    }))
-    .expect("a Secret");
-    let _ = secrets
-        .delete("e2e-export-creds", &DeleteParams::default())
-        .await;
-    wait_gone(&secrets, "e2e-export-creds").await;
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("creating the Secret");
+    let secrets = export_credentials(
+        &client,
+        "e2e-export-creds",
+        json!({"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key"}),
+    )
+    .await;
     let api = benchmarks(&client, "IPerf", NAMESPACE);
     create_benchmark(
         &api,
@@ -371,7 +358,7 @@ async fn a_foreign_export_endpoint_never_receives_the_secret() {
     );
 }
 
-/// A TCP listener on `host` (an address of this machine that pods reach, not the
+/// A TCP listener on `PERFSWEEP_E2E_HOST_IP` (an address of this machine that pods reach, not the
 /// operator's loopback) counting connections, and the control: a pod on the acting
 /// operator's node, in its namespace and network, reaches it. Without the control, "0
 /// connections" could mean "unreachable". The count is reset after the control.
@@ -379,9 +366,11 @@ async fn attackers_listener(
     client: &Client,
     operator_namespace: &str,
     image: &str,
-    host: &str,
 ) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
-    let listener = std::net::TcpListener::bind((host, 0)).expect("a port");
+    let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
+        panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
+    });
+    let listener = std::net::TcpListener::bind((host.as_str(), 0)).expect("a port");
     let address = listener.local_addr().expect("an address");
     let connections = Arc::new(AtomicUsize::new(0));
     let seen = connections.clone();
@@ -400,6 +389,25 @@ async fn attackers_listener(
     (address, connections)
 }
 
+/// A Secret `name` of the suite's namespace labelled as export credentials, with
+/// `string_data`, made afresh; the Secrets API, for the caller to delete it.
+async fn export_credentials(client: &Client, name: &str, string_data: Value) -> Api<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "labels": {"perfsweep.io/export-credentials": "true"}},
+        "stringData": string_data,
+    }))
+    .expect("a Secret");
+    let _ = secrets.delete(name, &DeleteParams::default()).await;
+    wait_gone(&secrets, name).await;
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the Secret");
+    secrets
+}
+
 /// Issue 34, finding 1: an Azure `account` or an S3 `region` (in the parameters or the
 /// URI) was put into the host the credentials went to. Each attempt at the attacker's
 /// listener is refused at admission naming the part, a BenchmarkSet whose permutations
@@ -411,26 +419,15 @@ async fn an_export_host_built_from_account_or_region_never_reaches_the_attacker(
     let client = cluster().await;
     let image = e2e_image();
     let operator_namespace = require_in_cluster_operator();
-    let host = std::env::var("PERFSWEEP_E2E_HOST_IP").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_HOST_IP to an address of this machine that pods reach (tests/e2e/cluster.py does)")
-    });
-    let (address, connections) =
-        attackers_listener(&client, &operator_namespace, &image, &host).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let (address, connections) = attackers_listener(&client, &operator_namespace, &image).await;
     let secret_name = "e2e-inject-creds";
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": secret_name, "labels": {"perfsweep.io/export-credentials": "true"}},
-        "stringData": {"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key",
-                       "AZURE_STORAGE_SAS_TOKEN": "sv=2024&sig=e2e-sas"},
-    }))
-    .expect("a Secret");
-    let _ = secrets.delete(secret_name, &DeleteParams::default()).await;
-    wait_gone(&secrets, secret_name).await;
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("creating the Secret");
+    let secrets = export_credentials(
+        &client,
+        secret_name,
+        json!({"AWS_ACCESS_KEY_ID": "e2e-id", "AWS_SECRET_ACCESS_KEY": "e2e-secret-key",
+               "AZURE_STORAGE_SAS_TOKEN": "sv=2024&sig=e2e-sas"}),
+    )
+    .await;
     let attempts = [
         (
             json!({"storageUri": format!("az://{address}?/c/p")}),

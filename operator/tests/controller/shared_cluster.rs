@@ -46,22 +46,27 @@ fn create(double: &ApiDouble, gvr: &Gvr, kind: &str, name: &str, spec: Value) {
         .unwrap_or_else(|e| panic!("creating {kind} {name}: {e:?}"));
 }
 
+/// A Secret of someone else's in the namespace, unlabelled.
+fn create_secret(double: &ApiDouble, name: &str, string_data: Value) {
+    double
+        .create(
+            &Gvr::SECRETS,
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": NS},
+                "stringData": string_data,
+            }),
+        )
+        .unwrap_or_else(|e| panic!("creating Secret {name}: {e:?}"));
+}
+
 /// Finding 3: a benchmark named `taken` whose token Secret's create met someone else's
 /// `taken-launch` failed with NameConflict, then deleted that Secret by name when it
 /// ended. (An MPI kind: before issue 24 only plans that launch remotely had the Secret.)
 #[tokio::test]
 async fn someone_elses_secret_survives_a_name_conflict() {
     let double = double_with_crds().await;
-    double
-        .create(
-            &Gvr::SECRETS,
-            json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "taken-launch", "namespace": NS},
-                "stringData": {"token": "someone else's"},
-            }),
-        )
-        .expect("creating someone else's Secret");
+    create_secret(&double, "taken-launch", json!({"token": "someone else's"}));
     let _operator = Operator::start(&double, "test");
     create(
         &double,
@@ -202,16 +207,11 @@ async fn a_set_of_a_million_children_is_refused_by_the_operators_ceiling() {
 #[tokio::test]
 async fn a_secret_its_owner_did_not_mark_for_benchmarks_is_never_mounted() {
     let double = double_with_crds().await;
-    double
-        .create(
-            &Gvr::SECRETS,
-            json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "warehouse-s3", "namespace": NS},
-                "stringData": {"AWS_SECRET_ACCESS_KEY": "admins-only"},
-            }),
-        )
-        .expect("the administrator's Secret");
+    create_secret(
+        &double,
+        "warehouse-s3",
+        json!({"AWS_SECRET_ACCESS_KEY": "admins-only"}),
+    );
     let _operator = Operator::start(&double, "test");
     let spec = json!({
         "endpoint": {"url": "http://vllm:8000", "modelName": "m"},

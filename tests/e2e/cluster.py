@@ -1372,8 +1372,59 @@ def test(filters):
         message = f"e2e suite {suite}: exit {suite_run.returncode} after {time.time() - started:.0f}s"
         log(message)
         summary.append(message)
+        if suite_run.returncode != 0:
+            # CI shows only the end of its log: the cluster's state goes into the summary.
+            for line in cluster_state():
+                log(line)
+                summary.append(f"state after {suite}: {line}"[:400])
         worst = worst or suite_run.returncode
     return worst
+
+
+def cluster_state():
+    """What a failed suite left that could explain it, in a few lines: nodes that are not
+    Ready or report a pressure, their taints, pods that neither run nor succeeded (with
+    the node and the reason), the newest warning events and each kubelet's last errors."""
+    lines = []
+    nodes = kubectl("get", "nodes", "-o", "json", check=False, quiet=True)
+    if nodes.returncode != 0:
+        return [f"nodes unreadable: {nodes.stderr.strip()[:200]}"]
+    for node in json.loads(nodes.stdout)["items"]:
+        name = node["metadata"]["name"]
+        odd = [f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')[:80]})"
+               for c in node["status"].get("conditions", [])
+               if (c["type"] == "Ready") != (c["status"] == "True")]
+        taints = [f"{t['key']}:{t['effect']}" for t in node["spec"].get("taints", [])]
+        unschedulable = ["cordoned"] if node["spec"].get("unschedulable") else []
+        if odd or taints or unschedulable:
+            lines.append(f"node {name}: {'; '.join(odd + taints + unschedulable)}")
+    pods = kubectl("get", "pods", "-A", "-o", "json", check=False, quiet=True)
+    if pods.returncode == 0:
+        for pod in json.loads(pods.stdout)["items"]:
+            meta, status = pod["metadata"], pod.get("status", {})
+            phase = status.get("phase", "")
+            if phase in ("Running", "Succeeded") and "deletionTimestamp" not in meta:
+                continue
+            waiting = [s["state"]["waiting"].get("reason", "") for s in status.get("containerStatuses", [])
+                       if "waiting" in s.get("state", {})]
+            why = status.get("reason") or ",".join(waiting) or next(
+                (c.get("message", "")[:120] for c in status.get("conditions", []) if c["status"] != "True"), "")
+            deleting = " (deleting)" if "deletionTimestamp" in meta else ""
+            lines.append(f"pod {meta['namespace']}/{meta['name']} on {pod['spec'].get('nodeName', '-')}: "
+                         f"{phase}{deleting} {why}")
+    events = kubectl("get", "events", "-A", "--field-selector=type=Warning", "--sort-by=.lastTimestamp",
+                     "-o", "json", check=False, quiet=True)
+    if events.returncode == 0:
+        for event in json.loads(events.stdout)["items"][-15:]:
+            involved = event.get("involvedObject", {})
+            lines.append(f"event {involved.get('kind')} {involved.get('namespace', '')}/{involved.get('name')}: "
+                         f"{event.get('reason')}: {event.get('message', '')[:200]}")
+    for index in range(1, NODES + 1):
+        path = STATE / "logs" / f"kubelet-{index}.log"
+        if path.exists():
+            errors = [line for line in path.read_text(errors="replace").splitlines() if line.startswith("E")]
+            lines += [f"kubelet-{index}: {line[:300]}" for line in errors[-5:]]
+    return lines[:80]
 
 
 def write_summary(problems):

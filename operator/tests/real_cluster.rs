@@ -2847,7 +2847,9 @@ async fn bare_pod_pair(
         }
         assert!(
             started.elapsed() < Duration::from_mins(2),
-            "the bare server never ran"
+            "the bare server on {} never ran: {}",
+            nodes[0],
+            serde_json::to_string(&status).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };

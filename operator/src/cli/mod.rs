@@ -8,11 +8,20 @@ mod import;
 mod operator;
 mod parse;
 mod render;
+mod location;
+// The warehouse's SQL engine (DataFusion) is the bulk of the binary and of its build: the
+// agent build (`--no-default-features`, every benchmark image) leaves it out, and the
+// commands that need it say so.
+#[cfg(feature = "warehouse")]
+mod report_sections;
+#[cfg(not(feature = "warehouse"))]
+#[path = "report_sections_without_warehouse.rs"]
 mod report_sections;
 mod results;
 mod run;
 mod run_fleet;
 mod validate;
+#[cfg(feature = "warehouse")]
 mod warehouse;
 
 use std::path::PathBuf;
@@ -79,7 +88,15 @@ pub enum Command {
     Results(results::ResultsArgs),
     /// The performance warehouse: curated Parquet tables from result records, SQL over
     /// them, published numbers that walk back to their evidence, what changed.
+    #[cfg(feature = "warehouse")]
     Warehouse(warehouse::WarehouseArgs),
+    /// (Not in this build: see `report_sections::without_warehouse`.)
+    #[cfg(not(feature = "warehouse"))]
+    #[command(hide = true)]
+    Warehouse {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Parse raw tool output into the structured result, as JSON.
     Parse {
         /// iperf, fio, mpi-pingpong, openfoam, rdma-bandwidth, rdma-latency or pytorch.
@@ -156,7 +173,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => run::run(args).await,
         Command::Results(args) => results::run(args).await,
+        #[cfg(feature = "warehouse")]
         Command::Warehouse(args) => warehouse::run(args).await,
+        #[cfg(not(feature = "warehouse"))]
+        Command::Warehouse { .. } => Err(report_sections::without_warehouse("perfsweep warehouse")),
         Command::Parse { kind, file } => parse::run(&kind, &file),
         Command::Operator(args) => {
             telemetry::init(cli.log_format);

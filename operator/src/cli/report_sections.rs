@@ -85,18 +85,24 @@ pub fn published(root: &Path, name: &str) -> anyhow::Result<Published> {
     })
 }
 
-/// The one run id of a side, which what-changed compares.
-pub fn single_run_id(records: &[ResultRecord], side: &str) -> anyhow::Result<String> {
-    let ids: BTreeSet<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
-    match ids.len() {
-        1 => Ok(ids.into_iter().next().unwrap_or_default().to_owned()),
-        0 => anyhow::bail!("{side} holds no result records"),
-        _ => anyhow::bail!(
-            "{side} holds several runs ({}): what changed compares one run with one run; \
-             give the results directory of one `perfsweep run`",
-            ids.into_iter().collect::<Vec<_>>().join(", ")
-        ),
-    }
+/// `results upload --warehouse`: the results directory `dir` loaded into `warehouse`, in
+/// publication mode if asked.
+pub async fn load(
+    dir: &Path,
+    warehouse: &Path,
+    publication: bool,
+    locations: &super::location::LocationArgs,
+) -> anyhow::Result<()> {
+    let options = Options {
+        mode: if publication {
+            Mode::Publication
+        } else {
+            Mode::Exploration
+        },
+        price_per_hour: None,
+    };
+    super::warehouse::load(&[dir.to_owned()], warehouse, &options, locations).await?;
+    Ok(())
 }
 
 /// What changed from the run in `baseline` to the run in `candidate` (directories or

@@ -1,6 +1,7 @@
 //! `perfsweep results`: list, show, compare, export and plot result records as written
 //! by `perfsweep run --output DIR` (one JSON record per run, evidence under `evidence/`).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -258,7 +259,7 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
                 baseline,
                 threshold_percent,
                 publication: publication.zip(warehouse),
-                locations: super::warehouse::LocationArgs::with_params(args.location_params),
+                locations: super::location::LocationArgs::with_params(args.location_params),
             };
             write_report(&inputs, &output, stability, rule).await
         }
@@ -276,17 +277,8 @@ pub async fn run(args: ResultsArgs) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             };
-            let options = perfsweep_warehouse::derive::Options {
-                mode: if publication {
-                    perfsweep_warehouse::derive::Mode::Publication
-                } else {
-                    perfsweep_warehouse::derive::Mode::Exploration
-                },
-                price_per_hour: None,
-            };
-            let locations = super::warehouse::LocationArgs::with_params(args.location_params);
-            super::warehouse::load(std::slice::from_ref(&dir), &warehouse, &options, &locations)
-                .await?;
+            let locations = super::location::LocationArgs::with_params(args.location_params);
+            super::report_sections::load(&dir, &warehouse, publication, &locations).await?;
             Ok(exported)
         }
         ResultsCommand::Plot {
@@ -409,6 +401,20 @@ fn plot_targets(
     }
 }
 
+/// The one run id of a side, which what-changed compares.
+fn single_run_id(records: &[ResultRecord], side: &str) -> anyhow::Result<String> {
+    let ids: BTreeSet<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
+    match ids.len() {
+        1 => Ok(ids.into_iter().next().unwrap_or_default().to_owned()),
+        0 => anyhow::bail!("{side} holds no result records"),
+        _ => anyhow::bail!(
+            "{side} holds several runs ({}): what changed compares one run with one run; \
+             give the results directory of one `perfsweep run`",
+            ids.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 /// What `results report` is made from.
 struct ReportInputs {
     dir: Option<PathBuf>,
@@ -416,7 +422,7 @@ struct ReportInputs {
     threshold_percent: f64,
     /// Publication name and its warehouse.
     publication: Option<(String, PathBuf)>,
-    locations: super::warehouse::LocationArgs,
+    locations: super::location::LocationArgs,
 }
 
 /// Where the report's sections from the warehouse stand.
@@ -450,11 +456,11 @@ async fn write_report(
         if let Some(baseline) = &inputs.baseline {
             let base = inputs.locations.open(baseline).await?;
             let base_records = load(base.dir())?;
-            let base_run = super::report_sections::single_run_id(
+            let base_run = single_run_id(
                 &base_records,
                 &format!("--baseline {}", baseline.display()),
             )?;
-            let own_run = super::report_sections::single_run_id(&own, &dir.display().to_string())?;
+            let own_run = single_run_id(&own, &dir.display().to_string())?;
             let both: Vec<ResultRecord> = base_records.into_iter().chain(own.clone()).collect();
             let (sections, worse) = super::report_sections::what_changed(
                 [(base.dir(), &base_run), (candidate.dir(), &own_run)],

@@ -10,6 +10,7 @@ mod local_support;
 #[path = "../prometheus/mod.rs"]
 mod prometheus;
 
+mod agent_build;
 mod agent_signal;
 mod chart_crds;
 mod cli;
@@ -17,4 +18,6 @@ mod ome_benchmarkjob;
 mod report_browser;
 mod results_cli;
 mod results_untrusted;
+// The agent build (`--no-default-features`) has no warehouse.
+#[cfg(feature = "warehouse")]
 mod warehouse_cli;

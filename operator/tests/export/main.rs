@@ -12,4 +12,5 @@ mod export_claim_operator;
 mod export_github;
 mod export_s3;
 mod ome_local_s3;
+#[cfg(feature = "warehouse")]
 mod warehouse_s3;

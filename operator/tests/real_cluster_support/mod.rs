@@ -20,9 +20,58 @@ pub async fn cluster() -> Client {
         Ok("1"),
         "the real-cluster suite changes the cluster KUBECONFIG points at: set PERFSWEEP_E2E=1 to confirm it is a disposable one"
     );
-    Client::try_default()
+    let client = Client::try_default()
         .await
-        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"))
+        .unwrap_or_else(|error| panic!("PERFSWEEP_E2E=1 but no cluster is reachable: {error}"));
+    report_unhealthy_nodes(&client).await;
+    client
+}
+
+/// Prints (does not fail on) each node that is not Ready, reports a pressure or carries a
+/// taint when a test starts: a test that fails after an earlier one broke a node then says
+/// so in its own output, which is all CI keeps.
+async fn report_unhealthy_nodes(client: &Client) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let Ok(list) = nodes.list(&ListParams::default()).await else {
+        return;
+    };
+    for node in list {
+        let conditions = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let mut odd: Vec<String> = conditions
+            .iter()
+            .filter(|c| (c.type_ == "Ready") != (c.status == "True"))
+            .map(|c| {
+                format!(
+                    "{}={} ({}: {})",
+                    c.type_,
+                    c.status,
+                    c.reason.as_deref().unwrap_or_default(),
+                    c.message.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        let spec = node.spec.clone().unwrap_or_default();
+        odd.extend(
+            spec.taints
+                .iter()
+                .flatten()
+                .map(|t| format!("taint {}:{}", t.key, t.effect)),
+        );
+        if spec.unschedulable == Some(true) {
+            odd.push("cordoned".to_owned());
+        }
+        if !odd.is_empty() {
+            println!(
+                "E2E node {} at the start of this test: {}",
+                node.name_any(),
+                odd.join("; ")
+            );
+        }
+    }
 }
 
 /// The iperf image the cluster can pull (`PERFSWEEP_E2E_IMAGE`, built from images/iperf).

@@ -12,16 +12,14 @@ use perfsweep_warehouse::output::Format;
 use perfsweep_warehouse::prometheus as telemetry;
 use perfsweep_warehouse::{Warehouse, build, changed, publish, retention};
 
-mod location;
-
-pub use location::LocationArgs;
+pub use super::location::LocationArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct WarehouseArgs {
     #[command(subcommand)]
     pub command: WarehouseCommand,
     #[command(flatten)]
-    pub location: location::LocationArgs,
+    pub location: LocationArgs,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

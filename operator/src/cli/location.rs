@@ -1,4 +1,4 @@
-//! Warehouse locations: a local directory, or an export location (`s3://bucket/prefix`,
+//! Where results and warehouses are read and written: a local directory, or an export location (`s3://bucket/prefix`,
 //! `gs://…`, `az://…`, `file:///dir`) that the commands work on through a local mirror
 //! (`export::mirror`): pulled before, pushed after a command that writes.
 

@@ -231,14 +231,15 @@ impl Default for Metrics {
             reconcile_duration,
             collectors,
         };
-        metrics.register(Box::new(process_memory));
+        metrics.register(Box::new(process_usage));
         metrics
     }
 }
 
 /// The operator's own memory, against the limit its chart sets: resident now, and the
-/// most it has held (Linux's VmRSS and VmHWM; absent elsewhere).
-fn process_memory(f: &mut Families) {
+/// most it has held (Linux's VmRSS and VmHWM; absent elsewhere); and the CPU time it has
+/// used.
+fn process_usage(f: &mut Families) {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return;
     };
@@ -268,6 +269,14 @@ fn process_memory(f: &mut Families) {
             "The most resident memory this process has held, in bytes (VmHWM).",
             Vec::new(),
             peak * 1024.0,
+        );
+    }
+    if let Some(seconds) = crate::agent::sys::own_cpu_seconds() {
+        f.gauge(
+            "perfsweep_process_cpu_seconds",
+            "CPU time this process has used, user and system, in seconds.",
+            Vec::new(),
+            seconds,
         );
     }
 }

@@ -2097,27 +2097,6 @@ fn e2e_network() -> E2eNetwork {
     }
 }
 
-/// Labels (or unlabels) the suite's namespace as the administrator does for benchmarks
-/// that may set the MTU (which adds NET_ADMIN).
-async fn privileged_namespace(client: &Client, on: bool) {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let value = if on {
-        json!("true")
-    } else {
-        serde_json::Value::Null
-    };
-    namespaces
-        .patch(
-            NAMESPACE,
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"labels": {"perfsweep.io/privileged-benchmarks": value}}}),
-            ),
-        )
-        .await
-        .expect("the namespace labelled");
-}
-
 /// Creates a benchmark and waits for its final phase, leaving it (and its evidence) for
 /// the caller to read and delete.
 async fn run_kept(

@@ -699,50 +699,6 @@ async fn the_admission_policy_guards_override_images_devices_networks_and_schedu
     );
 }
 
-/// The operator pods' names, IPs and restart counts.
-async fn operator_pods(client: &Client, namespace: &str) -> Vec<(String, String, i32)> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let list = pods
-        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=perfsweep"))
-        .await
-        .expect("the operator's pods");
-    list.items
-        .into_iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .map(|pod| {
-            let status = pod.status.unwrap_or_default();
-            let restarts = status
-                .container_statuses
-                .iter()
-                .flatten()
-                .map(|c| c.restart_count)
-                .sum();
-            (
-                pod.metadata.name.unwrap_or_default(),
-                status.pod_ip.unwrap_or_default(),
-                restarts,
-            )
-        })
-        .collect()
-}
-
-/// A gauge from the operator's `/metrics` at `ip`:8080.
-async fn operator_gauge(ip: &str, name: &str) -> Option<f64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect((ip, 8080)).await.ok()?;
-    stream
-        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {ip}\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    response.lines().find_map(|line| {
-        line.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(' '))
-            .and_then(|value| value.trim().parse().ok())
-    })
-}
-
 /// Issue 34, finding 3: every result replica's log was read into memory at once. A
 /// tenant's LLMInference with `podOverride.image` in the agent's place, whose load
 /// generators each print one huge line (the harness's flood image): the benchmark fails

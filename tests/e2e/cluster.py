@@ -5,6 +5,8 @@
     python3 tests/e2e/cluster.py test    # the e2e suite against the running cluster
     python3 tests/e2e/cluster.py down    # stop everything, remove every trace, count leftovers
     python3 tests/e2e/cluster.py run     # up, test, down (down always runs)
+    python3 tests/e2e/cluster.py fleet N # on an up cluster: N kubemark hollow nodes, the
+                                         # fleet suite (real_cluster_fleet) over them
 
 The binaries come from the directory PERFSWEEP_CLUSTER_BIN names (default
 /opt/perfsweep-cluster/bin): kube-apiserver, kube-controller-manager, kube-scheduler,
@@ -482,8 +484,35 @@ def start_apiserver():
         "--allow-privileged=true",
         "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
+        # What the operator asks of the API server, request by request (its service
+        # accounts' requests only): the fleet suite counts API requests per child from it.
+        f"--audit-policy-file={write_audit_policy()}",
+        f"--audit-log-path={AUDIT_LOG}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=512",
+        "--audit-log-maxbackup=1",
         "--v=1",
     ])
+
+
+AUDIT_LOG = STATE / "audit.log"
+
+
+def write_audit_policy():
+    """Metadata of every finished request by a service account of the operator's
+    namespace; nothing of anyone else."""
+    policy = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived", "ResponseStarted"],
+        "rules": [
+            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{NAMESPACE}"]},
+            {"level": "None"},
+        ],
+    }
+    path = STATE / "audit-policy.json"
+    path.write_text(json.dumps(policy, indent=1))
+    return path
 
 
 def start_controller_manager():
@@ -869,8 +898,11 @@ def load_images(names):
         run(["podman", "save", "--format", "oci-archive", "-o", str(archive), ref])
         for index in range(1, NODES + 1):
             ctr(index, "images", "import", "--base-name", ref.rsplit(":", 1)[0], "--digests", str(archive))
+            # No registry can give an image back: pinned, the kubelet's image garbage
+            # collection (which disk pressure starts) never deletes it.
+            ctr(index, "images", "label", ref, "io.cri-containerd.pinned=pinned", "io.cri-containerd.image=managed")
         archive.unlink()
-        log(f"image {ref} loaded on {NODES} node(s)")
+        log(f"image {ref} loaded on {NODES} node(s); {disk_left()}")
 
 
 # ---------------------------------------------------------------- chart
@@ -1094,6 +1126,9 @@ def up(images):
         down()
     started = time.time()
     STATE.mkdir(parents=True)
+    # Every node keeps its own copy of every image (about 4 GiB unpacked), and a kubelet
+    # under disk pressure evicts pods and refuses new ones: say what the disk had.
+    log(f"up: {disk_left()}")
     ledger = {
         "preexisting": [path for path in FIXED_PATHS if os.path.lexists(path)],
         "netns": netns_names(),
@@ -1230,6 +1265,7 @@ def unmount_all():
 
 def down():
     ledger = load_ledger()
+    stop_hollow_nodes()
     for index in range(1, NODES + 1):
         stop(f"kubelet-{index}")
     for index in range(1, NODES + 1):
@@ -1369,7 +1405,7 @@ def test(filters):
                 sys.stdout.write(line)
                 sys.stdout.flush()
                 keep_for_summary(line.rstrip("\n"))
-        message = f"e2e suite {suite}: exit {suite_run.returncode} after {time.time() - started:.0f}s"
+        message = f"e2e suite {suite}: exit {suite_run.returncode} after {time.time() - started:.0f}s; {disk_left()}"
         log(message)
         summary.append(message)
         if suite_run.returncode != 0:
@@ -1381,11 +1417,18 @@ def test(filters):
     return worst
 
 
+def disk_left():
+    """What the kubelets' eviction thresholds watch: the free space of the disk the nodes'
+    containerd roots and pods' volumes are on."""
+    free = shutil.disk_usage(STATE if STATE.exists() else "/").free
+    return f"{free / 2**30:.1f} GiB free on the nodes' disk"
+
+
 def cluster_state():
     """What a failed suite left that could explain it, in a few lines: nodes that are not
     Ready or report a pressure, their taints, pods that neither run nor succeeded (with
     the node and the reason), the newest warning events and each kubelet's last errors."""
-    lines = []
+    lines = [disk_left()]
     nodes = kubectl("get", "nodes", "-o", "json", check=False, quiet=True)
     if nodes.returncode != 0:
         return [f"nodes unreadable: {nodes.stderr.strip()[:200]}"]
@@ -1436,6 +1479,97 @@ def write_summary(problems):
         print(f"  {line}", flush=True)
 
 
+# ---------------------------------------------------------------- hollow nodes
+
+# Kubemark's hollow kubelets: real kubelets (node registration, status, leases, pod
+# admission and status) over a fake container runtime, one process each, for a fleet
+# larger than this machine. They register labelled and tainted, so that only a benchmark
+# that selects and tolerates them lands there (and nothing of the regular suites does).
+HOLLOW_PREFIX = "psw-hollow-"
+HOLLOW_LABEL = "perfsweep.io/hollow"
+HOLLOW_PORTS = 30000
+
+
+def hollow_pids():
+    pids = STATE / "pids"
+    return {path.name: int(path.read_text()) for path in pids.glob("hollow-*")} if pids.exists() else {}
+
+
+def hollow_ready():
+    out = kubectl("get", "nodes", "-l", HOLLOW_LABEL, "-o", "json", check=False, quiet=True)
+    if out.returncode != 0:
+        return 0
+    return sum(1 for node in json.loads(out.stdout)["items"]
+               if any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", [])))
+
+
+def start_hollow_nodes(count):
+    """COUNT hollow nodes (psw-hollow-1...), started in batches so that registration does
+    not swamp the API server; returns when they are all Ready."""
+    if not (BIN / "kubemark").exists():
+        raise SystemExit(f"no kubemark in {BIN}: build cmd/kubemark of the same Kubernetes tree")
+    scratch = STATE / "hollow"
+    scratch.mkdir(exist_ok=True)
+    started = time.time()
+    for index in range(1, count + 1):
+        start(f"hollow-{index}", [
+            BIN / "kubemark", "--morph=kubelet", f"--name={HOLLOW_PREFIX}{index}",
+            f"--kubeconfig={kubeconfig()}",
+            f"--kubelet-port={HOLLOW_PORTS + index}", "--kubelet-read-only-port=0",
+            f"--node-labels={HOLLOW_LABEL}=true",
+            f"--register-with-taints={HOLLOW_LABEL}=true:NoSchedule",
+            "--use-host-image-service=false", "--max-pods=110", "--v=0",
+        # Each hollow kubelet makes its root directory under TMPDIR: keep it in STATE.
+        ], env={"TMPDIR": str(scratch)})
+        if index % 50 == 0:
+            wait_for(f"{index} hollow nodes Ready", lambda n=index: hollow_ready() >= n, timeout=600, interval=2)
+    wait_for(f"{count} hollow nodes Ready", lambda: hollow_ready() >= count, timeout=600, interval=2)
+    log(f"{count} hollow nodes Ready in {time.time() - started:.0f}s; {hollow_memory()}")
+
+
+def hollow_memory():
+    rss = []
+    for pid in hollow_pids().values():
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss.append(int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+    if not rss:
+        return "no hollow node running"
+    return f"hollow kubelets' resident memory {sum(rss) / 2**30:.2f} GiB ({sum(rss) / len(rss) / 2**20:.0f} MiB each)"
+
+
+def stop_hollow_nodes():
+    """Every hollow kubelet killed at once (their state is STATE's), their Node objects
+    deleted."""
+    for name, pid in hollow_pids().items():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        (STATE / "pids" / name).unlink(missing_ok=True)
+    if api_ready():
+        kubectl("delete", "nodes", "-l", HOLLOW_LABEL, "--wait=false", check=False, quiet=True)
+
+
+def fleet(count, filters):
+    """The fleet suite over COUNT hollow nodes beside the cluster's real ones."""
+    start_hollow_nodes(count)
+    env = {**suite_env(), "PERFSWEEP_E2E_HOLLOW": f"{HOLLOW_LABEL},{count}",
+           "PERFSWEEP_E2E_AUDIT_LOG": str(AUDIT_LOG)}
+    command = ["cargo", "test", "-p", "perfsweep", "--test", "real_cluster_fleet", "--",
+               "--ignored", "--test-threads=1", "--nocapture", *filters]
+    log(" ".join(command))
+    try:
+        code = subprocess.run(command, cwd=ROOT, env=env).returncode
+    finally:
+        log(hollow_memory())
+        stop_hollow_nodes()
+    return code
+
+
 # Fault helpers the Rust suite calls (through PERFSWEEP_E2E_HARNESS) for what only the
 # machine can do.
 def fault(action, target):
@@ -1481,6 +1615,9 @@ def main():
     fault_parser = sub.add_parser("fault")
     fault_parser.add_argument("action", choices=["stop", "start", "slow", "unslow", "kill"])
     fault_parser.add_argument("target", help="a component, kubelet-N, or NAMESPACE/POD for kill")
+    fleet_parser = sub.add_parser("fleet", help="the fleet suite over hollow nodes (kubemark), on an up cluster")
+    fleet_parser.add_argument("count", type=int)
+    fleet_parser.add_argument("filters", nargs="*")
     chart_parser = sub.add_parser("chart", help="the release's lifecycle, for the lifecycle suite")
     chart_parser.add_argument("action", choices=["install", "upgrade", "uninstall"])
     args = parser.parse_args()
@@ -1496,6 +1633,8 @@ def main():
         sys.exit(1 if down() else 0)
     elif args.command == "test":
         sys.exit(test(args.filters))
+    elif args.command == "fleet":
+        sys.exit(fleet(args.count, args.filters))
     elif args.command == "fault":
         fault(args.action, args.target)
     elif args.command == "chart":

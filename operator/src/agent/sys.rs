@@ -49,6 +49,17 @@ pub fn reap_if_ended(pid: i32) {
     unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
 }
 
+/// The user and system CPU time this process has used, in seconds.
+pub fn own_cpu_seconds() -> Option<f64> {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) } != 0 {
+        return None;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
 /// This process's effective user id.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid cannot fail and touches no memory.

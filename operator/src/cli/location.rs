@@ -32,6 +32,8 @@ pub struct LocationArgs {
 /// A location opened for one command.
 pub struct Opened {
     dir: PathBuf,
+    // Pushed back only by the warehouse's writing commands.
+    #[cfg_attr(not(feature = "warehouse"), allow(dead_code))]
     mirror: Option<Mirror>,
 }
 
@@ -43,6 +45,7 @@ impl Opened {
 
     /// Sends what the command wrote back to an object-store location (nothing to do for
     /// a directory). The run rows go last: a reader sees a run once all its rows are there.
+    #[cfg_attr(not(feature = "warehouse"), allow(dead_code))]
     pub async fn push(&self) -> anyhow::Result<()> {
         let Some(mirror) = &self.mirror else {
             return Ok(());

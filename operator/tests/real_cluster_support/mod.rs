@@ -275,6 +275,71 @@ pub async fn operator_leader(client: &Client, namespace: &str) -> String {
         .expect("an operator replica holds the Lease")
 }
 
+/// The operator pods' names, IPs and restart counts.
+pub async fn operator_pods(client: &Client, namespace: &str) -> Vec<(String, String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=perfsweep"))
+        .await
+        .expect("the operator's pods");
+    list.items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .map(|pod| {
+            let status = pod.status.unwrap_or_default();
+            let restarts = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            (
+                pod.metadata.name.unwrap_or_default(),
+                status.pod_ip.unwrap_or_default(),
+                restarts,
+            )
+        })
+        .collect()
+}
+
+/// A gauge from the operator's `/metrics` at `ip`:8080.
+pub async fn operator_gauge(ip: &str, name: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect((ip, 8080)).await.ok()?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {ip}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response.lines().find_map(|line| {
+        line.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|value| value.trim().parse().ok())
+    })
+}
+
+/// Labels (or unlabels) the suite's namespace as the administrator does for benchmarks
+/// that may set privileged fields: the MTU (which adds NET_ADMIN), tolerations.
+pub async fn privileged_namespace(client: &Client, on: bool) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let value = if on {
+        serde_json::json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    namespaces
+        .patch(
+            NAMESPACE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"labels": {"perfsweep.io/privileged-benchmarks": value}}}),
+            ),
+        )
+        .await
+        .expect("the namespace labelled");
+}
+
 /// Creates a BenchmarkSet `name` from `spec` (deleting an earlier one and its pods
 /// first); returns when it was created.
 pub async fn create_set(client: &Client, name: &str, spec: serde_json::Value) -> Instant {

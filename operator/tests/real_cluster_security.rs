@@ -39,8 +39,8 @@ use serde_json::{Value, json};
 
 mod real_cluster_support;
 use real_cluster_support::{
-    NAMESPACE, cluster, create_set, e2e_image, finished, operator_leader,
-    require_in_cluster_operator, sets, wait_for_status,
+    NAMESPACE, cluster, create_set, e2e_image, finished, operator_gauge, operator_leader,
+    operator_pods, require_in_cluster_operator, sets, wait_for_status,
 };
 
 fn benchmarks(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {

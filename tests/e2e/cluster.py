@@ -69,7 +69,7 @@ PAUSE_IMAGE = "localhost/perfsweep-e2e/pause:1"
 # A tenant's image in the agent's place (real_cluster_security.rs): prints one huge line,
 # as a report carrying a huge raw output would be, and exits 0.
 FLOOD_IMAGE = "localhost/perfsweep-e2e/flood:1"
-FLOOD_MIB = 24
+FLOOD_MIB = 8
 REQUIRED_BINARIES = [
     "kube-apiserver",
     "kube-controller-manager",

@@ -268,7 +268,7 @@ impl PodLogs {
             .get(&(ns.to_owned(), name.to_owned(), container))
             .cloned()
             .unwrap_or(Log::Text(String::new()));
-        Ok(match log {
+        Ok(match current_file(log) {
             Log::Text(text) => Selected::Text(select(&text, query)),
             Log::Padded { filler_lines, tail } => select_padded(filler_lines, &tail, query),
             Log::LongLine(line) => select_long_line(line, query),
@@ -279,6 +279,59 @@ impl PodLogs {
         self.logs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The kubelet's `containerLogMaxSize` (10 MiB by default): it rotates a container's log
+/// file past this size, and the API serves only the current file (seen on the real
+/// cluster, issue 35: a report line of 24 MiB was served from its middle, without its
+/// start). The kubelet rotates on a timer; the double rotates at every multiple of the
+/// size, so the current file is what a log holds past its last multiple.
+pub const CONTAINER_LOG_MAX: u64 = 10 * 1024 * 1024;
+
+/// What the API serves of `log` once the kubelet has rotated it: [`CONTAINER_LOG_MAX`].
+fn current_file(log: Log) -> Log {
+    let rotated_at = |total: u64| (total > CONTAINER_LOG_MAX).then(|| (total - 1) / CONTAINER_LOG_MAX * CONTAINER_LOG_MAX);
+    let from = |text: &str, cut: u64| {
+        let mut cut = usize::try_from(cut).unwrap_or(usize::MAX).min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text[cut..].to_owned()
+    };
+    match log {
+        Log::Text(text) => match rotated_at(text.len() as u64) {
+            Some(cut) => Log::Text(from(&text, cut)),
+            None => Log::Text(text),
+        },
+        Log::Padded { filler_lines, tail } => {
+            let filler = filler_lines * FILLER_LINE.len() as u64;
+            match rotated_at(filler + tail.len() as u64) {
+                // The file starts at the first whole filler line past the cut.
+                Some(cut) if cut < filler => Log::Padded {
+                    filler_lines: filler_lines - cut.div_ceil(FILLER_LINE.len() as u64),
+                    tail,
+                },
+                Some(cut) => Log::Text(from(&tail, cut - filler)),
+                None => Log::Padded { filler_lines, tail },
+            }
+        }
+        Log::LongLine(line) => {
+            let head = line.head.len() as u64;
+            match rotated_at(head + line.filler_bytes + line.tail.len() as u64) {
+                Some(cut) if cut < head => Log::LongLine(LongLine {
+                    head: from(&line.head, cut),
+                    ..line
+                }),
+                Some(cut) if cut < head + line.filler_bytes => Log::LongLine(LongLine {
+                    head: String::new(),
+                    filler_bytes: head + line.filler_bytes - cut,
+                    tail: line.tail,
+                }),
+                Some(cut) => Log::Text(from(&line.tail, cut - head - line.filler_bytes)),
+                None => Log::LongLine(line),
+            }
+        }
     }
 }
 
@@ -475,6 +528,34 @@ mod tests {
             format!("{}\nb\n", "y".repeat(10))
         );
         assert_eq!(select(&text, &query(Some(3), None)), text[2..]);
+    }
+
+    /// The kubelet serves only the current file of a rotated log: a report line of
+    /// 24 MiB is served without its start (its last 4 MiB), one of 9 MiB whole.
+    #[test]
+    fn a_log_past_the_kubelets_rotation_size_is_served_from_its_last_file() {
+        let line = |filler_bytes: u64| {
+            Log::LongLine(LongLine {
+                head: "agent\nREPORT ".into(),
+                filler_bytes,
+                tail: "!\n".into(),
+            })
+        };
+        let total = |filler: u64| filler + "agent\nREPORT ".len() as u64 + 2;
+        let Log::LongLine(cut) = current_file(line(24 << 20)) else {
+            panic!("a long line stays one")
+        };
+        assert!(cut.head.is_empty(), "the start is in a rotated file");
+        assert_eq!(cut.filler_bytes + 2, total(24 << 20) - 2 * CONTAINER_LOG_MAX);
+        let Log::LongLine(whole) = current_file(line(9 << 20)) else {
+            panic!("a long line stays one")
+        };
+        assert_eq!(whole.head, "agent\nREPORT ");
+        let text = "y".repeat(usize::try_from(CONTAINER_LOG_MAX).unwrap() + 3);
+        let Log::Text(end) = current_file(Log::Text(text)) else {
+            panic!("text stays text")
+        };
+        assert_eq!(end, "yyy");
     }
 
     /// A long line is one line to `tailLines`, however long, and `limitBytes` cuts it.

@@ -136,8 +136,12 @@ impl AgentReport {
 /// Why no report could be read from an output.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ReportError {
+    // A kubelet serves only its current log file: a report line longer than its
+    // containerLogMaxSize is rotated away from its start (issue 35, on the real cluster).
     #[error(
-        "the output has no {MARKER}line: the agent did not finish (killed, evicted or crashed)"
+        "the output has no {MARKER}line: the agent did not finish (killed, evicted or crashed), \
+         or its report was longer than the kubelet keeps in one log file (containerLogMaxSize, \
+         10 MiB by default)"
     )]
     Missing,
     #[error("the report line is malformed: {0}")]

@@ -370,26 +370,18 @@ fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Issue 34, finding 3: every result replica's log was read into memory at once, so
-/// `workers: 256` with large reports could ask for gigabytes against the chart's 256
-/// MiB limit. 48 load generators each reporting 12 MiB of raw output (576 MiB in all):
-/// the benchmark fails naming the operator's budget, and this process (operator and
-/// double; the double never holds the logs) grows by far less than the logs' size.
-#[tokio::test]
-async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory() {
-    const FLOOD: &str = "flood";
-    const FLOOD_WORKERS: u32 = 48;
-    const RAW_BYTES: u64 = 12 * 1024 * 1024;
-    let double = double_with_crds().await;
-    let _operator = Operator::start(&double, "test");
+/// An LLMInference `name` of `workers` load generators whose result logs each carry a
+/// report with `raw_bytes` of raw output (never held in memory by the double), created
+/// on `double` with its pods made and their logs set; the pods still run.
+async fn huge_reports(double: &ApiDouble, name: &str, workers: u32, raw_bytes: u64) {
     let object: LLMInference = serde_json::from_value(json!({
         "apiVersion": "perfsweep.io/v1alpha1", "kind": "LLMInference",
-        "metadata": {"name": FLOOD, "namespace": NS},
+        "metadata": {"name": name, "namespace": NS},
         "spec": {
             "endpoint": {"url": "http://vllm:8000", "modelName": "llama"},
             "trafficScenarios": ["D(100,16)"],
-            "numConcurrency": [FLOOD_WORKERS],
-            "workers": FLOOD_WORKERS,
+            "numConcurrency": [workers],
+            "workers": workers,
         },
     }))
     .expect("a valid LLMInference");
@@ -397,15 +389,15 @@ async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory
         .create(&PostParams::default(), &object)
         .await
         .expect("created");
-    let flood_pod = |index: u32| format!("{FLOOD}-loadgen-{index}");
+    let flood_pod = |index: u32| format!("{name}-loadgen-{index}");
     wait_until(
         WAIT,
-        format_args!("the {FLOOD_WORKERS} loadgen pods"),
+        format_args!("the {workers} loadgen pods"),
         || {
-            let made = (0..FLOOD_WORKERS)
+            let made = (0..workers)
                 .filter(|i| double.get(&Gvr::PODS, Some(NS), &flood_pod(*i)).is_some())
                 .count();
-            if made == FLOOD_WORKERS as usize {
+            if made == workers as usize {
                 Ok(())
             } else {
                 Err(format!("{made} pods"))
@@ -413,12 +405,12 @@ async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory
         },
     )
     .await;
-    let raw_sha = sha256_hex(&vec![b'x'; usize::try_from(RAW_BYTES).expect("fits")]);
+    let raw_sha = sha256_hex(&vec![b'x'; usize::try_from(raw_bytes).expect("fits")]);
     let parsed = registry::lookup("LLMInference")
         .expect("registered")
         .parse(&worker_output(0))
         .expect("a worker's share parses");
-    for index in 0..FLOOD_WORKERS {
+    for index in 0..workers {
         let report = AgentReport {
             tool_version: None,
             network: None,
@@ -445,10 +437,64 @@ async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory
             &flood_pod(index),
             AGENT,
             &format!("perfsweep agent: running perfsweep loadgen\n{head}"),
-            RAW_BYTES,
+            raw_bytes,
             &format!("{tail}\n"),
         );
     }
+}
+
+/// Marks the `workers` load generator pods of `name` Succeeded; its final status.
+async fn finish_pods(double: &ApiDouble, name: &str, workers: u32) -> Value {
+    for index in 0..workers {
+        let done = json!({"terminated": {
+            "exitCode": 0, "reason": "Completed", "message": "done",
+            "startedAt": now(), "finishedAt": now(),
+        }});
+        let mut status = pod_status("Succeeded", done);
+        status["containerStatuses"][0]["ready"] = false.into();
+        patch_pod_status(double, &format!("{name}-loadgen-{index}"), status);
+    }
+    wait_for_object_status(double, &LLMS, name, "phase Failed", |s| s["phase"] == "Failed").await
+}
+
+/// Issue 35, seen on the real cluster: a kubelet rotates a container's log past its
+/// containerLogMaxSize (10 MiB by default) and serves only the current file, so a report
+/// line of 24 MiB is read without its start. The benchmark fails saying so, not only
+/// that the agent did not finish.
+#[tokio::test]
+async fn a_report_longer_than_the_kubelets_log_file_fails_naming_the_limit() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    huge_reports(&double, "rotated", 2, 24 * 1024 * 1024).await;
+    let status = finish_pods(&double, "rotated", 2).await;
+    let failed = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(failed["reason"], "ResultUnparseable", "{status}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("containerLogMaxSize")),
+        "{failed}"
+    );
+}
+
+/// Issue 34, finding 3: every result replica's log was read into memory at once, so
+/// `workers: 256` with large reports could ask for gigabytes against the chart's 256
+/// MiB limit. 48 load generators each reporting 8 MiB of raw output (384 MiB in all; each
+/// report within what a kubelet keeps of a log): the benchmark fails naming the
+/// operator's budget, and this process (operator and double; the double never holds the
+/// logs) grows by far less than the logs' size.
+#[tokio::test]
+async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory() {
+    const FLOOD: &str = "flood";
+    const FLOOD_WORKERS: u32 = 48;
+    const RAW_BYTES: u64 = 8 * 1024 * 1024;
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    huge_reports(&double, FLOOD, FLOOD_WORKERS, RAW_BYTES).await;
     let baseline = resident_bytes();
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(baseline));
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -461,19 +507,7 @@ async fn many_workers_with_huge_reports_fail_clearly_within_the_operators_memory
             }
         })
     };
-    for index in 0..FLOOD_WORKERS {
-        let done = json!({"terminated": {
-            "exitCode": 0, "reason": "Completed", "message": "done",
-            "startedAt": now(), "finishedAt": now(),
-        }});
-        let mut status = pod_status("Succeeded", done);
-        status["containerStatuses"][0]["ready"] = false.into();
-        patch_pod_status(&double, &flood_pod(index), status);
-    }
-    let status = wait_for_object_status(&double, &LLMS, FLOOD, "phase Failed", |s| {
-        s["phase"] == "Failed"
-    })
-    .await;
+    let status = finish_pods(&double, FLOOD, FLOOD_WORKERS).await;
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     sampler.join().expect("the sampler");
     let grown = peak

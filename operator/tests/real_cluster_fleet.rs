@@ -26,7 +26,9 @@ use serde_json::json;
 /// The hollow nodes' label and how many the harness started (`PERFSWEEP_E2E_HOLLOW`).
 fn hollow_nodes() -> (String, usize) {
     let value = std::env::var("PERFSWEEP_E2E_HOLLOW").unwrap_or_else(|_| {
-        panic!("set PERFSWEEP_E2E_HOLLOW=LABEL,COUNT: run this suite with tests/e2e/cluster.py fleet N")
+        panic!(
+            "set PERFSWEEP_E2E_HOLLOW=LABEL,COUNT: run this suite with tests/e2e/cluster.py fleet N"
+        )
     });
     let (label, count) = value.split_once(',').expect("LABEL,COUNT");
     (label.to_owned(), count.parse().expect("a count"))
@@ -44,7 +46,7 @@ impl AuditLog {
         let path: std::path::PathBuf = std::env::var("PERFSWEEP_E2E_AUDIT_LOG")
             .expect("set PERFSWEEP_E2E_AUDIT_LOG (tests/e2e/cluster.py does)")
             .into();
-        let from = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let from = std::fs::metadata(&path).map_or(0, |m| m.len());
         Self { path, from }
     }
 
@@ -134,7 +136,12 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
     let first_round = count / 2;
     privileged_namespace(&client, true).await;
     let audit = AuditLog::from_now();
-    let cpu_before = leader_gauge(&client, &operator_namespace, "perfsweep_process_cpu_seconds").await;
+    let cpu_before = leader_gauge(
+        &client,
+        &operator_namespace,
+        "perfsweep_process_cpu_seconds",
+    )
+    .await;
     let set = "e2e-fleet";
     let started = create_set(
         &client,
@@ -145,16 +152,24 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
                                   "tolerations": [{"key": label, "operator": "Exists", "effect": "NoSchedule"}]}},
             "permutations": {"nodePairs": {"selector": {"matchLabels": {label.clone(): "true"}},
                                            "mode": "AllPairs"}},
+            "maxChildren": pairs,
         }),
     )
     .await;
     let api = sets(&client);
     let status = wait_for_status(&api, set, Duration::from_mins(10), |s| {
-        s["total"].as_u64().unwrap_or(0) > 0 && s["rounds"]["total"].as_u64().is_some()
+        (s["total"].as_u64().unwrap_or(0) > 0 && s["rounds"]["total"].as_u64().is_some())
+            || finished(s)
     })
     .await;
     let planned = seconds(started);
-    assert_eq!(status["total"].as_u64(), Some(pairs as u64), "{}", status["rounds"]);
+    assert!(!finished(&status), "the set ended before its first round: {status}");
+    assert_eq!(
+        status["total"].as_u64(),
+        Some(pairs as u64),
+        "{}",
+        status["rounds"]
+    );
     assert_eq!(
         status["rounds"]["total"].as_u64(),
         Some(count as u64 - 1),
@@ -172,15 +187,28 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
         assert!(
             Instant::now() < deadline,
             "the first round within 20 minutes: {} children, {} pods ({} placed, {} running)",
-            children.list(&ListParams::default()).await.map(|l| l.items.len()).unwrap_or(0),
+            children
+                .list(&ListParams::default())
+                .await
+                .map_or(0, |l| l.items.len()),
             pods.len(),
-            pods.iter().filter(|p: &&Pod| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).count(),
-            pods.iter().filter(|p: &&Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count(),
+            pods.iter()
+                .filter(|p: &&Pod| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .count(),
+            pods.iter()
+                .filter(
+                    |p: &&Pod| p.status.as_ref().and_then(|s| s.phase.as_deref())
+                        == Some("Running")
+                )
+                .count(),
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
         if created.is_none() {
             let made = children_of(&client, "IPerf", set).await.len();
-            assert!(made <= first_round, "{made} children before the first round ended");
+            assert!(
+                made <= first_round,
+                "{made} children before the first round ended"
+            );
             if made == first_round {
                 created = Some(seconds(started));
             }
@@ -202,7 +230,8 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
             running = Some(seconds(started));
         }
         let object = api.get(set).await.expect("the set");
-        peak_status = peak_status.max(serde_json::to_vec(&object.data["status"]).map_or(0, |v| v.len()));
+        peak_status =
+            peak_status.max(serde_json::to_vec(&object.data["status"]).map_or(0, |v| v.len()));
     }
     let groups = pod_groups(&client)
         .list(&ListParams::default())
@@ -222,7 +251,11 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
             .get("perfsweep.io/benchmark")
             .cloned()
             .unwrap_or_default();
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         by_child.entry(child).or_default().insert(node);
     }
     let mut used = BTreeSet::new();
@@ -238,8 +271,19 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
     let object = api.get(set).await.expect("the set");
     let status_bytes = serde_json::to_vec(&object.data["status"]).map_or(0, |v| v.len());
     let object_bytes = serde_json::to_vec(&object).map_or(0, |v| v.len());
-    let peak = leader_gauge(&client, &operator_namespace, "perfsweep_process_peak_resident_memory_bytes").await;
-    let cpu = leader_gauge(&client, &operator_namespace, "perfsweep_process_cpu_seconds").await - cpu_before;
+    let peak = leader_gauge(
+        &client,
+        &operator_namespace,
+        "perfsweep_process_peak_resident_memory_bytes",
+    )
+    .await;
+    let cpu = leader_gauge(
+        &client,
+        &operator_namespace,
+        "perfsweep_process_cpu_seconds",
+    )
+    .await
+        - cpu_before;
     let requests = audit.requests();
     let total: u64 = requests.values().sum();
     let mut top: Vec<(&String, &u64)> = requests.iter().collect();

@@ -900,7 +900,11 @@ def load_images(names):
             ctr(index, "images", "import", "--base-name", ref.rsplit(":", 1)[0], "--digests", str(archive))
             # No registry can give an image back: pinned, the kubelet's image garbage
             # collection (which disk pressure starts) never deletes it.
-            ctr(index, "images", "label", ref, "io.cri-containerd.pinned=pinned", "io.cri-containerd.image=managed")
+            base = ref.rsplit(":", 1)[0]
+            for name in ctr(index, "images", "list", "-q").stdout.split():
+                if name == ref or name.startswith(f"{base}@"):
+                    ctr(index, "images", "label", name, "io.cri-containerd.pinned=pinned",
+                        "io.cri-containerd.image=managed")
         archive.unlink()
         log(f"image {ref} loaded on {NODES} node(s); {disk_left()}")
 

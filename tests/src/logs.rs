@@ -291,7 +291,9 @@ pub const CONTAINER_LOG_MAX: u64 = 10 * 1024 * 1024;
 
 /// What the API serves of `log` once the kubelet has rotated it: [`CONTAINER_LOG_MAX`].
 fn current_file(log: Log) -> Log {
-    let rotated_at = |total: u64| (total > CONTAINER_LOG_MAX).then(|| (total - 1) / CONTAINER_LOG_MAX * CONTAINER_LOG_MAX);
+    let rotated_at = |total: u64| {
+        (total > CONTAINER_LOG_MAX).then(|| (total - 1) / CONTAINER_LOG_MAX * CONTAINER_LOG_MAX)
+    };
     let from = |text: &str, cut: u64| {
         let mut cut = usize::try_from(cut).unwrap_or(usize::MAX).min(text.len());
         while !text.is_char_boundary(cut) {
@@ -546,7 +548,10 @@ mod tests {
             panic!("a long line stays one")
         };
         assert!(cut.head.is_empty(), "the start is in a rotated file");
-        assert_eq!(cut.filler_bytes + 2, total(24 << 20) - 2 * CONTAINER_LOG_MAX);
+        assert_eq!(
+            cut.filler_bytes + 2,
+            total(24 << 20) - 2 * CONTAINER_LOG_MAX
+        );
         let Log::LongLine(whole) = current_file(line(9 << 20)) else {
             panic!("a long line stays one")
         };

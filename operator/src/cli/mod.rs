@@ -5,10 +5,10 @@ mod export;
 mod files;
 mod heatmap;
 mod import;
+mod location;
 mod operator;
 mod parse;
 mod render;
-mod location;
 // The warehouse's SQL engine (DataFusion) is the bulk of the binary and of its build: the
 // agent build (`--no-default-features`, every benchmark image) leaves it out, and the
 // commands that need it say so.

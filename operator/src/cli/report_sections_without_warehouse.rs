@@ -2,6 +2,9 @@
 //! needs the warehouse says so, naming the build that has it. Everything else of `results
 //! report` works unchanged.
 
+// The same signatures as the warehouse build's, which await.
+#![allow(clippy::unused_async)]
+
 use std::path::Path;
 
 use perfsweep_benchmarks::results::record::ResultRecord;

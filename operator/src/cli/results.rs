@@ -456,10 +456,8 @@ async fn write_report(
         if let Some(baseline) = &inputs.baseline {
             let base = inputs.locations.open(baseline).await?;
             let base_records = load(base.dir())?;
-            let base_run = single_run_id(
-                &base_records,
-                &format!("--baseline {}", baseline.display()),
-            )?;
+            let base_run =
+                single_run_id(&base_records, &format!("--baseline {}", baseline.display()))?;
             let own_run = single_run_id(&own, &dir.display().to_string())?;
             let both: Vec<ResultRecord> = base_records.into_iter().chain(own.clone()).collect();
             let (sections, worse) = super::report_sections::what_changed(

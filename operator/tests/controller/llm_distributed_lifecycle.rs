@@ -390,20 +390,16 @@ async fn huge_reports(double: &ApiDouble, name: &str, workers: u32, raw_bytes: u
         .await
         .expect("created");
     let flood_pod = |index: u32| format!("{name}-loadgen-{index}");
-    wait_until(
-        WAIT,
-        format_args!("the {workers} loadgen pods"),
-        || {
-            let made = (0..workers)
-                .filter(|i| double.get(&Gvr::PODS, Some(NS), &flood_pod(*i)).is_some())
-                .count();
-            if made == workers as usize {
-                Ok(())
-            } else {
-                Err(format!("{made} pods"))
-            }
-        },
-    )
+    wait_until(WAIT, format_args!("the {workers} loadgen pods"), || {
+        let made = (0..workers)
+            .filter(|i| double.get(&Gvr::PODS, Some(NS), &flood_pod(*i)).is_some())
+            .count();
+        if made == workers as usize {
+            Ok(())
+        } else {
+            Err(format!("{made} pods"))
+        }
+    })
     .await;
     let raw_sha = sha256_hex(&vec![b'x'; usize::try_from(raw_bytes).expect("fits")]);
     let parsed = registry::lookup("LLMInference")
@@ -454,7 +450,10 @@ async fn finish_pods(double: &ApiDouble, name: &str, workers: u32) -> Value {
         status["containerStatuses"][0]["ready"] = false.into();
         patch_pod_status(double, &format!("{name}-loadgen-{index}"), status);
     }
-    wait_for_object_status(double, &LLMS, name, "phase Failed", |s| s["phase"] == "Failed").await
+    wait_for_object_status(double, &LLMS, name, "phase Failed", |s| {
+        s["phase"] == "Failed"
+    })
+    .await
 }
 
 /// Issue 35, seen on the real cluster: a kubelet rotates a container's log past its

@@ -163,7 +163,10 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
     })
     .await;
     let planned = seconds(started);
-    assert!(!finished(&status), "the set ended before its first round: {status}");
+    assert!(
+        !finished(&status),
+        "the set ended before its first round: {status}"
+    );
     assert_eq!(
         status["total"].as_u64(),
         Some(pairs as u64),

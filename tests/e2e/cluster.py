@@ -1335,6 +1335,7 @@ def leftovers(ledger):
     for index in range(1, NODES + 1):
         problems += [f"cgroup {path}" for path in cgroup_dirs(index) if path.exists()]
     problems += [f"mount {point}" for point in our_mounts()]
+    problems += [f"path {path}" for path in sorted(hollow_dirs() - set(ledger.get("hollow_dirs", hollow_dirs())))]
     problems += [f"netns {name}" for name in netns_names() if name not in ledger.get("netns", [])]
     problems += [f"link {link}" for link in (BRIDGE, SECOND_LINK) if Path(f"/sys/class/net/{link}").exists()]
     problems += [f"veth {name}" for name in os.listdir("/sys/class/net") if name.startswith("veth")]
@@ -1494,6 +1495,12 @@ HOLLOW_LABEL = "perfsweep.io/hollow"
 HOLLOW_PORTS = 30000
 
 
+def hollow_dirs():
+    """The root directories hollow kubelets make: kubemark puts them in /tmp, whatever
+    TMPDIR says."""
+    return {str(path) for path in Path("/tmp").glob("hollow-kubelet.*")}
+
+
 def hollow_pids():
     pids = STATE / "pids"
     return {path.name: int(path.read_text()) for path in pids.glob("hollow-*")} if pids.exists() else {}
@@ -1514,6 +1521,9 @@ def start_hollow_nodes(count):
         raise SystemExit(f"no kubemark in {BIN}: build cmd/kubemark of the same Kubernetes tree")
     scratch = STATE / "hollow"
     scratch.mkdir(exist_ok=True)
+    ledger = load_ledger()
+    ledger.setdefault("hollow_dirs", sorted(hollow_dirs()))
+    save_ledger(ledger)
     started = time.time()
     for index in range(1, count + 1):
         start(f"hollow-{index}", [
@@ -1548,13 +1558,18 @@ def hollow_memory():
 def stop_hollow_nodes():
     """Every hollow kubelet killed at once (their state is STATE's), their Node objects
     deleted."""
-    for name, pid in hollow_pids().items():
+    pids = hollow_pids()
+    for name, pid in pids.items():
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
         (STATE / "pids" / name).unlink(missing_ok=True)
-    if api_ready():
+    wait_for("the hollow kubelets gone", lambda: not any(alive(pid) for pid in pids.values()), timeout=60)
+    before = set(load_ledger().get("hollow_dirs", hollow_dirs()))
+    for path in hollow_dirs() - before:
+        shutil.rmtree(path, ignore_errors=True)
+    if pids:
         kubectl("delete", "nodes", "-l", HOLLOW_LABEL, "--wait=false", check=False, quiet=True)
 
 

@@ -1606,17 +1606,6 @@ struct Seen {
     pod_group: Option<serde_json::Value>,
 }
 
-fn pod_groups(client: &Client) -> Api<DynamicObject> {
-    let resource = kube::api::ApiResource {
-        group: "scheduling.volcano.sh".into(),
-        version: "v1beta1".into(),
-        api_version: "scheduling.volcano.sh/v1beta1".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    };
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
-}
-
 /// Creates a benchmark of `kind`, watches `pods` and its PodGroup while it runs, waits
 /// for a final phase within `within`, prints the E2E line and deletes the benchmark.
 async fn run_kind_observing(

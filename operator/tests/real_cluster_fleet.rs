@@ -18,7 +18,7 @@ use std::io::{BufRead, Seek};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use real_cluster_support::*;
 use serde_json::json;
@@ -87,17 +87,6 @@ async fn set_pods(client: &Client, set: &str) -> Vec<Pod> {
         .into_iter()
         .filter(|pod| pod.name_any().starts_with(&format!("{set}-")))
         .collect()
-}
-
-fn pod_groups(client: &Client) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "scheduling.volcano.sh".into(),
-        version: "v1beta1".into(),
-        api_version: "scheduling.volcano.sh/v1beta1".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    };
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
 }
 
 /// The leader's gauge `name`.

@@ -342,6 +342,18 @@ pub async fn privileged_namespace(client: &Client, on: bool) {
         .expect("the namespace labelled");
 }
 
+/// Volcano's PodGroups in the suite's namespace.
+pub fn pod_groups(client: &Client) -> Api<DynamicObject> {
+    let resource = kube::api::ApiResource {
+        group: "scheduling.volcano.sh".into(),
+        version: "v1beta1".into(),
+        api_version: "scheduling.volcano.sh/v1beta1".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    };
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
 /// Creates a BenchmarkSet `name` from `spec` (deleting an earlier one and its pods
 /// first); returns when it was created.
 pub async fn create_set(client: &Client, name: &str, spec: serde_json::Value) -> Instant {

@@ -1,9 +1,9 @@
 //! Issue 35: a node-pair fleet sweep over kubemark's hollow nodes, on the harness's real
-//! control plane (API server, etcd, Volcano) with the chart's operator. `python3
-//! tests/e2e/cluster.py fleet N` starts N hollow nodes (real kubelets over a fake
-//! container runtime, labelled and tainted `perfsweep.io/hollow`) on an up cluster and
-//! runs this suite; `run` never does (it is a measurement of minutes, not a check CI
-//! needs on every change).
+//! control plane (API server, etcd, Volcano) with the chart's operator. The harness
+//! starts the hollow nodes (real kubelets over a fake container runtime, labelled and
+//! tainted `perfsweep.io/hollow`) and runs this suite: over 20 of them in every `run`
+//! and `test` (CI), over N with `python3 tests/e2e/cluster.py fleet N` on an up cluster
+//! (the measurement in docs/operations.md#fleet-scale).
 //!
 //! Hollow pods never run the agent: their containers "run" until deleted. So the sweep's
 //! first round is planned, created, gang-scheduled and started for real, and nothing of

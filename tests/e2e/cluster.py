@@ -1384,7 +1384,11 @@ def suite_env():
 # (the admission policy's CEL, a foreign pod steering an agent, a foreign export
 # endpoint, a NameConflict), which only a real API server can judge.
 # The lifecycle suite comes last: it upgrades and finally uninstalls the chart.
-SUITES = ("real_cluster", "real_cluster_security", "real_cluster_lifecycle")
+# The fleet suite runs over a few hollow nodes here (`fleet N` takes more), so that every
+# run plans, creates and places a node-pair round beside kubemark's kubelets.
+SUITES = ("real_cluster", "real_cluster_security", "real_cluster_fleet", "real_cluster_lifecycle")
+FLEET_TEST = "a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_round"
+FLEET_NODES_IN_RUN = 20
 
 
 # What `run` prints again at its end (and keeps in SUMMARY): per kind and fault the phase,
@@ -1401,15 +1405,28 @@ def keep_for_summary(line):
 def test(filters):
     worst = 0
     for suite in SUITES:
+        env = suite_env()
+        hollow = suite == "real_cluster_fleet"
+        if hollow:
+            if filters and not any(f in FLEET_TEST for f in filters):
+                log(f"e2e suite {suite}: no test of it matches {filters}")
+                continue
+            start_hollow_nodes(FLEET_NODES_IN_RUN)
+            env.update(fleet_env(FLEET_NODES_IN_RUN))
         command = ["cargo", "test", "-p", "perfsweep", "--test", suite, "--", "--ignored", "--test-threads=1", "--nocapture", *filters]
         log(" ".join(command))
         started = time.time()
-        with subprocess.Popen(command, cwd=ROOT, env=suite_env(), stdout=subprocess.PIPE, text=True,
-                              errors="replace") as suite_run:
-            for line in suite_run.stdout:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                keep_for_summary(line.rstrip("\n"))
+        try:
+            with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                                  errors="replace") as suite_run:
+                for line in suite_run.stdout:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    keep_for_summary(line.rstrip("\n"))
+        finally:
+            if hollow:
+                log(hollow_memory())
+                stop_hollow_nodes()
         message = f"e2e suite {suite}: exit {suite_run.returncode} after {time.time() - started:.0f}s; {disk_left()}"
         log(message)
         summary.append(message)
@@ -1573,11 +1590,14 @@ def stop_hollow_nodes():
         kubectl("delete", "nodes", "-l", HOLLOW_LABEL, "--wait=false", check=False, quiet=True)
 
 
+def fleet_env(count):
+    return {"PERFSWEEP_E2E_HOLLOW": f"{HOLLOW_LABEL},{count}", "PERFSWEEP_E2E_AUDIT_LOG": str(AUDIT_LOG)}
+
+
 def fleet(count, filters):
     """The fleet suite over COUNT hollow nodes beside the cluster's real ones."""
     start_hollow_nodes(count)
-    env = {**suite_env(), "PERFSWEEP_E2E_HOLLOW": f"{HOLLOW_LABEL},{count}",
-           "PERFSWEEP_E2E_AUDIT_LOG": str(AUDIT_LOG)}
+    env = {**suite_env(), **fleet_env(count)}
     command = ["cargo", "test", "-p", "perfsweep", "--test", "real_cluster_fleet", "--",
                "--ignored", "--test-threads=1", "--nocapture", *filters]
     log(" ".join(command))

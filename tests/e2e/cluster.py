@@ -1411,6 +1411,11 @@ def test(filters):
             if filters and not any(f in FLEET_TEST for f in filters):
                 log(f"e2e suite {suite}: no test of it matches {filters}")
                 continue
+            if not (BIN / "kubemark").exists():
+                message = f"e2e suite {suite}: SKIPPED, no kubemark in {BIN} (cmd/kubemark of the same Kubernetes tree)"
+                log(message)
+                summary.append(message)
+                continue
             start_hollow_nodes(FLEET_NODES_IN_RUN)
             env.update(fleet_env(FLEET_NODES_IN_RUN))
         command = ["cargo", "test", "-p", "perfsweep", "--test", suite, "--", "--ignored", "--test-threads=1", "--nocapture", *filters]

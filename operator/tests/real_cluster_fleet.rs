@@ -112,7 +112,7 @@ fn seconds(since: Instant) -> f64 {
 /// set's status stays far under etcd's 1.5 MiB and the operator under the chart's
 /// 256 MiB.
 #[tokio::test]
-#[ignore = "needs hollow nodes: tests/e2e/cluster.py fleet N"]
+#[ignore = "needs hollow nodes: tests/e2e/cluster.py run (over 20) or fleet N"]
 async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_round() {
     let client = cluster().await;
     let operator_namespace = require_in_cluster_operator();

@@ -4,12 +4,15 @@
 
 use crate::support;
 
+use futures::StreamExt;
 use kube::Api;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use perfsweep_benchmarks::execution::agent_report::{AgentReport, Outcome, sha256_hex};
 use perfsweep_benchmarks::kinds::iperf::IPerf;
 use perfsweep_testkit::{ApiDouble, Gvr};
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use support::kubelet::{self, AGENT, Fixture, finish_pod, now, patch_pod_status, run_pod};
 use support::{IPERFS, NS, Operator, WAIT, condition, double_with_crds, wait_until};
 
@@ -639,6 +642,57 @@ async fn wait_for_operator_error(double: &ApiDouble, name: &str) -> Value {
     .await
 }
 
+/// Every status the benchmark has had, as a watch delivers them. A condition the
+/// operator sets and clears on its next look (its status write is itself a watch event
+/// that triggers one) can live shorter than a poll on a loaded machine; a watch sees
+/// every version.
+fn record_statuses(double: &ApiDouble, name: &str) -> Arc<Mutex<Vec<Value>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api = Api::<DynamicObject>::namespaced_with(double.client(), NS, &iperf_resource());
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let sink = Arc::clone(&seen);
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        while let Some(event) = events.next().await {
+            let Ok(object) = event else { continue };
+            if object.metadata.name.as_deref() != Some(name.as_str()) {
+                continue;
+            }
+            let status = object.data.get("status").cloned().unwrap_or(Value::Null);
+            sink.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(status);
+        }
+    });
+    seen
+}
+
+fn iperf_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("perfsweep.io", "v1alpha1", "IPerf"),
+        "iperfs",
+    )
+}
+
+/// The first recorded status with an `OperatorError` condition.
+async fn wait_for_recorded_operator_error(seen: &Mutex<Vec<Value>>, name: &str) -> Value {
+    wait_until(
+        WAIT,
+        format_args!("IPerf {name}: an OperatorError condition, in any version"),
+        || {
+            let seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            seen.iter()
+                .find(|s| condition(s, "OperatorError")["status"] == "True")
+                .cloned()
+                .ok_or_else(|| format!("{} versions, the last {:?}", seen.len(), seen.last()))
+        },
+    )
+    .await
+}
+
 /// Finding 1: the operator restarts between creating a benchmark's Service and its
 /// pods (here: the pod create fails with a 500; kube's client retries a 503 itself). The error is in the status and a
 /// Warning event at once; the next operator's Service create answers 409, and the
@@ -651,6 +705,7 @@ async fn a_restart_mid_creation_adopts_the_benchmarks_own_service() {
         500,
         "InternalError",
     );
+    let seen = record_statuses(&double, "midway");
     let first = Operator::start(&double, "first");
     create_iperf(
         &double,
@@ -658,7 +713,7 @@ async fn a_restart_mid_creation_adopts_the_benchmarks_own_service() {
         json!({"scheduler": "default", "timeout": "10m"}),
     )
     .await;
-    let status = wait_for_operator_error(&double, "midway").await;
+    let status = wait_for_recorded_operator_error(&seen, "midway").await;
     let error = condition(&status, "OperatorError");
     assert_eq!(error["reason"], "APIUnavailable", "{status}");
     let message = error["message"].as_str().unwrap_or_default();

@@ -2259,6 +2259,217 @@ async fn a_network_that_does_not_exist_fails_at_once_naming_it() {
     delete_and_wait(&client, &benchmarks(&client, "IPerf"), name).await;
 }
 
+/// The harness's stand-in SR-IOV virtual functions (`PERFSWEEP_E2E_VF`): an extended
+/// resource a stand-in device plugin offers through each listed node's kubelet.
+struct StandInVfs {
+    resource: String,
+    per_node: u64,
+    nodes: Vec<String>,
+}
+
+fn stand_in_vfs() -> StandInVfs {
+    let value = std::env::var("PERFSWEEP_E2E_VF").unwrap_or_else(|_| {
+        panic!("PERFSWEEP_E2E_VF is not set: the harness (tests/e2e/cluster.py) sets it")
+    });
+    let mut parts = value.split(',').map(str::to_owned);
+    let resource = parts.next().unwrap_or_default();
+    let per_node = parts
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("PERFSWEEP_E2E_VF={value}: devices per node"));
+    StandInVfs {
+        resource,
+        per_node,
+        nodes: parts.collect(),
+    }
+}
+
+/// A pod holding every stand-in VF of `node` until it is deleted.
+async fn hold_vfs(client: &Client, name: &str, node: &str, vfs: &StandInVfs) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let _ = pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await;
+    wait_pod_gone(&pods, name).await;
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "hold", "image": e2e_image(), "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+                "resources": {"limits": {vfs.resource.as_str(): vfs.per_node.to_string()}},
+            }],
+        },
+    }))
+    .expect("the holding pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod {name} created: {e}"));
+    let running = await_condition(pods.clone(), name, conditions::is_pod_running());
+    tokio::time::timeout(Duration::from_mins(2), running)
+        .await
+        .unwrap_or_else(|_| panic!("pod {name} holding {node}'s VFs never ran"))
+        .unwrap_or_else(|e| panic!("pod {name} watched: {e}"));
+}
+
+async fn wait_pod_gone(pods: &Api<Pod>, name: &str) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while pods.get_opt(name).await.ok().flatten().is_some() {
+        assert!(Instant::now() < deadline, "pod {name} still there");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The devices the stand-in plugin allocated on `node`, as its log says
+/// (`allocate <node> <ids>`), in order.
+fn allocations_on(node: &str) -> Vec<String> {
+    let state =
+        std::env::var("PERFSWEEP_E2E_STATE").expect("PERFSWEEP_E2E_STATE, set by the harness");
+    let index = e2e_nodes()
+        .iter()
+        .position(|n| n == node)
+        .unwrap_or_else(|| panic!("{node} is not a node of the harness"))
+        + 1;
+    let log = std::fs::read_to_string(format!("{state}/logs/vf-plugin-{index}.log"))
+        .unwrap_or_else(|e| panic!("the stand-in device plugin's log of {node}: {e}"));
+    log.lines()
+        .filter_map(|line| line.split_once(&format!(" allocate {node} ")))
+        .map(|(_, ids)| ids.to_owned())
+        .collect()
+}
+
+/// SR-IOV's resource path with a stand-in device plugin (the machines have no VFs):
+/// each of two nodes offers one VF through the kubelet's device-plugin API. An IPerf
+/// asking for a VF per pod is a gang needing both. While a pod holds one node's VF,
+/// Volcano holds the whole gang (neither pod bound; the default scheduler would start
+/// one), with the VFs in the PodGroup's `minResources`. Once the VF is free the gang
+/// runs, one pod on each VF node, and each node's kubelet allocated its VF to it.
+#[tokio::test]
+#[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]
+async fn a_benchmark_asking_for_vfs_is_held_whole_until_they_are_free() {
+    let client = cluster().await;
+    require_in_cluster_operator();
+    assert_eq!(
+        scheduler(),
+        "volcano",
+        "the gang is Volcano's: the harness found no Volcano"
+    );
+    let vfs = stand_in_vfs();
+    let [first, second] = vfs.nodes.as_slice() else {
+        panic!("two VF nodes expected: {:?}", vfs.nodes);
+    };
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    for node in &vfs.nodes {
+        let found = nodes.get(node).await.expect("node readable");
+        let allocatable = found
+            .status
+            .and_then(|s| s.allocatable)
+            .and_then(|a| a.get(&vfs.resource).map(|q| q.0.clone()));
+        assert_eq!(
+            allocatable,
+            Some(vfs.per_node.to_string()),
+            "{node} advertises {} through its kubelet",
+            vfs.resource
+        );
+    }
+    let holder = "e2e-vf-holder";
+    hold_vfs(&client, holder, first, &vfs).await;
+    let before = (allocations_on(first).len(), allocations_on(second).len());
+    privileged_namespace(&client, true).await;
+    let api = iperfs(&client);
+    let name = "e2e-vf-iperf";
+    delete_and_wait(&client, &api, name).await;
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": name},
+        "spec": {"duration": 5, "scheduler": "volcano", "timeout": "5m",
+                 "resources": {"limits": {vfs.resource.as_str(): "1"}}},
+    }))
+    .expect("IPerf object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("IPerf created");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let held = Instant::now();
+    let hold_for = Duration::from_secs(20);
+    let mut created = 0;
+    while held.elapsed() < hold_for {
+        for pod in ["server-0", "client-0"] {
+            if let Ok(Some(found)) = pods.get_opt(&format!("{name}-{pod}")).await {
+                created += 1;
+                let bound = found.spec.and_then(|s| s.node_name);
+                assert_eq!(bound, None, "{pod} was bound while one VF was taken");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(created > 0, "the gang's pods were never created");
+    let group = pod_groups(&client)
+        .get(name)
+        .await
+        .expect("the benchmark's PodGroup");
+    let wanted = &group.data["spec"]["minResources"][vfs.resource.as_str()];
+    assert_eq!(
+        wanted, "2",
+        "the gang's VFs in minResources: {}",
+        group.data["spec"]
+    );
+    let group_phase = group.data["status"]["phase"].clone();
+    let freed = Instant::now();
+    pods.delete(holder, &DeleteParams::default().grace_period(0))
+        .await
+        .expect("the holder deleted");
+    let mut seen = std::collections::BTreeMap::new();
+    let status = loop {
+        for pod in ["server-0", "client-0"] {
+            if let Ok(Some(found)) = pods.get_opt(&format!("{name}-{pod}")).await
+                && let Some(node) = found.spec.and_then(|s| s.node_name)
+            {
+                seen.insert(pod.to_owned(), node);
+            }
+        }
+        let status = api.get(name).await.expect("readable").data["status"].clone();
+        if finished(&status) {
+            break status;
+        }
+        assert!(
+            freed.elapsed() < Duration::from_mins(4),
+            "{name} after its VF was freed: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    privileged_namespace(&client, false).await;
+    let outcome = Outcome {
+        phase: status["phase"].as_str().unwrap_or_default().to_owned(),
+        seconds: freed.elapsed().as_secs_f64(),
+        status,
+    };
+    report("IPerf", name, &outcome);
+    assert_succeeded("IPerf", &outcome);
+    let mut ran_on: Vec<&String> = seen.values().collect();
+    ran_on.sort();
+    assert_eq!(ran_on, [first, second], "one pod on each VF node: {seen:?}");
+    let after = (allocations_on(first), allocations_on(second));
+    assert_eq!(
+        (after.0.len() - before.0, after.1.len() - before.1),
+        (1, 1),
+        "each VF node's kubelet allocated one VF to the benchmark: {after:?}"
+    );
+    println!(
+        "E2E IPerf {name}: {} on {first} and {second} ({} each); with {first}'s VF held: pods unbound for {:.0} s, PodGroup minResources {wanted}, phase {group_phase}; after the VF was freed: {} in {:.1} s, pods on {seen:?}, allocated {:?} and {:?}; {}",
+        vfs.resource,
+        vfs.per_node,
+        hold_for.as_secs_f64(),
+        outcome.phase,
+        outcome.seconds,
+        after.0.last(),
+        after.1.last(),
+        outcome.status["summary"]
+    );
+    delete_and_wait(&client, &api, name).await;
+}
+
 /// `perfsweep run -o DIR` against the cluster, then `perfsweep results report`.
 #[tokio::test]
 #[ignore = "needs the chart installed on a disposable cluster: tests/e2e/cluster.py run"]

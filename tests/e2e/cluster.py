@@ -113,6 +113,12 @@ SECOND_LINK_MTU = 9000
 MACVLAN_NAD = "e2e-macvlan"
 MACVLAN_SUBNET = "10.78.0.0/16"
 MACVLAN_MTU = 4000
+# Stand-in SR-IOV virtual functions (tests/e2e/stand_in_device_plugin.py): this many
+# devices of VF_RESOURCE on each of these nodes, advertised through the kubelet's
+# device-plugin API. Two nodes with one each: a gang of two needs both.
+VF_RESOURCE = "perfsweep.io/e2e-vf"
+VF_NODES = (1, 2)
+VF_PER_NODE = 1
 # kube-proxy's nftables tables (its own; `down` deletes them and counts any left).
 KUBE_PROXY_TABLES = [("ip", "kube-proxy"), ("ip6", "kube-proxy")]
 
@@ -1118,6 +1124,10 @@ def check_binaries():
     tools = [tool for tool in ("etcd", "containerd", "runc", "ctr", "podman", "kubectl", "openssl") if not shutil.which(tool)]
     if not Path("/usr/lib/cni/bridge").exists():
         tools.append("/usr/lib/cni/bridge (containernetworking-plugins)")
+    try:
+        import grpc  # noqa: F401  (the stand-in device plugin's one dependency)
+    except ImportError:
+        tools.append("python3's grpc module (pip install grpcio), for the stand-in device plugin")
     return missing, tools
 
 
@@ -1162,6 +1172,7 @@ def up(images):
     load_images(images)
     for index in range(1, NODES + 1):
         start_kubelet(index)
+    start_device_plugins()
     start_coredns()
     if have_volcano():
         apply_volcano_crds()
@@ -1173,6 +1184,8 @@ def up(images):
     # The kubelet rewrote these when it started.
     restore_sysctls({**ledger["sysctls"], **CLUSTER_SYSCTLS})
     wait_for("kube-proxy's rules for the kubernetes Service", kube_proxy_synced, timeout=60)
+    for index in VF_NODES:
+        wait_for(f"{VF_RESOURCE} on {node_name(index)}", lambda i=index: allocatable(node_name(i), VF_RESOURCE) == str(VF_PER_NODE), timeout=60)
     untaint_nodes()
     for index in range(1, NODES + 1):
         # The node-pair sweep of the suite selects these.
@@ -1188,6 +1201,29 @@ def up(images):
         log(f"CRD {name}: {state}")
     wait_for("the operator Deployment", operator_available, timeout=180)
     log(f"cluster up in {time.time() - started:.0f}s: {NODES} node(s), KUBECONFIG={kubeconfig()}")
+
+
+def start_device_plugins():
+    """One stand-in device plugin per VF node, registering with that node's kubelet. It
+    registers again by itself whenever the kubelet restarts (the fault tests stop and
+    start kubelets)."""
+    plugin = Path(__file__).resolve().parent / "stand_in_device_plugin.py"
+    for index in VF_NODES:
+        start(f"vf-plugin-{index}", [
+            sys.executable, plugin,
+            f"--registry-dir={node_dir(index) / 'kubelet' / 'plugins_registry'}",
+            f"--plugin-dir={node_dir(index) / 'stand-in-device-plugins'}",
+            f"--resource={VF_RESOURCE}",
+            f"--devices={VF_PER_NODE}",
+            f"--node={node_name(index)}",
+        ])
+
+
+def allocatable(node, resource):
+    out = kubectl("get", "node", node, "-o", "json", check=False, quiet=True)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout)["status"].get("allocatable", {}).get(resource)
 
 
 def node_ready(name):
@@ -1271,6 +1307,7 @@ def down():
     ledger = load_ledger()
     stop_hollow_nodes()
     for index in range(1, NODES + 1):
+        stop(f"vf-plugin-{index}")
         stop(f"kubelet-{index}")
     for index in range(1, NODES + 1):
         if pid_of(f"containerd-{index}") and alive(pid_of(f"containerd-{index}")):
@@ -1377,6 +1414,8 @@ def suite_env():
         "PERFSWEEP_E2E_RELEASE": f"{NAMESPACE}/{RELEASE}",
         "PERFSWEEP_E2E_STORAGE_CLASS": LOCAL_STORAGE_CLASS,
         "PERFSWEEP_E2E_FLOOD": f"{FLOOD_IMAGE},{FLOOD_MIB}",
+        # The stand-in VFs: resource, devices per node, the nodes that have them.
+        "PERFSWEEP_E2E_VF": ",".join([VF_RESOURCE, str(VF_PER_NODE), *(node_name(i) for i in VF_NODES)]),
     }
 
 

@@ -507,7 +507,7 @@ async fn within<T>(
 
 /// One request: the command line, the proof for the agent's challenge, the answer.
 async fn request(endpoint: &str, token: &[u8], command: &str) -> std::io::Result<String> {
-    let stream = TcpStream::connect(endpoint).await?;
+    let stream = TcpStream::connect(super::peer_dns::resolve(endpoint).await?).await?;
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     write.write_all(format!("{command}\n").as_bytes()).await?;

@@ -20,6 +20,7 @@ pub mod interface;
 pub mod interrupt;
 pub mod listening;
 pub mod mpi;
+mod peer_dns;
 pub mod process;
 pub mod sys;
 pub mod version;

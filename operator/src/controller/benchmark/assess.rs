@@ -85,7 +85,7 @@ pub fn assess(observed: &Observed<'_>) -> (Assessment, Progress) {
 
 fn verdict(observed: &Observed<'_>, progress: &Progress) -> Assessment {
     let pod = |name: &str| observed.pods.iter().find(|p| p.name_any() == name);
-    let succeeded = |name: &str| pod(name).is_some_and(|p| phase_of(p) == "Succeeded");
+    let succeeded = |name: &str| pod(name).is_some_and(completed);
     // The operator deletes its pods only once a benchmark has ended: one being deleted
     // before is someone else's doing (a user, an eviction, a drain). What it measured was
     // cut short, even if it finished within its grace period (issue 23: such a pod's
@@ -421,6 +421,34 @@ fn progress(observed: &Observed<'_>) -> Progress {
 /// `time` plus `duration`, or the end of time for durations beyond it.
 pub fn later(time: Timestamp, duration: Duration) -> Timestamp {
     time.checked_add(duration).unwrap_or(Timestamp::MAX)
+}
+
+/// A pod whose work is done: phase Succeeded, or every container of a pod that never
+/// restarts them ended with exit code 0. The kubelet reports the containers' ends about
+/// a second (its next relist) before the phase; the log is complete once the container
+/// runtime reports the end, so the result can be read at once.
+fn completed(pod: &Pod) -> bool {
+    if phase_of(pod) == "Succeeded" {
+        return true;
+    }
+    let Some(spec) = &pod.spec else { return false };
+    if !matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure")) {
+        return false;
+    }
+    let exited_cleanly: Vec<&str> = container_statuses(pod)
+        .filter(|s| {
+            s.state
+                .as_ref()
+                .and_then(|state| state.terminated.as_ref())
+                .is_some_and(|t| t.exit_code == 0)
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    !spec.containers.is_empty()
+        && spec
+            .containers
+            .iter()
+            .all(|c| exited_cleanly.contains(&c.name.as_str()))
 }
 
 fn phase_of(pod: &Pod) -> &str {
@@ -876,6 +904,51 @@ mod tests {
             pod("b-client-0", json!({"phase": "Succeeded"})),
         ]);
         assert_eq!(case.assess().0, Assessment::ReadResult);
+    }
+
+    /// The result pod as the kubelet reports it a second before the phase: Running,
+    /// with `agent` (and `other`, when given) ended with these exit codes.
+    fn ended_containers(codes: &[(&str, i32)], restart_policy: &str) -> Pod {
+        let statuses: Vec<Value> = codes
+            .iter()
+            .map(|(name, code)| {
+                json!({"name": name, "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                       "state": {"terminated": {"exitCode": code}}})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "b-client-0"},
+            "spec": {"restartPolicy": restart_policy, "containers": [
+                {"name": "agent", "image": "ghcr.io/perfsweep/iperf:1"},
+                {"name": "other", "image": "ghcr.io/perfsweep/iperf:1"},
+            ]},
+            "status": {"phase": "Running", "containerStatuses": statuses},
+        }))
+        .expect("a valid pod")
+    }
+
+    #[test]
+    fn the_result_is_read_once_every_container_ended_cleanly_before_the_phase_says_so() {
+        let read = |result: Pod| {
+            Case::new(vec![pod("b-server-0", running()), result])
+                .assess()
+                .0
+        };
+        assert_eq!(
+            read(ended_containers(&[("agent", 0), ("other", 0)], "Never")),
+            Assessment::ReadResult
+        );
+        for (codes, policy) in [
+            (&[("agent", 0)][..], "Never"),
+            (&[("agent", 0), ("other", 1)][..], "Never"),
+            (&[("agent", 0), ("other", 0)][..], "Always"),
+        ] {
+            let verdict = read(ended_containers(codes, policy));
+            assert!(
+                matches!(verdict, Assessment::Running { .. }),
+                "{codes:?} {policy}: {verdict:?}"
+            );
+        }
     }
 
     #[test]

@@ -313,11 +313,16 @@ pub fn split_command(words: &[String]) -> anyhow::Result<Vec<String>> {
 
 /// How long `perfsweep rsh` waits for an agent's challenge.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `perfsweep rsh` looks an agent's name up: past a cached miss's 5 s.
+const RESOLVE_PATIENCE: Duration = Duration::from_secs(6);
 
 /// Runs `argv` at `endpoint`, relaying its output to ours; returns its exit code.
 pub async fn run_remote(endpoint: &str, token: &[u8], argv: &[String]) -> anyhow::Result<i32> {
     use anyhow::Context as _;
-    let stream = TcpStream::connect(endpoint)
+    let address = super::peer_dns::resolve_patiently(endpoint, RESOLVE_PATIENCE)
+        .await
+        .with_context(|| format!("looking up the agent at {endpoint}"))?;
+    let stream = TcpStream::connect(address)
         .await
         .with_context(|| format!("connecting to the agent at {endpoint}"))?;
     let (read, mut write) = stream.into_split();
@@ -453,7 +458,7 @@ pub fn command_env(
                 continue;
             };
             for (address, endpoint) in addresses.iter().zip(endpoints) {
-                map.insert(address.clone(), endpoint.clone());
+                map.insert(address.clone(), super::peer_dns::known(endpoint));
             }
         }
         let map = serde_json::to_string(&map)

@@ -194,7 +194,9 @@ async fn play(
     peers.insert(plan::SELF.to_owned(), vec![own.ip.clone()]);
     peers.insert(plan::INDEX.to_owned(), vec![config.index.to_string()]);
     for (role, endpoints) in &config.peers {
-        peers.insert(plan::control_key(role), endpoints.clone());
+        // As found: a command's own lookup could hit a miss the cluster DNS still caches.
+        let endpoints = endpoints.iter().map(|e| peer_dns::known(e)).collect();
+        peers.insert(plan::control_key(role), endpoints);
     }
     peers.extend(config.plan.volume_paths(config.volumes_dir.as_deref()));
     if let Some(dir) = &config.volumes_dir {

@@ -55,12 +55,50 @@ pub async fn resolve(endpoint: &str) -> std::io::Result<SocketAddr> {
     match ask_server(config, SocketAddr::new(server, 53), host, slot).await {
         Ok(Some(ip)) => {
             tracing::debug!(%host, ?slot, %ip, "found in a fresh cache slot");
-            Ok(SocketAddr::new(IpAddr::V4(ip), port))
+            let found = SocketAddr::new(IpAddr::V4(ip), port);
+            remember(endpoint, found);
+            Ok(found)
         }
         Ok(None) => Err(system),
         Err(error) => {
             tracing::debug!(%host, ?slot, %error, "asking the DNS server directly failed");
             Err(system)
+        }
+    }
+}
+
+/// `endpoint` as `ip:port` when this process found it in a fresh slot: the processes it
+/// starts (an MPI launcher's `perfsweep rsh`, a load generator's barrier) would ask the
+/// system resolver, whose slot may still hold the miss. A pod keeps its IP for life.
+pub fn known(endpoint: &str) -> String {
+    found()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(endpoint)
+        .map_or_else(|| endpoint.to_owned(), ToString::to_string)
+}
+
+fn found() -> &'static Mutex<HashMap<String, SocketAddr>> {
+    static FOUND: OnceLock<Mutex<HashMap<String, SocketAddr>>> = OnceLock::new();
+    FOUND.get_or_init(Mutex::default)
+}
+
+fn remember(endpoint: &str, address: SocketAddr) {
+    found()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(endpoint.to_owned(), address);
+}
+
+/// [`resolve`], tried again until `patience` has passed: for a process that starts
+/// after its parent found the peer, and whose own first look may hit the cached miss.
+pub async fn resolve_patiently(endpoint: &str, patience: Duration) -> std::io::Result<SocketAddr> {
+    let started = Instant::now();
+    loop {
+        match resolve(endpoint).await {
+            Ok(address) => return Ok(address),
+            Err(error) if started.elapsed() >= patience => return Err(error),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
@@ -333,6 +371,14 @@ mod tests {
         let error = ask_server(&conf, server, "server-0.bench", Slot::Both).await;
         assert!(matches!(error, Err(AskError::Timeout(_))), "{error:?}");
         assert!(started.elapsed() < QUERY_TIMEOUT * 2);
+    }
+
+    #[test]
+    fn an_endpoint_found_in_a_fresh_slot_is_handed_on_as_its_address() {
+        let endpoint = "worker-0.handed-on:7470";
+        assert_eq!(known(endpoint), endpoint, "not found yet: the name");
+        remember(endpoint, "10.77.2.9:7470".parse().expect("address"));
+        assert_eq!(known(endpoint), "10.77.2.9:7470");
     }
 
     #[test]

@@ -905,6 +905,44 @@ async fn a_placement_naming_a_missing_node_fails_early_naming_it() {
     );
 }
 
+/// Creates IPerf `name` with `spec` in the suite's namespace.
+async fn create_iperf(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("IPerf object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("IPerf {name} created: {e}"));
+}
+
+/// For `hold_for`: the IPerf's server and client pods are created but neither is bound,
+/// and the benchmark does not succeed (Volcano holds the whole gang).
+async fn assert_gang_held(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    name: &str,
+    hold_for: Duration,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let watched = Instant::now();
+    let mut created = 0;
+    while watched.elapsed() < hold_for {
+        for pod in ["server-0", "client-0"] {
+            if let Ok(Some(found)) = pods.get_opt(&format!("{name}-{pod}")).await {
+                created += 1;
+                let bound = found.spec.and_then(|s| s.node_name);
+                assert_eq!(bound, None, "{pod} of a held gang was bound");
+            }
+        }
+        let status = api.get(name).await.expect("readable").data["status"].clone();
+        assert_ne!(status["phase"], "Succeeded", "a held gang ran: {status}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(created > 0, "the gang's pods were never created");
+}
+
 /// A gang that cannot fit starts nothing: both pods ask for 1.5 CPUs on one 2-CPU node,
 /// so either could run alone but not both; under Volcano neither is bound (the default
 /// scheduler would start the server alone).
@@ -917,32 +955,15 @@ async fn a_gang_that_cannot_fit_starts_nothing() {
     let api = iperfs(&client);
     let name = "e2e-gang-unfit";
     delete_and_wait(&client, &api, name).await;
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": name},
-        "spec": {"duration": 5, "scheduler": "volcano", "timeout": "4m",
-                 "resources": {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}},
-                 "placement": {"server": {"nodes": [node]}, "client": {"nodes": [node]}}},
-    }))
-    .expect("IPerf object");
-    api.create(&PostParams::default(), &object)
-        .await
-        .expect("IPerf created");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let watched = Instant::now();
-    let mut created = 0;
-    while watched.elapsed() < Duration::from_secs(25) {
-        for pod in ["server-0", "client-0"] {
-            if let Ok(Some(found)) = pods.get_opt(&format!("{name}-{pod}")).await {
-                created += 1;
-                let bound = found.spec.and_then(|s| s.node_name);
-                assert_eq!(bound, None, "{pod} of an unfit gang was bound");
-            }
-        }
-        let status = api.get(name).await.expect("readable").data["status"].clone();
-        assert_ne!(status["phase"], "Succeeded", "an unfit gang ran: {status}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    assert!(created > 0, "the gang's pods were never created");
+    create_iperf(
+        &api,
+        name,
+        json!({"duration": 5, "scheduler": "volcano", "timeout": "4m",
+               "resources": {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}},
+               "placement": {"server": {"nodes": [node]}, "client": {"nodes": [node]}}}),
+    )
+    .await;
+    assert_gang_held(&client, &api, name, Duration::from_secs(25)).await;
     println!("E2E IPerf {name}: both pods created, neither bound for 25 s (Volcano held the gang)");
     delete_and_wait(&client, &api, name).await;
 }
@@ -2381,30 +2402,16 @@ async fn a_benchmark_asking_for_vfs_is_held_whole_until_they_are_free() {
     let api = iperfs(&client);
     let name = "e2e-vf-iperf";
     delete_and_wait(&client, &api, name).await;
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf", "metadata": {"name": name},
-        "spec": {"duration": 5, "scheduler": "volcano", "timeout": "5m",
-                 "resources": {"limits": {vfs.resource.as_str(): "1"}}},
-    }))
-    .expect("IPerf object");
-    api.create(&PostParams::default(), &object)
-        .await
-        .expect("IPerf created");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let held = Instant::now();
+    create_iperf(
+        &api,
+        name,
+        json!({"duration": 5, "scheduler": "volcano", "timeout": "5m",
+               "resources": {"limits": {vfs.resource.as_str(): "1"}}}),
+    )
+    .await;
     let hold_for = Duration::from_secs(20);
-    let mut created = 0;
-    while held.elapsed() < hold_for {
-        for pod in ["server-0", "client-0"] {
-            if let Ok(Some(found)) = pods.get_opt(&format!("{name}-{pod}")).await {
-                created += 1;
-                let bound = found.spec.and_then(|s| s.node_name);
-                assert_eq!(bound, None, "{pod} was bound while one VF was taken");
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    assert!(created > 0, "the gang's pods were never created");
+    assert_gang_held(&client, &api, name, hold_for).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let group = pod_groups(&client)
         .get(name)
         .await

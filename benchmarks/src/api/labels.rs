@@ -19,6 +19,9 @@ pub const BENCHMARK: &str = "perfsweep.io/benchmark";
 /// NetworkPolicy select on, so a pod that merely copies the benchmark's name is not
 /// one of its pods.
 pub const BENCHMARK_UID: &str = "perfsweep.io/benchmark-uid";
+/// The uid of the BenchmarkSet whose one NetworkPolicy admits a child's pods (see
+/// `render::network_policy::for_set`).
+pub const SET_UID: &str = "perfsweep.io/set-uid";
 /// The role a pod plays in its benchmark.
 pub const ROLE: &str = "perfsweep.io/role";
 

@@ -44,8 +44,9 @@ pub struct Rendered {
     /// `None` with `scheduler: default`.
     pub pod_group: Option<crate::api::volcano::PodGroup>,
     pub service: Service,
-    /// Admits only the benchmark's own pods to its pods.
-    pub network_policy: k8s_openapi::api::networking::v1::NetworkPolicy,
+    /// Admits only the benchmark's own pods to its pods; `None` for a set's child whose
+    /// set's one policy admits them ([`Rendered::covered_by_set`]).
+    pub network_policy: Option<k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// Secrets the pods mount (owned by the benchmark, deleted with its pods).
     pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
     /// Claims the benchmark creates for its volumes (owned, deleted with its pods).
@@ -73,7 +74,9 @@ impl Rendered {
             out.push(serde_json::to_value(group)?);
         }
         out.push(serde_json::to_value(service)?);
-        out.push(serde_json::to_value(network_policy)?);
+        if let Some(policy) = network_policy {
+            out.push(serde_json::to_value(policy)?);
+        }
         for secret in secrets {
             out.push(serde_json::to_value(secret)?);
         }
@@ -84,6 +87,21 @@ impl Rendered {
             out.push(serde_json::to_value(pod)?);
         }
         Ok(out)
+    }
+
+    /// The objects of a child of the set of uid `set_uid`, whose one policy
+    /// ([`network_policy::for_set`]) admits the set's pods: no policy of its own, and its
+    /// pods labelled for the set's.
+    #[must_use]
+    pub fn covered_by_set(mut self, set_uid: &str) -> Self {
+        self.network_policy = None;
+        for pod in &mut self.pods {
+            pod.metadata
+                .labels
+                .get_or_insert_with(BTreeMap::new)
+                .insert(labels::SET_UID.to_owned(), set_uid.to_owned());
+        }
+        self
     }
 }
 
@@ -118,7 +136,7 @@ pub fn render(
             Scheduler::Default => None,
         },
         service: service::render(&context),
-        network_policy: network_policy::render(&context),
+        network_policy: Some(network_policy::render(&context)),
         // Every benchmark's agents authenticate each other with its token.
         secrets: vec![launch::secret(&context)],
         claims: volumes::claims(&context)?,

@@ -15,6 +15,9 @@ use super::files;
 
 /// Stands in for the uid the API server would give the benchmark.
 const OFFLINE_UID: &str = "00000000-0000-0000-0000-000000000000";
+/// Stands in for the uid the API server would give a set: its children's pods carry it
+/// for the set's one NetworkPolicy.
+const OFFLINE_SET_UID: &str = "00000000-0000-0000-0000-000000000001";
 
 pub fn run(
     paths: &[PathBuf],
@@ -48,9 +51,31 @@ pub fn run(
             for secret in &checked.secrets {
                 out.write(secret)?;
             }
-            let mut render_one = |kind: &'static KindInfo, object: Value| -> anyhow::Result<()> {
+            // A set's one NetworkPolicy, made before its first child, as the operator does.
+            if with_objects
+                && let Checked::Set {
+                    name,
+                    namespace: own_namespace,
+                    cases,
+                    ..
+                } = &checked.checked
+                && cases.child_count() > 0
+            {
+                let policy = render::network_policy::for_set(
+                    name,
+                    namespace
+                        .or(own_namespace.as_deref())
+                        .unwrap_or("default"),
+                    OFFLINE_SET_UID,
+                );
+                out.write(&serde_json::to_value(policy)?)?;
+            }
+            let mut render_one = |kind: &'static KindInfo,
+                                  object: Value,
+                                  covering_set: Option<&str>|
+             -> anyhow::Result<()> {
                 if with_objects {
-                    match kubernetes_objects(kind, &object, namespace) {
+                    match kubernetes_objects(kind, &object, namespace, covering_set) {
                         Ok(rendered) => {
                             out.write(&object)?;
                             for rendered in &rendered {
@@ -83,9 +108,15 @@ pub fn run(
                         namespace: namespace.map(str::to_owned).or(own_namespace),
                         uid: None,
                     };
+                    // Its children have no NetworkPolicy of their own: the set's admits them.
+                    let covering_set = with_objects.then_some(OFFLINE_SET_UID);
                     // One child at a time, made as it is written.
                     for child in cases.children() {
-                        render_one(cases.kind, child.to_object(cases.kind, &owner))?;
+                        render_one(
+                            cases.kind,
+                            child.to_object(cases.kind, &owner),
+                            covering_set,
+                        )?;
                     }
                 }
                 Checked::Benchmark {
@@ -94,7 +125,7 @@ pub fn run(
                     if let Some(ns) = namespace {
                         object["metadata"]["namespace"] = Value::String(ns.to_owned());
                     }
-                    render_one(kind, object)?;
+                    render_one(kind, object, None)?;
                 }
             }
         }
@@ -167,11 +198,13 @@ fn name_of(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
 
-/// The objects the operator would create for one benchmark.
+/// The objects the operator would create for one benchmark (a child of a set whose one
+/// NetworkPolicy admits its pods when `covering_set` names the set's uid).
 fn kubernetes_objects(
     kind: &KindInfo,
     object: &Value,
     namespace: Option<&str>,
+    covering_set: Option<&str>,
 ) -> Result<Vec<Value>, String> {
     let spec = object.get("spec").cloned().unwrap_or(Value::Null);
     let plan = kind.plan(&spec).map_err(|e| e.to_string())?;
@@ -185,5 +218,9 @@ fn kubernetes_objects(
         uid: OFFLINE_UID.to_owned(),
     };
     let rendered = render::render(&reference, &spec, &plan).map_err(|e| e.to_string())?;
+    let rendered = match covering_set {
+        Some(set_uid) => rendered.covered_by_set(set_uid),
+        None => rendered,
+    };
     rendered.objects().map_err(|e| e.to_string())
 }

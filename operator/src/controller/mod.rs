@@ -77,6 +77,9 @@ pub struct Context {
     pub set_children: std::sync::OnceLock<benchmarkset::Children>,
     /// Which benchmark kinds the API server serves ([`served::follow`] keeps it current).
     pub served: Arc<served::ServedKinds>,
+    /// The sets whose one NetworkPolicy admits their children's pods: the set controller
+    /// learns it, the benchmark controllers render by it.
+    pub set_policies: benchmarkset::SetPolicies,
 }
 
 impl Context {
@@ -93,6 +96,7 @@ impl Context {
             metrics: Arc::default(),
             set_children: std::sync::OnceLock::new(),
             served: Arc::default(),
+            set_policies: benchmarkset::SetPolicies::default(),
         }
     }
 }

@@ -191,8 +191,9 @@ fn render_objects_gives_valid_podgroups_for_every_child() {
     );
     let objects = yaml::documents(&String::from_utf8_lossy(&output.stdout)).expect("YAML");
     let count = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).count();
-    // Issue 34, finding 7: the NetworkPolicy guarding each benchmark's control port is
-    // shown too, as the operator creates it.
+    // Issue 34, finding 7: the NetworkPolicy guarding the benchmarks' control ports is
+    // shown too, as the operator creates it: one for the set (issue 35), whose uid every
+    // child's pods carry.
     assert_eq!(
         (
             count("IPerf"),
@@ -202,7 +203,20 @@ fn render_objects_gives_valid_podgroups_for_every_child() {
             count("Secret"),
             count("Pod")
         ),
-        (20, 20, 20, 20, 20, 40)
+        (20, 20, 20, 1, 20, 40)
+    );
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("the set's NetworkPolicy");
+    let set_uid = &policy["spec"]["podSelector"]["matchLabels"]["perfsweep.io/set-uid"];
+    assert!(set_uid.is_string(), "{policy}");
+    assert!(
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "Pod")
+            .all(|pod| &pod["metadata"]["labels"]["perfsweep.io/set-uid"] == set_uid),
+        "every child's pod is admitted by the set's policy"
     );
     let crd = std::fs::read_to_string(
         repo().join("benchmarks/testdata/third-party/volcano/scheduling.volcano.sh_podgroups.yaml"),

@@ -262,3 +262,108 @@ async fn a_secret_its_owner_did_not_mark_for_benchmarks_is_never_mounted() {
     })
     .await;
 }
+
+const POLICIES: Gvr = Gvr::from_static("networking.k8s.io", "v1", "networkpolicies");
+
+/// The pods of benchmark `name`.
+fn pods_of(double: &ApiDouble, name: &str) -> Vec<Value> {
+    double
+        .list(&Gvr::PODS, Some(NS))
+        .into_iter()
+        .filter(|pod| pod["metadata"]["labels"]["perfsweep.io/benchmark"] == name)
+        .collect()
+}
+
+/// Issue 35: a set's children are admitted by one NetworkPolicy of the set's, made before
+/// the first child (one create per set, not per child), and their pods carry the set's
+/// uid for it. A benchmark that names as its owner a set whose policy the operator did
+/// not make (a forged or stale owner reference) is not left without one: it gets its own.
+#[tokio::test]
+async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let set = support::create_set(
+        &double,
+        support::iperf_set("peers", json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
+    )
+    .await;
+    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
+    let children = support::expected_names(&set);
+    let pods = wait_until(WAIT, "every child's two pods", || {
+        let pods: Vec<Value> = children.iter().flat_map(|c| pods_of(&double, c)).collect();
+        if pods.len() == 2 * children.len() {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await;
+    let policies = double.list(&POLICIES, Some(NS));
+    let names: Vec<&str> = policies.iter().map(support::name_of).collect();
+    assert_eq!(names, ["peers-set"], "one policy for the set, none per child");
+    let policy = &policies[0];
+    assert_eq!(policy["metadata"]["ownerReferences"][0]["uid"], set_uid);
+    assert_eq!(policy["metadata"]["ownerReferences"][0]["kind"], "BenchmarkSet");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        json!({"perfsweep.io/set-uid": set_uid})
+    );
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"],
+        json!({"perfsweep.io/set-uid": set_uid})
+    );
+    for pod in &pods {
+        assert_eq!(
+            pod["metadata"]["labels"]["perfsweep.io/set-uid"], set_uid,
+            "{} is admitted by the set's policy",
+            support::name_of(pod)
+        );
+    }
+    // Made before the first child, so that no child's pod ever runs unguarded.
+    let requests = double.requests();
+    let position = |resource: &str| {
+        requests
+            .iter()
+            .position(|r| r.verb == "create" && r.resource == resource)
+            .unwrap_or_else(|| panic!("a create of {resource}"))
+    };
+    assert!(position("networkpolicies") < position("iperfs"));
+
+    // A standalone IPerf claiming a set the operator made no policy for.
+    double
+        .create(
+            &IPERFS,
+            json!({
+                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                "metadata": {"name": "forged", "namespace": NS, "ownerReferences": [{
+                    "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+                    "name": "peers", "uid": "00000000-0000-0000-0000-00000000f0a9",
+                    "controller": true}]},
+                "spec": {"duration": 5},
+            }),
+        )
+        .expect("creating the forged child");
+    let pods = wait_until(WAIT, "the forged child's pods", || {
+        let pods = pods_of(&double, "forged");
+        if pods.len() == 2 {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await;
+    let own = double
+        .get(&POLICIES, Some(NS), "forged")
+        .expect("the forged child's own NetworkPolicy");
+    assert_eq!(
+        own["spec"]["podSelector"]["matchLabels"]["perfsweep.io/benchmark"],
+        "forged"
+    );
+    for pod in &pods {
+        assert!(
+            pod["metadata"]["labels"].get("perfsweep.io/set-uid").is_none(),
+            "{}",
+            pod["metadata"]["labels"]
+        );
+    }
+}

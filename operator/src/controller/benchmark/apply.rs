@@ -104,18 +104,19 @@ pub(super) async fn create_missing(
         Created::Existed(_) => {}
         Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
     }
-    let policy = &prepared.rendered.network_policy;
-    let policy = &NetworkPolicy {
-        metadata: owned(&policy.metadata),
-        ..policy.clone()
-    };
-    match create(&target.api::<NetworkPolicy>(ctx), policy, target)
-        .await
-        .at(Stage::Creating)?
-    {
-        Created::Yes(_) => created.push(format!("NetworkPolicy {}", policy.name_any())),
-        Created::Existed(_) => {}
-        Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
+    if let Some(policy) = &prepared.rendered.network_policy {
+        let policy = &NetworkPolicy {
+            metadata: owned(&policy.metadata),
+            ..policy.clone()
+        };
+        match create(&target.api::<NetworkPolicy>(ctx), policy, target)
+            .await
+            .at(Stage::Creating)?
+        {
+            Created::Yes(_) => created.push(format!("NetworkPolicy {}", policy.name_any())),
+            Created::Existed(_) => {}
+            Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
+        }
     }
     for secret in &prepared.rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
@@ -438,7 +439,9 @@ pub(super) async fn release(
         let names: Vec<String> = rendered.secrets.iter().map(ResourceExt::name_any).collect();
         let secrets = ours_by_name(engine, &target.api::<Secret>(ctx), &names, target).await?;
         delete_named(engine, &target.api::<Secret>(ctx), &secrets, target).await?;
-        let names = [rendered.network_policy.name_any()];
+        // By the name a policy of its own has, whether or not this rendering has one: a
+        // set's child reconciled before its set after a restart may have made one.
+        let names = [target.name.clone()];
         let policies =
             ours_by_name(engine, &target.api::<NetworkPolicy>(ctx), &names, target).await?;
         delete_named(engine, &target.api::<NetworkPolicy>(ctx), &policies, target).await?;

@@ -427,6 +427,7 @@ mod tests {
             resource_version: Some("7".into()),
             created: now() - jiff::SignedDuration::from_secs(10),
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
+            covering_set: None,
         };
         let benchmark: IPerf = serde_json::from_value(json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",

@@ -406,6 +406,10 @@ fn dereference<K: Benchmark>(benchmark: &K, engine: &Engine) -> Result<Option<Ta
     }
     let mut target = Target::of(benchmark, info)?;
     target.defaults = engine.defaults.clone();
+    target.covering_set = engine
+        .ctx
+        .set_policies
+        .covering(benchmark.owner_references());
     Ok(Some(target))
 }
 
@@ -747,6 +751,7 @@ mod tests {
             resource_version: Some("7".into()),
             created: Timestamp::UNIX_EPOCH,
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
+            covering_set: None,
         }
     }
 

@@ -69,6 +69,10 @@ pub(super) fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Pr
         RenderError::Unsupported(_) => Failure::new(Reason::Unsupported, error.to_string()),
         RenderError::Invalid { .. } => Failure::new(Reason::InvalidSpec, error.to_string()),
     })?;
+    let rendered = match &target.covering_set {
+        Some(set_uid) => rendered.covered_by_set(set_uid),
+        None => rendered,
+    };
     let pods: Vec<String> = rendered.pods.iter().map(ResourceExt::name_any).collect();
     let result_pod = format!("{}-{}", target.name, process_name(&plan.result_role, 0));
     if !pods.contains(&result_pod) {

@@ -21,6 +21,9 @@ pub(super) struct Target {
     pub(super) created: Timestamp,
     /// The installation's defaults, applied to the spec before anything is built.
     pub(super) defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults,
+    /// The uid of the set whose one NetworkPolicy admits this benchmark's pods (see
+    /// `benchmarkset::SetPolicies`); `None`: the benchmark gets a policy of its own.
+    pub(super) covering_set: Option<String>,
 }
 
 impl Target {
@@ -45,6 +48,7 @@ impl Target {
             name,
             namespace,
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
+            covering_set: None,
         })
     }
 

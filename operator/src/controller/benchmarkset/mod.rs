@@ -35,7 +35,9 @@ use super::{
 mod children;
 mod decide;
 mod observed;
+mod peers;
 pub use children::Children;
+pub use peers::SetPolicies;
 
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_mins(5);
@@ -125,8 +127,12 @@ pub async fn reconcile(set: &BenchmarkSet, ctx: &Context) -> Result<Action, Erro
     })?;
     let key = format!("{namespace}/{name}");
     if set.meta().deletion_timestamp.is_some() {
-        // Children go with the set through their owner references.
+        // Children (and the set's NetworkPolicy) go with the set through their owner
+        // references.
         ctx.expansions.forget(set);
+        if let Some(uid) = set.uid() {
+            ctx.set_policies.forget(&uid);
+        }
         return Ok(Action::await_change());
     }
     let Some(children) = ctx.set_children.get() else {
@@ -405,6 +411,10 @@ async fn advance(
     }
     if let Some(note) = decide::pruned_note(decision.obsolete.len()) {
         publish(ctx, set, EventType::Normal, "Pruned", "Delete", &note).await;
+    }
+    if !decision.to_create.is_empty() {
+        // Before the first child: its pods are admitted by the set's policy from the start.
+        peers::ensure(set, namespace, ctx).await?;
     }
     create_children(&children, set, namespace, expansion, &decision.to_create).await?;
     if let Some(note) = decide::created_note(expansion, &decision.to_create) {

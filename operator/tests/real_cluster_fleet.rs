@@ -34,6 +34,18 @@ fn hollow_nodes() -> (String, usize) {
     (label.to_owned(), count.parse().expect("a count"))
 }
 
+/// The node-pair mode the sweep runs in (`PERFSWEEP_E2E_HOLLOW_MODE`, `AllPairs` by
+/// default; `Ring` for fleets whose all-pairs plan is over the operator's ceiling), and
+/// for N nodes (even) its children, rounds and first round's children.
+fn sweep_shape(count: usize) -> (String, usize, usize, usize) {
+    let mode = std::env::var("PERFSWEEP_E2E_HOLLOW_MODE").unwrap_or_else(|_| "AllPairs".into());
+    match mode.as_str() {
+        "AllPairs" => (mode, count * (count - 1) / 2, count - 1, count / 2),
+        "Ring" => (mode, count, 2, count / 2),
+        other => panic!("PERFSWEEP_E2E_HOLLOW_MODE={other}: AllPairs or Ring"),
+    }
+}
+
 /// The API server's audit log (`PERFSWEEP_E2E_AUDIT_LOG`), which records every request
 /// of the operator's service accounts, read from where it stood when this was made.
 struct AuditLog {
@@ -106,8 +118,9 @@ fn seconds(since: Instant) -> f64 {
     since.elapsed().as_secs_f64()
 }
 
-/// All pairs of N hollow nodes: the set plans N(N-1)/2 children in N-1 rounds (N even),
-/// creates only the first round (N/2 children, N pods, N/2 PodGroups), whose pairs are
+/// All pairs of N hollow nodes (or a ring, see [`sweep_shape`]): the set plans N(N-1)/2
+/// children in N-1 rounds (N even; a ring: N in 2), creates only the first round (N/2
+/// children, N pods, N/2 PodGroups), whose pairs are
 /// node-disjoint, and Volcano places every pod of it on the pair's own two nodes; the
 /// set's status stays far under etcd's 1.5 MiB and the operator under the chart's
 /// 256 MiB.
@@ -121,8 +134,7 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
         count >= 4 && count % 2 == 0,
         "an even number of hollow nodes, at least 4: {count}"
     );
-    let pairs = count * (count - 1) / 2;
-    let first_round = count / 2;
+    let (mode, pairs, rounds, first_round) = sweep_shape(count);
     privileged_namespace(&client, true).await;
     let audit = AuditLog::from_now();
     let cpu_before = leader_gauge(
@@ -140,7 +152,7 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
                          "spec": {"duration": 10, "timeout": "30m", "scheduler": scheduler(),
                                   "tolerations": [{"key": label, "operator": "Exists", "effect": "NoSchedule"}]}},
             "permutations": {"nodePairs": {"selector": {"matchLabels": {label.clone(): "true"}},
-                                           "mode": "AllPairs"}},
+                                           "mode": mode}},
             "maxChildren": pairs,
         }),
     )
@@ -164,7 +176,7 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
     );
     assert_eq!(
         status["rounds"]["total"].as_u64(),
-        Some(count as u64 - 1),
+        Some(rounds as u64),
         "{}",
         status["rounds"]
     );
@@ -284,8 +296,7 @@ async fn a_node_pair_sweep_over_hollow_nodes_plans_creates_and_places_its_first_
     delete_and_wait_long(&client, &api, set).await;
     privileged_namespace(&client, false).await;
     println!(
-        "E2E fleet {count} hollow nodes, all pairs: {pairs} children in {} rounds planned in {planned:.1} s; first round ({first_round} children, {} pods, {groups} PodGroups) created at {:.1} s, placed by Volcano at {:.1} s, running at {:.1} s; deleted in {:.1} s",
-        count - 1,
+        "E2E fleet {count} hollow nodes, {mode}: {pairs} children in {rounds} rounds planned in {planned:.1} s; first round ({first_round} children, {} pods, {groups} PodGroups) created at {:.1} s, placed by Volcano at {:.1} s, running at {:.1} s; deleted in {:.1} s",
         2 * first_round,
         created.unwrap_or_default(),
         placed.unwrap_or_default(),

@@ -1603,17 +1603,21 @@ def start_hollow_nodes(count):
 
 
 def hollow_memory():
-    rss = []
+    """The hollow kubelets' memory as the machine pays it: proportional set size (their
+    resident size counts kubemark's shared binary once per process, about 55 MiB each)."""
+    rss, pss = [], []
     for pid in hollow_pids().values():
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss.append(int(line.split()[1]) * 1024)
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("Rss", "Pss"):
+                    (rss if key == "Rss" else pss).append(int(value.split()[0]) * 1024)
         except OSError:
             pass
-    if not rss:
+    if not pss:
         return "no hollow node running"
-    return f"hollow kubelets' resident memory {sum(rss) / 2**30:.2f} GiB ({sum(rss) / len(rss) / 2**20:.0f} MiB each)"
+    return (f"hollow kubelets' memory: proportional {sum(pss) / 2**30:.2f} GiB ({sum(pss) / len(pss) / 2**20:.1f} MiB each), "
+            f"resident {sum(rss) / 2**30:.2f} GiB ({sum(rss) / len(rss) / 2**20:.0f} MiB each, the shared binary counted in each)")
 
 
 def stop_hollow_nodes():
@@ -1638,10 +1642,12 @@ def fleet_env(count):
     return {"PERFSWEEP_E2E_HOLLOW": f"{HOLLOW_LABEL},{count}", "PERFSWEEP_E2E_AUDIT_LOG": str(AUDIT_LOG)}
 
 
-def fleet(count, filters):
-    """The fleet suite over COUNT hollow nodes beside the cluster's real ones."""
+def fleet(count, filters, mode="AllPairs"):
+    """The fleet suite over COUNT hollow nodes beside the cluster's real ones, sweeping them
+    in node-pair MODE (AllPairs, or Ring for a fleet whose all-pairs plan is over the
+    operator's ceiling)."""
     start_hollow_nodes(count)
-    env = {**suite_env(), **fleet_env(count)}
+    env = {**suite_env(), **fleet_env(count), "PERFSWEEP_E2E_HOLLOW_MODE": mode}
     command = ["cargo", "test", "-p", "perfsweep", "--test", "real_cluster_fleet", "--",
                "--ignored", "--test-threads=1", "--nocapture", *filters]
     log(" ".join(command))
@@ -1701,6 +1707,8 @@ def main():
     fleet_parser = sub.add_parser("fleet", help="the fleet suite over hollow nodes (kubemark), on an up cluster")
     fleet_parser.add_argument("count", type=int)
     fleet_parser.add_argument("filters", nargs="*")
+    fleet_parser.add_argument("--mode", choices=["AllPairs", "Ring"], default="AllPairs",
+                              help="the node-pair mode of the sweep (Ring: N children in 2 rounds)")
     chart_parser = sub.add_parser("chart", help="the release's lifecycle, for the lifecycle suite")
     chart_parser.add_argument("action", choices=["install", "upgrade", "uninstall"])
     args = parser.parse_args()
@@ -1717,7 +1725,7 @@ def main():
     elif args.command == "test":
         sys.exit(test(args.filters))
     elif args.command == "fleet":
-        sys.exit(fleet(args.count, args.filters))
+        sys.exit(fleet(args.count, args.filters, args.mode))
     elif args.command == "fault":
         fault(args.action, args.target)
     elif args.command == "chart":

@@ -127,7 +127,10 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 # port, tools' ports): created with the pods; a gang's goes with its PodGroup; get, then
 # delete with the uid found as a precondition, for a benchmark without a gang when it
 # ends (only when owned by the benchmark: someone else's of that name is left alone),
-# and get to adopt or refuse one whose create answered 409 AlreadyExists.
+# and get to adopt or refuse one whose create answered 409 AlreadyExists. A set's one
+# NetworkPolicy (`<set>-set`, admitting only its children's pods) is created by the set
+# controller before the first child and read when that create answers 409 (used only if
+# owned by the set); it goes with the set through its owner reference.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["get", "create", "delete"]

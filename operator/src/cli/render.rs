@@ -63,9 +63,7 @@ pub fn run(
             {
                 let policy = render::network_policy::for_set(
                     name,
-                    namespace
-                        .or(own_namespace.as_deref())
-                        .unwrap_or("default"),
+                    namespace.or(own_namespace.as_deref()).unwrap_or("default"),
                     OFFLINE_SET_UID,
                 );
                 out.write(&serde_json::to_value(policy)?)?;

@@ -300,10 +300,17 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
     .await;
     let policies = double.list(&POLICIES, Some(NS));
     let names: Vec<&str> = policies.iter().map(support::name_of).collect();
-    assert_eq!(names, ["peers-set"], "one policy for the set, none per child");
+    assert_eq!(
+        names,
+        ["peers-set"],
+        "one policy for the set, none per child"
+    );
     let policy = &policies[0];
     assert_eq!(policy["metadata"]["ownerReferences"][0]["uid"], set_uid);
-    assert_eq!(policy["metadata"]["ownerReferences"][0]["kind"], "BenchmarkSet");
+    assert_eq!(
+        policy["metadata"]["ownerReferences"][0]["kind"],
+        "BenchmarkSet"
+    );
     assert_eq!(
         policy["spec"]["podSelector"]["matchLabels"],
         json!({"perfsweep.io/set-uid": set_uid})
@@ -314,7 +321,8 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
     );
     for pod in &pods {
         assert_eq!(
-            pod["metadata"]["labels"]["perfsweep.io/set-uid"], set_uid,
+            pod["metadata"]["labels"]["perfsweep.io/set-uid"],
+            set_uid,
             "{} is admitted by the set's policy",
             support::name_of(pod)
         );
@@ -361,7 +369,9 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
     );
     for pod in &pods {
         assert!(
-            pod["metadata"]["labels"].get("perfsweep.io/set-uid").is_none(),
+            pod["metadata"]["labels"]
+                .get("perfsweep.io/set-uid")
+                .is_none(),
             "{}",
             pod["metadata"]["labels"]
         );

@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, PostParams};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+use kube::api::{Api, PostParams};
 use perfsweep_benchmarks::render::network_policy;
 use perfsweep_benchmarks::set::BenchmarkSet;
 
@@ -137,8 +137,14 @@ mod tests {
         // operator made no policy for; one whose name someone else holds.
         assert_eq!(covering(&[owner("BenchmarkSet", "made", None)]), None);
         assert_eq!(covering(&[owner("IPerf", "made", Some(true))]), None);
-        assert_eq!(covering(&[owner("BenchmarkSet", "unknown", Some(true))]), None);
-        assert_eq!(covering(&[owner("BenchmarkSet", "squatted", Some(true))]), None);
+        assert_eq!(
+            covering(&[owner("BenchmarkSet", "unknown", Some(true))]),
+            None
+        );
+        assert_eq!(
+            covering(&[owner("BenchmarkSet", "squatted", Some(true))]),
+            None
+        );
         assert_eq!(covering(&[]), None);
         policies.forget("made");
         assert_eq!(covering(&[owner("BenchmarkSet", "made", Some(true))]), None);

@@ -114,7 +114,9 @@ pub fn sets(client: &Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NAMESPACE, &resource)
 }
 
-/// Polls the object's status until `done` accepts it, for at most `within`.
+/// Polls the object's status until `done` accepts it, for at most `within`. A read that
+/// fails (an API server too loaded to answer, as under hundreds of hollow nodes) is
+/// tried again until then; the last error is in the panic.
 pub async fn wait_for_status(
     api: &Api<DynamicObject>,
     name: &str,
@@ -123,11 +125,17 @@ pub async fn wait_for_status(
 ) -> serde_json::Value {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let current = api
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("{name} readable: {e}"));
-        let status = current.data["status"].clone();
+        let status = match api.get(name).await {
+            Ok(current) => current.data["status"].clone(),
+            Err(error) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{name} readable within {within:?}: {error}"
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
         if done(&status) {
             return status;
         }

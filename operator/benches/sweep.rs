@@ -17,7 +17,7 @@ use futures::StreamExt;
 use kube::runtime::controller;
 use perfsweep::controller::{Context, Settings, benchmarkset};
 use perfsweep_benchmarks::set::{self, BenchmarkSet};
-use perfsweep_testkit::{ApiDouble, RecordedRequest};
+use perfsweep_testkit::{ApiDouble, Gvr, RecordedRequest};
 use serde_json::{Value, json};
 use support::{
     IPERFS, NS, Operator, SETS, double_with_crds, expected_names, set_phase, set_status, wait_until,
@@ -223,6 +223,15 @@ async fn operator_sweep(size: u32, mode: Mode) {
     println!(
         "all children marked Succeeded (direct store patches, {marked_in:.2?}) → set Succeeded: {finished_in:.2?}"
     );
+    // Each benchmark's own cleanup (its gang's PodGroup deleted) goes on after the set is
+    // Succeeded: counted whole, not cut off where the set's phase happened to land.
+    wait_until(SWEEP_TIMEOUT, "every PodGroup deleted", || {
+        match double.list(&Gvr::PODGROUPS, Some(NS)).len() {
+            0 => Ok(()),
+            left => Err(format!("{left} PodGroups left")),
+        }
+    })
+    .await;
     // Count the trailing reconciles too (the last status write triggers one).
     settle(&double).await;
     let finishing = double.requests();

@@ -32,7 +32,20 @@ impl Warehouse {
                 "datafusion.execution.parquet.schema_force_view_types",
                 false,
             )
-            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
+            // Joins hash-partitioned on both sides, never one side collected into a
+            // single build: a fact joined through its dimensions carries all its rows
+            // into each next join, and collecting 100,000 of them into one table made
+            // the join through all dimensions 1.4-1.9x DuckDB's time (1.1x
+            // partitioned; docs/warehouse.md#bench-100000-runs).
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold",
+                0,
+            )
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+                0,
+            );
         let ctx = SessionContext::new_with_config(config);
         for table in Table::ALL {
             register(&ctx, root, table).await?;

@@ -36,8 +36,8 @@ impl Warehouse {
             // Joins hash-partitioned on both sides, never one side collected into a
             // single build: a fact joined through its dimensions carries all its rows
             // into each next join, and collecting 100,000 of them into one table made
-            // the join through all dimensions 1.4-1.9x DuckDB's time (1.1x
-            // partitioned; docs/warehouse.md#bench-100000-runs).
+            // the join through all dimensions 1.2-1.9x DuckDB's time in a release
+            // build (0.8-1.3x partitioned; docs/warehouse.md#bench-100000-runs).
             .set_usize(
                 "datafusion.optimizer.hash_join_single_partition_threshold",
                 0,

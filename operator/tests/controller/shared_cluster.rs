@@ -377,3 +377,56 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
         );
     }
 }
+
+/// The set's one policy is an economy, never a gate: when its create fails (here a 500
+/// on every try), the set's children are created all the same, each guarded by a
+/// NetworkPolicy of its own.
+#[tokio::test]
+async fn a_set_whose_policy_cannot_be_made_runs_its_children_with_their_own() {
+    let double = double_with_crds().await;
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "networkpolicies").times(1),
+        500,
+        "InternalError",
+    );
+    let _operator = Operator::start(&double, "test");
+    let set = support::create_set(
+        &double,
+        support::iperf_set("unguarded", json!({"streams": [1, 2]}), 1, 2, "Continue"),
+    )
+    .await;
+    let children = support::expected_names(&set);
+    let policies = wait_until(WAIT, "a NetworkPolicy for each child", || {
+        let names: Vec<String> = double
+            .list(&POLICIES, Some(NS))
+            .iter()
+            .map(|p| support::name_of(p).to_owned())
+            .collect();
+        if children.iter().all(|child| names.contains(child)) {
+            Ok(names)
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    assert!(
+        !policies.contains(&"unguarded-set".to_owned()),
+        "{policies:?}"
+    );
+    for child in &children {
+        let pods = wait_until(WAIT, format_args!("{child}'s pods"), || {
+            let pods = pods_of(&double, child);
+            if pods.len() == 2 {
+                Ok(pods)
+            } else {
+                Err(format!("{} pods", pods.len()))
+            }
+        })
+        .await;
+        assert!(pods.iter().all(|pod| {
+            pod["metadata"]["labels"]
+                .get("perfsweep.io/set-uid")
+                .is_none()
+        }));
+    }
+}

@@ -414,7 +414,7 @@ async fn advance(
     }
     if !decision.to_create.is_empty() {
         // Before the first child: its pods are admitted by the set's policy from the start.
-        peers::ensure(set, namespace, ctx).await?;
+        peers::ensure(set, namespace, ctx).await;
     }
     create_children(&children, set, namespace, expansion, &decision.to_create).await?;
     if let Some(note) = decide::created_note(expansion, &decision.to_create) {

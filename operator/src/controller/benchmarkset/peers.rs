@@ -17,7 +17,7 @@ use kube::api::{Api, PostParams};
 use perfsweep_benchmarks::render::network_policy;
 use perfsweep_benchmarks::set::BenchmarkSet;
 
-use crate::controller::{Context, Error};
+use crate::controller::Context;
 
 /// By set uid: whether the set's one policy is in place (made, or found owned by the
 /// set), or not to be had (someone else's of that name, or forbidden). Asked once per set
@@ -60,52 +60,44 @@ impl SetPolicies {
 }
 
 /// Makes the set's policy once per process: created, or found (409) owned by this set.
-/// One of the same name owned by someone else is left alone, and the children get
-/// policies of their own. Forbidden (an installation whose role lacks the verbs) is the
-/// same: the children are still guarded, one policy each.
-pub async fn ensure(set: &BenchmarkSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
+/// Anything else leaves the children to policies of their own, and the set goes on: one
+/// of the same name owned by someone else, a forbidden create (a role without the verb),
+/// or a failed request (one more create per child is all it costs; a set never waits on
+/// its policy).
+pub async fn ensure(set: &BenchmarkSet, namespace: &str, ctx: &Context) {
     let Some(uid) = set.uid() else {
-        return Ok(());
+        return;
     };
     if ctx.set_policies.is_known(&uid) {
-        return Ok(());
+        return;
     }
     let name = set.name_any();
     let policy = network_policy::for_set(&name, namespace, &uid);
     let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), namespace);
     let policy_name = network_policy::set_policy_name(&name);
-    let ours = match api.create(&PostParams::default(), &policy).await {
-        Ok(_) => true,
+    let outcome = match api.create(&PostParams::default(), &policy).await {
+        Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let found = api.get_opt(&policy_name).await.map_err(Error::kube(format!(
-                "reading NetworkPolicy {namespace}/{policy_name} of BenchmarkSet {namespace}/{name}"
-            )))?;
-            found.is_some_and(|found| {
-                found
-                    .owner_references()
-                    .iter()
-                    .any(|owner| owner.uid == uid && owner.controller == Some(true))
-            })
+            match api.get_opt(&policy_name).await {
+                Ok(Some(found)) if owned_by(&found, &uid) => Ok(()),
+                Ok(_) => Err("a NetworkPolicy of that name is someone else's".to_owned()),
+                Err(error) => Err(format!("reading it after its create answered 409: {error}")),
+            }
         }
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            tracing::warn!(message = %status.message, "creating a set's NetworkPolicy is forbidden");
-            false
-        }
-        Err(source) => {
-            return Err(Error::Kube {
-                action: format!(
-                    "creating NetworkPolicy {namespace}/{policy_name} of BenchmarkSet {namespace}/{name}"
-                ),
-                source,
-            });
-        }
+        Err(error) => Err(format!("creating it: {error}")),
     };
-    if !ours {
-        tracing::warn!(set = %format!("{namespace}/{name}"), policy = %policy_name,
+    if let Err(why) = &outcome {
+        tracing::warn!(set = %format!("{namespace}/{name}"), policy = %policy_name, %why,
             "the set's NetworkPolicy is not to be had: each child gets its own");
     }
-    ctx.set_policies.learn(&uid, ours);
-    Ok(())
+    ctx.set_policies.learn(&uid, outcome.is_ok());
+}
+
+fn owned_by(policy: &NetworkPolicy, uid: &str) -> bool {
+    policy
+        .owner_references()
+        .iter()
+        .any(|owner| owner.uid == uid && owner.controller == Some(true))
 }
 
 #[cfg(test)]

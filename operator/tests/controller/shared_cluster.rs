@@ -378,9 +378,9 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
     }
 }
 
-/// The set's one policy is an economy, never a gate: when its create fails (here a 500
-/// on every try), the set's children are created all the same, each guarded by a
-/// NetworkPolicy of its own.
+/// The set's one policy is an economy, never a gate: when its create fails (here a 500;
+/// the operator does not ask again for that set), the set's children are created all
+/// the same, each guarded by a NetworkPolicy of its own.
 #[tokio::test]
 async fn a_set_whose_policy_cannot_be_made_runs_its_children_with_their_own() {
     let double = double_with_crds().await;
@@ -428,5 +428,56 @@ async fn a_set_whose_policy_cannot_be_made_runs_its_children_with_their_own() {
                 .get("perfsweep.io/set-uid")
                 .is_none()
         }));
+    }
+}
+
+/// An operator restarted mid-sweep finds the set's policy made by the one before it (its
+/// create answers 409, the policy read is owned by the set) and goes on using it: the
+/// next child has no policy of its own and its pods carry the set's uid.
+#[tokio::test]
+async fn a_restarted_operator_adopts_the_sets_own_policy() {
+    let double = double_with_crds().await;
+    let first = Operator::start(&double, "first");
+    let set = support::create_set(
+        &double,
+        support::iperf_set("resumed", json!({"streams": [1, 2]}), 1, 1, "Continue"),
+    )
+    .await;
+    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
+    let children = support::expected_names(&set);
+    wait_until(WAIT, "the first child's pods", || {
+        match pods_of(&double, &children[0]).len() {
+            2 => Ok(()),
+            n => Err(format!("{n} pods")),
+        }
+    })
+    .await;
+    first.stop().await;
+    support::set_phase(&double, &children[0], "Succeeded");
+
+    let _second = Operator::start(&double, "second");
+    let pods = wait_until(WAIT, "the second child's pods", || {
+        let pods = pods_of(&double, &children[1]);
+        if pods.len() == 2 {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await;
+    let names: Vec<String> = double
+        .list(&POLICIES, Some(NS))
+        .iter()
+        .map(|p| support::name_of(p).to_owned())
+        .collect();
+    assert_eq!(names, ["resumed-set"], "the set's one policy, adopted");
+    assert!(
+        support::requests(&double, "get", "networkpolicies")
+            .iter()
+            .any(|r| r.path.ends_with("/resumed-set")),
+        "the second operator read the policy its create met"
+    );
+    for pod in &pods {
+        assert_eq!(pod["metadata"]["labels"]["perfsweep.io/set-uid"], set_uid);
     }
 }

@@ -53,6 +53,12 @@ pub struct Rendered {
     /// Existing claims a spec refers to are never listed here.
     pub claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     pub pods: Vec<Pod>,
+    /// Where the pods read their launch token when it is not in a Secret of their own
+    /// ([`Rendered::with_token_source`]): the one reference to another Secret they make
+    /// without its owner's consent, so [`consumed_secrets`] passes it over.
+    ///
+    /// [`consumed_secrets`]: consumed_secrets::consumed_secrets
+    pub token_source: Option<launch::TokenSource>,
 }
 
 impl Rendered {
@@ -68,6 +74,8 @@ impl Rendered {
             secrets,
             claims,
             pods,
+            // Not an object: where the pods read their token, which they show.
+            token_source: _,
         } = self;
         let mut out = Vec::with_capacity(3 + secrets.len() + claims.len() + pods.len());
         if let Some(group) = pod_group {
@@ -101,6 +109,19 @@ impl Rendered {
                 .get_or_insert_with(BTreeMap::new)
                 .insert(labels::SET_UID.to_owned(), set_uid.to_owned());
         }
+        self
+    }
+
+    /// The objects with the pods reading their launch token from `source` (a key of a
+    /// set's batch, see [`launch::batch_secret`], or where the benchmark's first pods read
+    /// it), and without a launch Secret of their own to create.
+    #[must_use]
+    pub fn with_token_source(mut self, source: &launch::TokenSource) -> Self {
+        self.secrets.retain(|secret| !launch::needs_token(secret));
+        for pod in &mut self.pods {
+            launch::read_token_from(pod, source);
+        }
+        self.token_source = Some(source.clone());
         self
     }
 }
@@ -141,6 +162,7 @@ pub fn render(
         secrets: vec![launch::secret(&context)],
         claims: volumes::claims(&context)?,
         pods,
+        token_source: None,
     })
 }
 

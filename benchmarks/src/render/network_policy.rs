@@ -37,13 +37,28 @@ pub(crate) fn render(context: &Context) -> NetworkPolicy {
 /// pods labelled with the set's uid ([`labels::SET_UID`], which
 /// [`super::Rendered::covered_by_set`] puts on its children's pods) and admits only them.
 pub fn for_set(set_name: &str, namespace: &str, set_uid: &str) -> NetworkPolicy {
+    admitting_only(
+        set_owned(set_policy_name(set_name), set_name, namespace, set_uid),
+        BTreeMap::from([(labels::SET_UID.to_owned(), set_uid.to_owned())]),
+    )
+}
+
+/// The metadata of an object a set's controller makes for its children (its one policy,
+/// a batch of launch tokens): labelled with the set, and controlled by it, so that it
+/// goes when the set goes and the operator recognises it as the set's own.
+pub(crate) fn set_owned(
+    name: String,
+    set_name: &str,
+    namespace: &str,
+    set_uid: &str,
+) -> ObjectMeta {
     let labels = BTreeMap::from([
         (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
         (labels::SET.to_owned(), set_name.to_owned()),
         (labels::SET_UID.to_owned(), set_uid.to_owned()),
     ]);
-    let metadata = ObjectMeta {
-        name: Some(set_policy_name(set_name)),
+    ObjectMeta {
+        name: Some(name),
         namespace: Some(namespace.to_owned()),
         labels: Some(labels),
         owner_references: Some(vec![OwnerReference {
@@ -55,11 +70,7 @@ pub fn for_set(set_name: &str, namespace: &str, set_uid: &str) -> NetworkPolicy 
             block_owner_deletion: Some(true),
         }]),
         ..ObjectMeta::default()
-    };
-    admitting_only(
-        metadata,
-        BTreeMap::from([(labels::SET_UID.to_owned(), set_uid.to_owned())]),
-    )
+    }
 }
 
 /// The name of a set's policy. A child's own policy is named after the child

@@ -791,6 +791,70 @@ fn only_the_benchmarks_own_pods_reach_its_pods() {
     assert_eq!(rendered.secrets.len(), 1);
 }
 
+/// A set's children read their tokens from a batch Secret the set's controller wrote:
+/// each pod reads its own child's key, the child creates no launch Secret of its own, and
+/// the batch passes the Kubernetes schemas. A pod made later finds where the first ones
+/// read it.
+#[test]
+fn a_childs_pods_read_its_own_key_of_its_sets_batch_of_tokens() {
+    use perfsweep_benchmarks::render::launch;
+    let (own, _) = render_iperf(json!({}));
+    assert_eq!(own.secrets.len(), 1, "a benchmark's own launch Secret");
+    let source = launch::batch_source(&launch::batch_secret_name("sweep", "0a1b2c3d"), NAME);
+    let batched = own.clone().with_token_source(&source);
+    assert!(batched.secrets.is_empty(), "{:?}", batched.secrets);
+    assert_eq!(batched.pods.len(), own.pods.len());
+    for pod in &batched.pods {
+        assert_eq!(
+            launch::token_source_of(pod).as_ref(),
+            Some(&source),
+            "{:?}",
+            pod.metadata.name
+        );
+        let selector = env_of(pod)[agent_env::LAUNCH_TOKEN]
+            .value_from
+            .clone()
+            .and_then(|from| from.secret_key_ref)
+            .expect("the token comes from a Secret");
+        assert_eq!(
+            (selector.name.as_str(), selector.key.as_str()),
+            ("sweep-launch-0a1b2c3d", NAME)
+        );
+        assert_eq!(
+            selector.optional,
+            Some(false),
+            "a missing key must stop the pod, not start it without a token"
+        );
+    }
+    for pod in &own.pods {
+        assert_eq!(
+            launch::token_source_of(pod),
+            Some(launch::TokenSource {
+                secret: agent_env::launch_secret_name(NAME),
+                key: agent_env::LAUNCH_SECRET_KEY.to_owned(),
+            })
+        );
+    }
+
+    let tokens = BTreeMap::from([
+        (NAME.to_owned(), "ab".repeat(32)),
+        ("other".to_owned(), "cd".repeat(32)),
+    ]);
+    let batch = launch::batch_secret(source.secret.clone(), "sweep", NAMESPACE, UID, tokens);
+    let value = to_value(&batch);
+    assert_eq!(
+        value["metadata"]["ownerReferences"][0]["kind"],
+        "BenchmarkSet"
+    );
+    assert_eq!(value["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(value["immutable"], true);
+    assert_eq!(value["stringData"][NAME], "ab".repeat(32));
+    let objects = [value, to_value(&batched.pods[0])];
+    if let Some(Err(message)) = kubernetes_validate("batch", &objects) {
+        panic!("a batch of tokens or a pod reading it fails the Kubernetes schemas: {message}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The specifics of each mode.
 

@@ -80,6 +80,9 @@ pub struct Context {
     /// The sets whose one NetworkPolicy admits their children's pods: the set controller
     /// learns it, the benchmark controllers render by it.
     pub set_policies: benchmarkset::SetPolicies,
+    /// Where the children of a set read their launch tokens, when the set wrote them in
+    /// batches (see `benchmarkset::SetTokens`).
+    pub set_tokens: benchmarkset::SetTokens,
 }
 
 impl Context {
@@ -97,6 +100,7 @@ impl Context {
             set_children: std::sync::OnceLock::new(),
             served: Arc::default(),
             set_policies: benchmarkset::SetPolicies::default(),
+            set_tokens: benchmarkset::SetTokens::default(),
         }
     }
 }

@@ -378,6 +378,152 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
     }
 }
 
+/// The keys of a Secret as the double keeps it (`stringData` as written, or `data`).
+fn secret_keys(secret: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = ["data", "stringData"]
+        .iter()
+        .filter_map(|field| secret[*field].as_object())
+        .flat_map(|map| map.keys().cloned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Where a pod's agent reads its launch token: (Secret, key).
+fn token_ref(pod: &Value) -> (String, String) {
+    let env = pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == "PERFSWEEP_LAUNCH_TOKEN"))
+        .unwrap_or_else(|| panic!("{} reads no launch token", support::name_of(pod)));
+    let selector = &env["valueFrom"]["secretKeyRef"];
+    let field = |name: &str| selector[name].as_str().unwrap_or_default().to_owned();
+    (field("name"), field("key"))
+}
+
+/// Issue 35: the children a set creates at once read their launch tokens from one Secret
+/// of the set's, written before the first child (one create per batch, not a Secret per
+/// child), each pod its own child's key. A benchmark naming the set as its controlling
+/// owner without being the child its set created — the set's own uid, a name the set
+/// never made — gets a Secret of its own. The batch is deleted once its children ended.
+#[tokio::test]
+async fn a_sets_children_read_their_own_keys_of_one_batch_of_tokens() {
+    let double = double_with_crds().await;
+    let _operator = Operator::start(&double, "test");
+    let set = support::create_set(
+        &double,
+        support::iperf_set("batched", json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
+    )
+    .await;
+    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
+    let mut children = support::expected_names(&set);
+    children.sort();
+    let pods = wait_until(WAIT, "every child's two pods", || {
+        let pods: Vec<Value> = children.iter().flat_map(|c| pods_of(&double, c)).collect();
+        if pods.len() == 2 * children.len() {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await;
+    let secrets = double.list(&Gvr::SECRETS, Some(NS));
+    let names: Vec<&str> = secrets.iter().map(support::name_of).collect();
+    let batches: Vec<&Value> = secrets
+        .iter()
+        .filter(|s| support::name_of(s).starts_with("batched-launch-"))
+        .collect();
+    assert_eq!(
+        batches.len(),
+        1,
+        "one batch for the children made at once: {names:?}"
+    );
+    let batch = batches[0];
+    let batch_name = support::name_of(batch).to_owned();
+    assert_eq!(
+        secret_keys(batch),
+        children,
+        "a key per child, named after it"
+    );
+    assert_eq!(batch["metadata"]["ownerReferences"][0]["uid"], set_uid);
+    assert_eq!(batch["metadata"]["ownerReferences"][0]["controller"], true);
+    for child in &children {
+        assert!(
+            !names.contains(&format!("{child}-launch").as_str()),
+            "{child} made a launch Secret of its own: {names:?}"
+        );
+    }
+    for pod in &pods {
+        let child = pod["metadata"]["labels"]["perfsweep.io/benchmark"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            token_ref(pod),
+            (batch_name.clone(), child.to_owned()),
+            "{} reads its own child's key",
+            support::name_of(pod)
+        );
+    }
+    let requests = double.requests();
+    let position = |resource: &str| {
+        requests
+            .iter()
+            .position(|r| r.verb == "create" && r.resource == resource)
+            .unwrap_or_else(|| panic!("a create of {resource}"))
+    };
+    assert!(
+        position("secrets") < position("iperfs"),
+        "the batch before the first child"
+    );
+
+    // The set's real uid as controlling owner, a name the set never created.
+    double
+        .create(
+            &IPERFS,
+            json!({
+                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                "metadata": {"name": "forged-token", "namespace": NS, "ownerReferences": [{
+                    "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+                    "name": "batched", "uid": set_uid, "controller": true}]},
+                "spec": {"duration": 5},
+            }),
+        )
+        .expect("creating the forged child");
+    let forged = wait_until(WAIT, "the forged child's pods", || {
+        let pods = pods_of(&double, "forged-token");
+        if pods.len() == 2 {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods", pods.len()))
+        }
+    })
+    .await;
+    for pod in &forged {
+        assert_eq!(
+            token_ref(pod),
+            ("forged-token-launch".to_owned(), "token".to_owned()),
+            "the forged child reads a token of its own"
+        );
+    }
+    assert!(
+        double
+            .get(&Gvr::SECRETS, Some(NS), "forged-token-launch")
+            .is_some(),
+        "the forged child's own launch Secret"
+    );
+
+    // Every child ends (its agents fail): the batch goes.
+    for pod in &pods {
+        finish_pod(&double, support::name_of(pod), 1, "");
+    }
+    wait_until(WAIT, "the ended batch deleted", || {
+        match double.get(&Gvr::SECRETS, Some(NS), &batch_name) {
+            None => Ok(()),
+            Some(_) => Err("still there".to_owned()),
+        }
+    })
+    .await;
+}
+
 /// The set's one policy is an economy, never a gate: when its create fails (here a 500;
 /// the operator does not ask again for that set), the set's children are created all
 /// the same, each guarded by a NetworkPolicy of its own.

@@ -1,6 +1,7 @@
 //! Apply: create the rendered objects that are missing, keep the evidence, delete what a
 //! finished benchmark leaves, publish events.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
@@ -51,9 +52,15 @@ pub(super) async fn create_missing(
     if observation.pod_group.is_none() && observation.pods.is_empty() {
         super::secrets::check_consumable(&ctx.client, target, prepared).await?;
     }
+    // Pods made later read their token where the first ones did, whatever this
+    // reconcile rendered (a restart between them forgets a batch's key).
+    let rendered = match token_source_of_existing(observation, prepared, target) {
+        Some(source) => Cow::Owned(prepared.rendered.clone().with_token_source(&source)),
+        None => Cow::Borrowed(&prepared.rendered),
+    };
     let mut created = Vec::new();
     let mut group_owner = observation.pod_group.as_ref().and_then(gang_owner);
-    if let Some(group) = &prepared.rendered.pod_group
+    if let Some(group) = &rendered.pod_group
         && observation.pod_group.is_none()
     {
         if !engine.volcano {
@@ -77,8 +84,7 @@ pub(super) async fn create_missing(
             .note(&target.uid, caches::Change::CreatedGroup(Box::new(noted)));
     }
     let owned = |object: &ObjectMeta| owned_by_gang(object, group_owner.as_ref());
-    let missing: Vec<&Pod> = prepared
-        .rendered
+    let missing: Vec<&Pod> = rendered
         .pods
         .iter()
         .filter(|pod| {
@@ -91,7 +97,7 @@ pub(super) async fn create_missing(
     if missing.is_empty() {
         return Ok(created);
     }
-    let service = &prepared.rendered.service;
+    let service = &rendered.service;
     let service = &Service {
         metadata: owned(&service.metadata),
         ..service.clone()
@@ -104,7 +110,7 @@ pub(super) async fn create_missing(
         Created::Existed(_) => {}
         Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
     }
-    if let Some(policy) = &prepared.rendered.network_policy {
+    if let Some(policy) = &rendered.network_policy {
         let policy = &NetworkPolicy {
             metadata: owned(&policy.metadata),
             ..policy.clone()
@@ -118,7 +124,7 @@ pub(super) async fn create_missing(
             Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
         }
     }
-    for secret in &prepared.rendered.secrets {
+    for secret in &rendered.secrets {
         // A launch token is made here, once: rendering is pure, and a Secret that
         // exists already keeps its token (create answers Existed).
         let mut secret = if render::launch::needs_token(secret) {
@@ -142,7 +148,7 @@ pub(super) async fn create_missing(
             Created::Rejected(failure) | Created::NotYet(failure) => return Err(failure.into()),
         }
     }
-    for claim in &prepared.rendered.claims {
+    for claim in &rendered.claims {
         let claim = &PersistentVolumeClaim {
             metadata: owned(&claim.metadata),
             ..claim.clone()
@@ -191,6 +197,28 @@ pub(super) async fn create_missing(
         ));
     }
     Ok(created)
+}
+
+/// Where the benchmark's existing pods read their token, when that is not where this
+/// reconcile's rendering has them read it: the pods still to make must read the same.
+/// The benchmark's own launch Secret is not such a place (rendering makes it when it is
+/// needed).
+fn token_source_of_existing(
+    observation: &Observation,
+    prepared: &Prepared,
+    target: &Target,
+) -> Option<render::launch::TokenSource> {
+    let existing = observation
+        .pods
+        .iter()
+        .find_map(render::launch::token_source_of)?;
+    let rendered = prepared
+        .rendered
+        .pods
+        .first()
+        .and_then(render::launch::token_source_of);
+    let own = perfsweep_benchmarks::execution::agent_env::launch_secret_name(&target.name);
+    (rendered.as_ref() != Some(&existing) && existing.secret != own).then_some(existing)
 }
 
 /// The owner reference that makes an object a member of the gang `group`; `None` for a

@@ -428,6 +428,7 @@ mod tests {
             created: now() - jiff::SignedDuration::from_secs(10),
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
             covering_set: None,
+            token_source: None,
         };
         let benchmark: IPerf = serde_json::from_value(json!({
             "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",

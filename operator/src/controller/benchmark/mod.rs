@@ -410,6 +410,12 @@ fn dereference<K: Benchmark>(benchmark: &K, engine: &Engine) -> Result<Option<Ta
         .ctx
         .set_policies
         .covering(benchmark.owner_references());
+    target.token_source = engine.ctx.set_tokens.source_for(
+        &target.namespace,
+        info.kind,
+        &target.name,
+        benchmark.owner_references(),
+    );
     Ok(Some(target))
 }
 
@@ -752,6 +758,7 @@ mod tests {
             created: Timestamp::UNIX_EPOCH,
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
             covering_set: None,
+            token_source: None,
         }
     }
 

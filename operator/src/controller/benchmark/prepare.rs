@@ -73,6 +73,10 @@ pub(super) fn prepare<K: Benchmark>(benchmark: &K, target: &Target) -> Result<Pr
         Some(set_uid) => rendered.covered_by_set(set_uid),
         None => rendered,
     };
+    let rendered = match &target.token_source {
+        Some(source) => rendered.with_token_source(source),
+        None => rendered,
+    };
     let pods: Vec<String> = rendered.pods.iter().map(ResourceExt::name_any).collect();
     let result_pod = format!("{}-{}", target.name, process_name(&plan.result_role, 0));
     if !pods.contains(&result_pod) {

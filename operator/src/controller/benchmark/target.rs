@@ -24,6 +24,9 @@ pub(super) struct Target {
     /// The uid of the set whose one NetworkPolicy admits this benchmark's pods (see
     /// `benchmarkset::SetPolicies`); `None`: the benchmark gets a policy of its own.
     pub(super) covering_set: Option<String>,
+    /// Where its pods read their launch token when its set wrote it into a batch (see
+    /// `benchmarkset::SetTokens`); `None`: the benchmark makes its own launch Secret.
+    pub(super) token_source: Option<perfsweep_benchmarks::render::launch::TokenSource>,
 }
 
 impl Target {
@@ -49,6 +52,7 @@ impl Target {
             namespace,
             defaults: perfsweep_benchmarks::kinds::common::ClusterDefaults::default(),
             covering_set: None,
+            token_source: None,
         })
     }
 

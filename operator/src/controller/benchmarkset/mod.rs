@@ -36,8 +36,10 @@ mod children;
 mod decide;
 mod observed;
 mod peers;
+mod tokens;
 pub use children::Children;
 pub use peers::SetPolicies;
+pub use tokens::SetTokens;
 
 /// How often a set with running children is looked at even without a change.
 const RESYNC: Duration = Duration::from_mins(5);
@@ -132,6 +134,7 @@ pub async fn reconcile(set: &BenchmarkSet, ctx: &Context) -> Result<Action, Erro
         ctx.expansions.forget(set);
         if let Some(uid) = set.uid() {
             ctx.set_policies.forget(&uid);
+            ctx.set_tokens.forget(&uid);
         }
         return Ok(Action::await_change());
     }
@@ -416,7 +419,21 @@ async fn advance(
         // Before the first child: its pods are admitted by the set's policy from the start.
         peers::ensure(set, namespace, ctx).await;
     }
-    create_children(&children, set, namespace, expansion, &decision.to_create).await?;
+    create_children(
+        &children,
+        set,
+        namespace,
+        expansion,
+        &decision.to_create,
+        ctx,
+    )
+    .await?;
+    let ended: std::collections::HashSet<String> = existing
+        .iter()
+        .filter(|child| matches!(observed::child_state(child), set::status::ChildState::Created { phase, .. } if phase.is_finished()))
+        .map(|child| child.name_any())
+        .collect();
+    tokens::delete_ended(set, ctx, |name| ended.contains(name)).await;
     if let Some(note) = decide::created_note(expansion, &decision.to_create) {
         let first = decision
             .to_create
@@ -462,35 +479,61 @@ async fn advance(
 }
 
 /// Creates the children of `indices`; one that exists already (created by an earlier
-/// reconcile the cache did not show yet: same name, same spec) is left as it is.
+/// reconcile the cache did not show yet: same name, same spec) is left as it is. Several
+/// at once get their launch tokens in batches first ([`tokens::write_batch`]).
 async fn create_children(
     children: &Api<DynamicObject>,
     set: &BenchmarkSet,
     namespace: &str,
     expansion: &Expansion,
     indices: &[usize],
+    ctx: &Context,
 ) -> Result<(), Error> {
     let owner = set::expand::SetRef {
         name: set.name_any(),
         namespace: Some(namespace.to_owned()),
         uid: set.uid(),
     };
-    for &index in indices {
+    let kind = expansion.kind.kind;
+    // One child alone gains nothing from a batch (a create either way), and would leave
+    // a batch per child behind until it ends.
+    let mut batched: std::collections::HashSet<String> = std::collections::HashSet::new();
+    if indices.len() > 1 {
+        for chunk in indices.chunks(perfsweep_benchmarks::render::launch::MAX_BATCH_TOKENS) {
+            let names: Vec<String> = chunk
+                .iter()
+                .map(|&index| expansion.children[index].name.clone())
+                .collect();
+            if let Some(written) = tokens::write_batch(set, namespace, kind, &names, ctx).await {
+                batched.extend(written.children);
+            }
+        }
+    }
+    for (position, &index) in indices.iter().enumerate() {
         let child = &expansion.children[index];
         let object: DynamicObject = serde_json::from_value(child.to_object(expansion.kind, &owner))
             .map_err(|source| Error::Serialize {
                 what: "a child benchmark",
                 source,
             })?;
-        match children.create(&PostParams::default(), &object).await {
+        let outcome = children.create(&PostParams::default(), &object).await;
+        if outcome.is_err() && batched.contains(&child.name) {
+            // Not the child its key was written for: one of that name was there already,
+            // or none was made.
+            ctx.set_tokens.unrecord(namespace, kind, &child.name);
+        }
+        match outcome {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(source) => {
+                for &later in &indices[position + 1..] {
+                    let name = &expansion.children[later].name;
+                    if batched.contains(name) {
+                        ctx.set_tokens.unrecord(namespace, kind, name);
+                    }
+                }
                 return Err(Error::Kube {
-                    action: format!(
-                        "creating {} {namespace}/{}",
-                        expansion.kind.kind, child.name
-                    ),
+                    action: format!("creating {kind} {namespace}/{}", child.name),
                     source,
                 });
             }

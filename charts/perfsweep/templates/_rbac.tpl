@@ -76,7 +76,9 @@ Discovery of Volcano's API group is a non-resource URL every authenticated user 
 # only if the benchmark owns it, with its uid as the delete's precondition. No list or
 # watch: the only Secrets the operator reads are the export credentials a spec names
 # (the rule above) and, by name, a rendered Secret whose create answered 409 or that it
-# is about to delete.
+# is about to delete. A set's controller also creates its children's tokens in batches
+# (`<set>-launch-<random>`, owned by the set, a key per child) before it creates several
+# children at once, and deletes a batch, by its uid, once those children have ended.
 - apiGroups: [""]
   resources: ["secrets", "persistentvolumeclaims"]
   verbs: ["create", "delete"]

@@ -203,7 +203,7 @@ pub(super) async fn create_missing(
 /// reconcile's rendering has them read it: the pods still to make must read the same.
 /// The benchmark's own launch Secret is not such a place (rendering makes it when it is
 /// needed).
-fn token_source_of_existing(
+pub(super) fn token_source_of_existing(
     observation: &Observation,
     prepared: &Prepared,
     target: &Target,

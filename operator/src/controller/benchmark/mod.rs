@@ -772,6 +772,43 @@ mod tests {
         .expect("a valid IPerf")
     }
 
+    /// A restart between a benchmark's first pods and its others forgets its set's batch:
+    /// the pods still to make read the token where the first ones did.
+    #[test]
+    fn pods_made_later_read_their_token_where_the_first_ones_did() {
+        use perfsweep_benchmarks::render::launch;
+        let target = target("b");
+        let own = prepare(&iperf("b", json!({})), &target).unwrap_or_else(|f| panic!("{f:?}"));
+        let batch = launch::batch_source("s-launch-12345678", "b");
+        let batched = own.rendered.clone().with_token_source(&batch);
+        let observed = |pods: Vec<k8s_openapi::api::core::v1::Pod>| observe::Observation {
+            pods,
+            pod_group: None,
+        };
+        let first_read_batch = observed(vec![batched.pods[0].clone()]);
+        assert_eq!(
+            apply::token_source_of_existing(&first_read_batch, &own, &target),
+            Some(batch.clone())
+        );
+        // The first pods read the benchmark's own Secret, or where this rendering reads:
+        // nothing to change.
+        let first_read_own = observed(vec![own.rendered.pods[0].clone()]);
+        assert_eq!(
+            apply::token_source_of_existing(&first_read_own, &own, &target),
+            None
+        );
+        assert_eq!(
+            apply::token_source_of_existing(&observed(Vec::new()), &own, &target),
+            None
+        );
+        let mut rendered_batched = own;
+        rendered_batched.rendered = batched;
+        assert_eq!(
+            apply::token_source_of_existing(&first_read_batch, &rendered_batched, &target),
+            None
+        );
+    }
+
     #[test]
     fn prepares_an_iperf_as_a_server_and_a_client() {
         let prepared = prepare(&iperf("b", json!({"timeout": "90s"})), &target("b"))

@@ -48,85 +48,18 @@ fn mib(bytes: u64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::var("PERFSWEEP_BENCH_RUNS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(100_000);
     let root = std::env::var_os("PERFSWEEP_BENCH_DIR").map_or_else(
         || std::env::temp_dir().join("perfsweep-warehouse-bench"),
         PathBuf::from,
     );
-    let _ = std::fs::remove_dir_all(&root);
+    // PERFSWEEP_BENCH_REUSE=1: query the warehouse an earlier run kept (it is kept then
+    // too), to compare query settings without generating and building again.
+    let reuse = std::env::var_os("PERFSWEEP_BENCH_REUSE").is_some();
     let source = root.join("results");
     let wh = root.join("wh");
-
-    // Sweeps of ~200 runs, ten a day over a month, as nightly sweeps of many clusters
-    // would be; sweep 7 has a slow node and slowed fio, so the regression query finds
-    // something.
-    let started = Instant::now();
-    let mut generated = 0;
-    let mut sweep_index = 0_u64;
-    let mut run_ids = Vec::new();
-    while generated < runs {
-        let day = sweep_index / 10;
-        let start = format!(
-            "2026-10-{:02}T{:02}:00:00Z",
-            1 + day % 30,
-            (sweep_index % 10) * 2
-        );
-        let run_id = format!("sweep-{sweep_index:04}");
-        let mut sweep = Sweep::new(&run_id, &start, sweep_index + 1);
-        sweep.fleet_nodes = 16;
-        sweep.limit = Some(runs - generated);
-        if sweep_index == 7 {
-            sweep.slow_node = Some(("node-005".into(), 1.5));
-            sweep.slow_kind = Some(("Fio".into(), 1.3));
-        }
-        let batch = synth::sweep(&sweep);
-        generated += batch.len();
-        synth::write_source(&source.join(&run_id), &batch, true).expect("sources written");
-        run_ids.push(run_id);
-        sweep_index += 1;
+    if !(reuse && wh.exists()) {
+        generate_and_build(&root, &source, &wh).await;
     }
-    println!(
-        "generated {generated} runs in {} sweeps ({:.1} MiB of JSON Lines and evidence) in {:.1} s",
-        run_ids.len(),
-        mib(size(&source)),
-        started.elapsed().as_secs_f64()
-    );
-
-    reset_hwm();
-    let started = Instant::now();
-    let summary = build::build(std::slice::from_ref(&source), &wh, &Options::default())
-        .await
-        .expect("build");
-    let build_seconds = started.elapsed().as_secs_f64();
-    let peak = vm_hwm_kib().unwrap_or(0);
-    println!(
-        "build: {} runs, {} telemetry slices, {} files in {build_seconds:.1} s; peak RSS {:.0} MiB",
-        summary.runs_added,
-        summary.slices_added,
-        summary.files_written,
-        peak as f64 / 1024.0
-    );
-    let started = Instant::now();
-    let again = build::build(std::slice::from_ref(&source), &wh, &Options::default())
-        .await
-        .expect("rebuild");
-    println!(
-        "rebuild (idempotent): {} runs added, {} present, in {:.1} s",
-        again.runs_added,
-        again.runs_present,
-        started.elapsed().as_secs_f64()
-    );
-    let raw = size(&wh.join("raw"));
-    let total = size(&wh);
-    println!(
-        "size on disk: tables {:.1} MiB, raw records and evidence {:.1} MiB, total {:.1} MiB",
-        mib(total - raw),
-        mib(raw),
-        mib(total)
-    );
 
     let started = Instant::now();
     let warehouse = Warehouse::open(&wh).await.expect("open");
@@ -195,6 +128,20 @@ async fn main() {
         ),
     ];
 
+    // PERFSWEEP_BENCH_SETTINGS="key=value,...": DataFusion settings to try.
+    for setting in std::env::var("PERFSWEEP_BENCH_SETTINGS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        let (key, value) = setting.split_once('=').expect("key=value");
+        warehouse
+            .context()
+            .sql(&format!("SET {key} = '{value}'"))
+            .await
+            .expect(setting);
+        println!("setting {key} = {value}");
+    }
     let mut ours = Vec::new();
     for (_, sql) in &queries {
         let mut best = f64::INFINITY;
@@ -250,5 +197,103 @@ async fn main() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
+    // PERFSWEEP_BENCH_EXPLAIN=1: where each query's time goes.
+    if std::env::var_os("PERFSWEEP_BENCH_EXPLAIN").is_some() {
+        for (name, sql) in &queries {
+            let batches = warehouse
+                .context()
+                .sql(&format!("EXPLAIN ANALYZE {sql}"))
+                .await
+                .expect(sql)
+                .collect()
+                .await
+                .expect(sql);
+            println!("\n== {name} ==");
+            for row in json_rows(&batches).expect("rows") {
+                if let Some(plan) = row.get("plan").and_then(|p| p.as_str()) {
+                    println!("{plan}");
+                }
+            }
+        }
+    }
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+/// Generates the runs' records and builds the warehouse from them, printing the figures.
+async fn generate_and_build(root: &Path, source: &Path, wh: &Path) {
+    let runs: usize = std::env::var("PERFSWEEP_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100_000);
+    let _ = std::fs::remove_dir_all(root);
+
+    // Sweeps of ~200 runs, ten a day over a month, as nightly sweeps of many clusters
+    // would be; sweep 7 has a slow node and slowed fio, so the regression query finds
+    // something.
+    let started = Instant::now();
+    let mut generated = 0;
+    let mut sweep_index = 0_u64;
+    let mut run_ids = Vec::new();
+    while generated < runs {
+        let day = sweep_index / 10;
+        let start = format!(
+            "2026-10-{:02}T{:02}:00:00Z",
+            1 + day % 30,
+            (sweep_index % 10) * 2
+        );
+        let run_id = format!("sweep-{sweep_index:04}");
+        let mut sweep = Sweep::new(&run_id, &start, sweep_index + 1);
+        sweep.fleet_nodes = 16;
+        sweep.limit = Some(runs - generated);
+        if sweep_index == 7 {
+            sweep.slow_node = Some(("node-005".into(), 1.5));
+            sweep.slow_kind = Some(("Fio".into(), 1.3));
+        }
+        let batch = synth::sweep(&sweep);
+        generated += batch.len();
+        synth::write_source(&source.join(&run_id), &batch, true).expect("sources written");
+        run_ids.push(run_id);
+        sweep_index += 1;
+    }
+    println!(
+        "generated {generated} runs in {} sweeps ({:.1} MiB of JSON Lines and evidence) in {:.1} s",
+        run_ids.len(),
+        mib(size(source)),
+        started.elapsed().as_secs_f64()
+    );
+
+    reset_hwm();
+    let started = Instant::now();
+    let summary = build::build(std::slice::from_ref(&source), wh, &Options::default())
+        .await
+        .expect("build");
+    let build_seconds = started.elapsed().as_secs_f64();
+    let peak = vm_hwm_kib().unwrap_or(0);
+    println!(
+        "build: {} runs, {} telemetry slices, {} files in {build_seconds:.1} s; peak RSS {:.0} MiB",
+        summary.runs_added,
+        summary.slices_added,
+        summary.files_written,
+        peak as f64 / 1024.0
+    );
+    let started = Instant::now();
+    let again = build::build(std::slice::from_ref(&source), wh, &Options::default())
+        .await
+        .expect("rebuild");
+    println!(
+        "rebuild (idempotent): {} runs added, {} present, in {:.1} s",
+        again.runs_added,
+        again.runs_present,
+        started.elapsed().as_secs_f64()
+    );
+    let raw = size(&wh.join("raw"));
+    let total = size(wh);
+    println!(
+        "size on disk: tables {:.1} MiB, raw records and evidence {:.1} MiB, total {:.1} MiB",
+        mib(total - raw),
+        mib(raw),
+        mib(total)
+    );
 }

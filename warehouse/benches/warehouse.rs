@@ -210,7 +210,8 @@ async fn main() {
                 .expect(sql);
             println!("\n== {name} ==");
             for row in json_rows(&batches).expect("rows") {
-                if let Some(plan) = row.get("plan").and_then(|p| p.as_str()) {
+                // (plan_type, plan)
+                if let Some(plan) = row.get(1).and_then(|p| p.as_str()) {
                     println!("{plan}");
                 }
             }
@@ -266,7 +267,7 @@ async fn generate_and_build(root: &Path, source: &Path, wh: &Path) {
 
     reset_hwm();
     let started = Instant::now();
-    let summary = build::build(std::slice::from_ref(&source), wh, &Options::default())
+    let summary = build::build(&[source.to_path_buf()], wh, &Options::default())
         .await
         .expect("build");
     let build_seconds = started.elapsed().as_secs_f64();
@@ -279,7 +280,7 @@ async fn generate_and_build(root: &Path, source: &Path, wh: &Path) {
         peak as f64 / 1024.0
     );
     let started = Instant::now();
-    let again = build::build(std::slice::from_ref(&source), wh, &Options::default())
+    let again = build::build(&[source.to_path_buf()], wh, &Options::default())
         .await
         .expect("rebuild");
     println!(

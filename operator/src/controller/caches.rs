@@ -208,26 +208,29 @@ where
         watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
     let (store, writer) = reflector::store();
     let kind = T::kind(&()).into_owned();
-    let run = reflector::reflector(writer, watcher(api, config))
-        // An error (the API server unavailable, 403) is retried with backoff, as a
-        // controller's own watches are.
-        .default_backoff()
-        .touched_objects()
-        .for_each(move |object| {
-            match object {
-                Ok(object) => {
-                    if let Some((routes, recent)) = &follow {
-                        if let Some(uid) = object.meta().uid.as_deref() {
-                            recent.seen(uid);
-                        }
-                        routes.route(&object);
+    let run = reflector::reflector(
+        writer,
+        watcher(api, config).modify(super::without_managed_fields),
+    )
+    // An error (the API server unavailable, 403) is retried with backoff, as a
+    // controller's own watches are.
+    .default_backoff()
+    .touched_objects()
+    .for_each(move |object| {
+        match object {
+            Ok(object) => {
+                if let Some((routes, recent)) = &follow {
+                    if let Some(uid) = object.meta().uid.as_deref() {
+                        recent.seen(uid);
                     }
+                    routes.route(&object);
                 }
-                Err(error) => tracing::warn!(kind, %error, "watching perfsweep's objects"),
             }
-            futures::future::ready(())
-        })
-        .boxed();
+            Err(error) => tracing::warn!(kind, %error, "watching perfsweep's objects"),
+        }
+        futures::future::ready(())
+    })
+    .boxed();
     (store, run)
 }
 

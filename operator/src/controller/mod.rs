@@ -257,6 +257,13 @@ where
     }
 }
 
+/// An object as the operator's caches keep it: without its managed fields, which no
+/// reconcile reads and which are often the largest part of a watched object (a pod's
+/// run to about as much as the rest of it), held once per child, pod and PodGroup.
+pub(crate) fn without_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 pub(crate) fn default_watcher() -> watcher::Config {
     watcher::Config::default()
 }

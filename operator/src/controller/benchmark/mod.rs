@@ -40,9 +40,9 @@ use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
-use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::EventType;
+use kube::runtime::{Controller, WatchStreamExt as _};
 use kube::{Client, Resource, ResourceExt};
 use perfsweep_benchmarks::api::status::{
     BenchmarkStatus, Phase, condition, condition_status, set_condition,
@@ -304,7 +304,19 @@ fn controller<K: Benchmark>(
 ) -> Controller<DeserializeGuard<K>> {
     let benchmarks: Api<DeserializeGuard<K>> =
         scoped_api(&engine.ctx.client, engine.namespace.as_deref());
-    Controller::new(benchmarks, default_watcher()).reconcile_on(triggers.map(caches::object_ref))
+    let (store, writer) = kube::runtime::reflector::store();
+    let changes = kube::runtime::reflector::reflector(
+        writer,
+        kube::runtime::watcher(benchmarks, default_watcher()).modify(|guard| {
+            if let Ok(benchmark) = &mut guard.0 {
+                super::without_managed_fields(benchmark);
+            }
+        }),
+    )
+    // A failing list or watch (the CRD deleted, 403) is retried with backoff.
+    .default_backoff()
+    .applied_objects();
+    Controller::for_stream(changes, store).reconcile_on(triggers.map(caches::object_ref))
 }
 
 /// A benchmark that deserialized is reconciled; one that did not is reported, and waits

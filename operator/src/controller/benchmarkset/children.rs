@@ -73,12 +73,15 @@ pub fn watch(
         let writer = reflector::store::Writer::new(resource.clone());
         children.by_kind.push((kind, writer.as_reader()));
         // Only perfsweep's children, not benchmarks users create by hand.
-        let changes =
-            reflector::reflector(writer, watcher(api, default_watcher().labels(labels::SET)))
-                // A failing list or watch (the CRD deleted, 403) is retried with backoff,
-                // not in a tight loop.
-                .default_backoff()
-                .touched_objects();
+        let changes = reflector::reflector(
+            writer,
+            watcher(api, default_watcher().labels(labels::SET))
+                .modify(crate::controller::without_managed_fields),
+        )
+        // A failing list or watch (the CRD deleted, 403) is retried with backoff,
+        // not in a tight loop.
+        .default_backoff()
+        .touched_objects();
         let served = served.clone();
         let until_served = futures::stream::once(async move { served.served(kind.kind).await })
             .filter_map(|()| futures::future::ready(None));

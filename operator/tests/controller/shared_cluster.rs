@@ -274,30 +274,70 @@ fn pods_of(double: &ApiDouble, name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Issue 35: a set's children are admitted by one NetworkPolicy of the set's, made before
-/// the first child (one create per set, not per child), and their pods carry the set's
-/// uid for it. A benchmark that names as its owner a set whose policy the operator did
-/// not make (a forged or stale owner reference) is not left without one: it gets its own.
-#[tokio::test]
-async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() {
-    let double = double_with_crds().await;
-    let _operator = Operator::start(&double, "test");
-    let set = support::create_set(
-        &double,
-        support::iperf_set("peers", json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
-    )
-    .await;
-    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
-    let children = support::expected_names(&set);
-    let pods = wait_until(WAIT, "every child's two pods", || {
-        let pods: Vec<Value> = children.iter().flat_map(|c| pods_of(&double, c)).collect();
+/// The two pods of each of `children`, once they are all there.
+async fn two_pods_each(double: &ApiDouble, children: &[String], what: &str) -> Vec<Value> {
+    wait_until(WAIT, what, || {
+        let pods: Vec<Value> = children.iter().flat_map(|c| pods_of(double, c)).collect();
         if pods.len() == 2 * children.len() {
             Ok(pods)
         } else {
             Err(format!("{} pods", pods.len()))
         }
     })
+    .await
+}
+
+/// A standalone IPerf `name` whose controlling owner reference names set `set` of `uid`
+/// (which the operator did not create as that set's child), and its two pods.
+async fn forged_child(double: &ApiDouble, name: &str, set: &str, uid: &str) -> Vec<Value> {
+    double
+        .create(
+            &IPERFS,
+            json!({
+                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
+                "metadata": {"name": name, "namespace": NS, "ownerReferences": [{
+                    "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
+                    "name": set, "uid": uid, "controller": true}]},
+                "spec": {"duration": 5},
+            }),
+        )
+        .expect("creating the forged child");
+    two_pods_each(double, &[name.to_owned()], "the forged child's pods").await
+}
+
+/// Where in the double's request log the first create of `resource` is.
+fn first_create(double: &ApiDouble, resource: &str) -> usize {
+    double
+        .requests()
+        .iter()
+        .position(|r| r.verb == "create" && r.resource == resource)
+        .unwrap_or_else(|| panic!("a create of {resource}"))
+}
+
+/// The double and a running operator with a 3-child IPerf set `name`, all three created
+/// at once: the set's uid, its children's names (sorted) and their pods.
+async fn set_of_three(name: &str) -> (ApiDouble, Operator, String, Vec<String>, Vec<Value>) {
+    let double = double_with_crds().await;
+    let operator = Operator::start(&double, "test");
+    let set = support::create_set(
+        &double,
+        support::iperf_set(name, json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
+    )
     .await;
+    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
+    let mut children = support::expected_names(&set);
+    children.sort();
+    let pods = two_pods_each(&double, &children, "every child's two pods").await;
+    (double, operator, set_uid, children, pods)
+}
+
+/// Issue 35: a set's children are admitted by one NetworkPolicy of the set's, made before
+/// the first child (one create per set, not per child), and their pods carry the set's
+/// uid for it. A benchmark that names as its owner a set whose policy the operator did
+/// not make (a forged or stale owner reference) is not left without one: it gets its own.
+#[tokio::test]
+async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() {
+    let (double, _operator, set_uid, _children, pods) = set_of_three("peers").await;
     let policies = double.list(&POLICIES, Some(NS));
     let names: Vec<&str> = policies.iter().map(support::name_of).collect();
     assert_eq!(
@@ -328,37 +368,16 @@ async fn a_sets_children_share_its_one_policy_and_a_forged_child_gets_its_own() 
         );
     }
     // Made before the first child, so that no child's pod ever runs unguarded.
-    let requests = double.requests();
-    let position = |resource: &str| {
-        requests
-            .iter()
-            .position(|r| r.verb == "create" && r.resource == resource)
-            .unwrap_or_else(|| panic!("a create of {resource}"))
-    };
+    let position = |resource: &str| first_create(&double, resource);
     assert!(position("networkpolicies") < position("iperfs"));
 
     // A standalone IPerf claiming a set the operator made no policy for.
-    double
-        .create(
-            &IPERFS,
-            json!({
-                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
-                "metadata": {"name": "forged", "namespace": NS, "ownerReferences": [{
-                    "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
-                    "name": "peers", "uid": "00000000-0000-0000-0000-00000000f0a9",
-                    "controller": true}]},
-                "spec": {"duration": 5},
-            }),
-        )
-        .expect("creating the forged child");
-    let pods = wait_until(WAIT, "the forged child's pods", || {
-        let pods = pods_of(&double, "forged");
-        if pods.len() == 2 {
-            Ok(pods)
-        } else {
-            Err(format!("{} pods", pods.len()))
-        }
-    })
+    let pods = forged_child(
+        &double,
+        "forged",
+        "peers",
+        "00000000-0000-0000-0000-00000000f0a9",
+    )
     .await;
     let own = double
         .get(&POLICIES, Some(NS), "forged")
@@ -407,25 +426,7 @@ fn token_ref(pod: &Value) -> (String, String) {
 /// never made — gets a Secret of its own. The batch is deleted once its children ended.
 #[tokio::test]
 async fn a_sets_children_read_their_own_keys_of_one_batch_of_tokens() {
-    let double = double_with_crds().await;
-    let _operator = Operator::start(&double, "test");
-    let set = support::create_set(
-        &double,
-        support::iperf_set("batched", json!({"streams": [1, 2, 3]}), 1, 3, "Continue"),
-    )
-    .await;
-    let set_uid = set.metadata.uid.clone().expect("the set has a uid");
-    let mut children = support::expected_names(&set);
-    children.sort();
-    let pods = wait_until(WAIT, "every child's two pods", || {
-        let pods: Vec<Value> = children.iter().flat_map(|c| pods_of(&double, c)).collect();
-        if pods.len() == 2 * children.len() {
-            Ok(pods)
-        } else {
-            Err(format!("{} pods", pods.len()))
-        }
-    })
-    .await;
+    let (double, _operator, set_uid, children, pods) = set_of_three("batched").await;
     let secrets = double.list(&Gvr::SECRETS, Some(NS));
     let names: Vec<&str> = secrets.iter().map(support::name_of).collect();
     let batches: Vec<&Value> = secrets
@@ -463,40 +464,14 @@ async fn a_sets_children_read_their_own_keys_of_one_batch_of_tokens() {
             support::name_of(pod)
         );
     }
-    let requests = double.requests();
-    let position = |resource: &str| {
-        requests
-            .iter()
-            .position(|r| r.verb == "create" && r.resource == resource)
-            .unwrap_or_else(|| panic!("a create of {resource}"))
-    };
+    let position = |resource: &str| first_create(&double, resource);
     assert!(
         position("secrets") < position("iperfs"),
         "the batch before the first child"
     );
 
     // The set's real uid as controlling owner, a name the set never created.
-    double
-        .create(
-            &IPERFS,
-            json!({
-                "apiVersion": "perfsweep.io/v1alpha1", "kind": "IPerf",
-                "metadata": {"name": "forged-token", "namespace": NS, "ownerReferences": [{
-                    "apiVersion": "perfsweep.io/v1alpha1", "kind": "BenchmarkSet",
-                    "name": "batched", "uid": set_uid, "controller": true}]},
-                "spec": {"duration": 5},
-            }),
-        )
-        .expect("creating the forged child");
-    let forged = wait_until(WAIT, "the forged child's pods", || {
-        let pods = pods_of(&double, "forged-token");
-        if pods.len() == 2 {
-            Ok(pods)
-        } else {
-            Err(format!("{} pods", pods.len()))
-        }
-    })
-    .await;
+    let forged = forged_child(&double, "forged-token", "batched", &set_uid).await;
     for pod in &forged {
         assert_eq!(
             token_ref(pod),

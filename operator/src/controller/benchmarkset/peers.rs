@@ -31,11 +31,7 @@ impl SetPolicies {
     /// The uid of the set whose policy admits the pods of a benchmark with these owner
     /// references, if any: its controlling owner is a set whose policy is in place.
     pub fn covering(&self, owners: &[OwnerReference]) -> Option<String> {
-        let owner = owners.iter().find(|owner| {
-            owner.controller == Some(true)
-                && owner.kind == "BenchmarkSet"
-                && owner.api_version == perfsweep_benchmarks::API_VERSION
-        })?;
+        let owner = controlling_set(owners)?;
         (self.lock().get(&owner.uid) == Some(&true)).then(|| owner.uid.clone())
     }
 
@@ -93,6 +89,16 @@ pub async fn ensure(set: &BenchmarkSet, namespace: &str, ctx: &Context) {
     ctx.set_policies.learn(&uid, outcome.is_ok());
 }
 
+/// The set a benchmark with these owner references claims as its controlling owner: what
+/// a set's shared objects are granted by, and only when this process made them for it.
+pub(super) fn controlling_set(owners: &[OwnerReference]) -> Option<&OwnerReference> {
+    owners.iter().find(|owner| {
+        owner.controller == Some(true)
+            && owner.kind == "BenchmarkSet"
+            && owner.api_version == perfsweep_benchmarks::API_VERSION
+    })
+}
+
 fn owned_by(policy: &NetworkPolicy, uid: &str) -> bool {
     policy
         .owner_references()
@@ -101,10 +107,15 @@ fn owned_by(policy: &NetworkPolicy, uid: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn owner(kind: &str, uid: &str, controller: Option<bool>) -> OwnerReference {
+    /// An owner reference of `kind` with `uid`, controlling or not.
+    pub(in crate::controller::benchmarkset) fn owner(
+        kind: &str,
+        uid: &str,
+        controller: Option<bool>,
+    ) -> OwnerReference {
         OwnerReference {
             api_version: perfsweep_benchmarks::API_VERSION.to_owned(),
             kind: kind.to_owned(),

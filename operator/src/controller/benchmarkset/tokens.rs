@@ -68,11 +68,7 @@ impl SetTokens {
         name: &str,
         owners: &[OwnerReference],
     ) -> Option<TokenSource> {
-        let owner = owners.iter().find(|owner| {
-            owner.controller == Some(true)
-                && owner.kind == "BenchmarkSet"
-                && owner.api_version == perfsweep_benchmarks::API_VERSION
-        })?;
+        let owner = super::peers::controlling_set(owners)?;
         let key = (namespace.to_owned(), kind, name.to_owned());
         let recorded = self.lock();
         let (set_uid, source) = recorded.children.get(&key)?;
@@ -226,18 +222,8 @@ pub async fn delete_ended(set: &BenchmarkSet, ctx: &Context, ended: impl Fn(&str
 
 #[cfg(test)]
 mod tests {
+    use super::super::peers::tests::owner;
     use super::*;
-
-    fn owner(kind: &str, uid: &str, controller: Option<bool>) -> OwnerReference {
-        OwnerReference {
-            api_version: perfsweep_benchmarks::API_VERSION.to_owned(),
-            kind: kind.to_owned(),
-            name: "s".to_owned(),
-            uid: uid.to_owned(),
-            controller,
-            block_owner_deletion: None,
-        }
-    }
 
     fn batch(secret: &str, children: &[&str]) -> Batch {
         Batch {

@@ -317,7 +317,14 @@ fn first_create(double: &ApiDouble, resource: &str) -> usize {
 /// The double and a running operator with a 3-child IPerf set `name`, all three created
 /// at once: the set's uid, its children's names (sorted) and their pods.
 async fn set_of_three(name: &str) -> (ApiDouble, Operator, String, Vec<String>, Vec<Value>) {
-    let double = double_with_crds().await;
+    set_of_three_on(double_with_crds().await, name).await
+}
+
+/// [`set_of_three`] on a double prepared by the caller (faults planted).
+async fn set_of_three_on(
+    double: ApiDouble,
+    name: &str,
+) -> (ApiDouble, Operator, String, Vec<String>, Vec<Value>) {
     let operator = Operator::start(&double, "test");
     let set = support::create_set(
         &double,
@@ -550,6 +557,46 @@ async fn a_set_whose_policy_cannot_be_made_runs_its_children_with_their_own() {
                 .is_none()
         }));
     }
+}
+
+/// A batch of tokens is an economy, never a gate: when its create fails (here a 500),
+/// the set's children are created all the same, each with a launch Secret of its own that
+/// its pods read.
+#[tokio::test]
+async fn a_set_whose_batch_of_tokens_cannot_be_made_runs_its_children_with_their_own() {
+    let double = double_with_crds().await;
+    double.fail_next(
+        perfsweep_testkit::RequestMatcher::new("create", "secrets").times(1),
+        500,
+        "InternalError",
+    );
+    let (double, _operator, _set_uid, children, pods) = set_of_three_on(double, "unbatched").await;
+    for pod in &pods {
+        let child = pod["metadata"]["labels"]["perfsweep.io/benchmark"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            token_ref(pod),
+            (format!("{child}-launch"), "token".to_owned()),
+            "{} reads its child's own Secret",
+            support::name_of(pod)
+        );
+    }
+    for child in &children {
+        assert!(
+            double
+                .get(&Gvr::SECRETS, Some(NS), &format!("{child}-launch"))
+                .is_some(),
+            "{child}'s own launch Secret"
+        );
+    }
+    let batches: Vec<String> = double
+        .list(&Gvr::SECRETS, Some(NS))
+        .iter()
+        .map(|s| support::name_of(s).to_owned())
+        .filter(|name| name.starts_with("unbatched-launch-"))
+        .collect();
+    assert!(batches.is_empty(), "{batches:?}");
 }
 
 /// An operator restarted mid-sweep finds the set's policy made by the one before it (its

@@ -428,12 +428,18 @@ async fn advance(
         ctx,
     )
     .await?;
-    let ended: std::collections::HashSet<String> = existing
-        .iter()
-        .filter(|child| matches!(observed::child_state(child), set::status::ChildState::Created { phase, .. } if phase.is_finished()))
-        .map(|child| child.name_any())
-        .collect();
-    tokens::delete_ended(set, ctx, |name| ended.contains(name)).await;
+    // Only a set with batches left pays for the names of its ended children.
+    if set
+        .uid()
+        .is_some_and(|uid| ctx.set_tokens.has_batches(&uid))
+    {
+        let ended: std::collections::HashSet<String> = existing
+            .iter()
+            .filter(|child| matches!(observed::child_state(child), set::status::ChildState::Created { phase, .. } if phase.is_finished()))
+            .map(|child| child.name_any())
+            .collect();
+        tokens::delete_ended(set, ctx, |name| ended.contains(name)).await;
+    }
     if let Some(note) = decide::created_note(expansion, &decision.to_create) {
         let first = decision
             .to_create

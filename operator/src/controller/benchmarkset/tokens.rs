@@ -140,6 +140,11 @@ impl SetTokens {
             .collect()
     }
 
+    /// Whether the set has batches not yet deleted.
+    pub fn has_batches(&self, set_uid: &str) -> bool {
+        self.lock().batches.contains_key(set_uid)
+    }
+
     /// Forgets a set that is gone (its batches go with it, through their owner).
     pub fn forget(&self, set_uid: &str) {
         let mut recorded = self.lock();
